@@ -1,0 +1,242 @@
+// Package config reads the bridge's configuration from environment
+// variables, once, into a typed struct.
+//
+// Every variable, its default and its meaning are declared in the struct
+// tags of Config, which is also where `bridge --help` reads them from.
+// Validate reports every problem at once, each naming its variable. No
+// value read here is ever logged as a whole, so that later secrets (broker
+// passwords, tokens) cannot leak through it.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
+)
+
+// Config is the bridge's whole configuration. The help tag is shown by
+// `bridge --help`; the default tag is the default, with its reason in the
+// comment above the field.
+type Config struct {
+	Resources     []string `env:"BRIDGE_RESOURCES" help:"required; comma-separated resources, named as kubectl names them: configmaps, deployments.apps, deployments.v1.apps, widgets.v1alpha1.example.com, deploy"`
+	Namespaces    []string `env:"BRIDGE_NAMESPACES" help:"comma-separated namespaces to watch; empty means all. Cluster-scoped resources are always watched whole"`
+	LabelSelector string   `env:"BRIDGE_LABEL_SELECTOR" help:"label selector, as kubectl -l takes it"`
+	FieldSelector string   `env:"BRIDGE_FIELD_SELECTOR" help:"field selector, as kubectl --field-selector takes it"`
+	// "default" keeps event sources well-formed when one bridge serves one
+	// cluster and nobody named it.
+	ClusterName string `env:"BRIDGE_CLUSTER_NAME" envDefault:"default" help:"the cluster's name in messages (event source and cluster attribute)"`
+
+	Sink string `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines)"`
+	// A file next to the process survives restarts without extra services.
+	Checkpoint string `env:"BRIDGE_CHECKPOINT" envDefault:"file:bridge-checkpoint.db" help:"where published positions are kept: file:<path> or none"`
+	// One second bounds the repeats after a crash to about a second of
+	// changes while costing one small fsync a second.
+	CheckpointInterval time.Duration `env:"BRIDGE_CHECKPOINT_INTERVAL" envDefault:"1s" help:"how often acknowledged positions are flushed to the checkpoint"`
+
+	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
+	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory while events wait)"`
+
+	Workers             int `env:"BRIDGE_WORKERS" envDefault:"4" help:"batches published in parallel"`
+	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"most messages in one batch"`
+	MaxPendingPerObject int `env:"BRIDGE_MAX_PENDING_PER_OBJECT" envDefault:"16" help:"changes of one object that may wait before they are collapsed into its latest state"`
+	// Thirty seconds keeps a long outage from turning into a hammering
+	// reconnect loop while still noticing recovery quickly.
+	RetryMaxInterval time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" envDefault:"30s" help:"longest wait between retries of a failed publish"`
+	// Within Kubernetes' default 30s grace period, leaving time to flush.
+	ShutdownTimeout time.Duration `env:"BRIDGE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long a shutdown waits for messages in flight before it stops anyway"`
+
+	LogLevel  string `env:"BRIDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	LogFormat string `env:"BRIDGE_LOG_FORMAT" envDefault:"json" help:"json or text"`
+
+	// Kubeconfig is read by client-go; it is listed here for --help.
+	Kubeconfig string `env:"KUBECONFIG" help:"kubeconfig file; when unset, the in-cluster service account is used, then ~/.kube/config"`
+}
+
+// Sinks the bridge can publish to.
+const (
+	SinkStdout = "stdout"
+)
+
+// Checkpoint kinds.
+const (
+	CheckpointFile = "file"
+	CheckpointNone = "none"
+)
+
+// Load reads the configuration from environ ("KEY=value" strings, as
+// os.Environ returns them) and validates it. The error lists every problem.
+func Load(environ []string) (*Config, error) {
+	vars := map[string]string{}
+	for _, kv := range environ {
+		if k, v, ok := strings.Cut(kv, "="); ok {
+			vars[k] = v
+		}
+	}
+	var c Config
+	// The env library sets every field it can even when others fail, so
+	// the checks below still run; they skip variables that did not parse.
+	perr := parseErrors(env.ParseWithOptions(&c, env.Options{Environment: vars}))
+	c.Resources = clean(c.Resources)
+	c.Namespaces = clean(c.Namespaces)
+	errs := perr
+	for _, e := range c.problems() {
+		if !slices.ContainsFunc(perr, func(p *VarError) bool { return p.Var == e.Var }) {
+			errs = append(errs, e)
+		}
+	}
+	if len(errs) > 0 {
+		return nil, join(errs)
+	}
+	return &c, nil
+}
+
+// VarError is a problem with one variable.
+type VarError struct {
+	Var string
+	Err error
+}
+
+func (e *VarError) Error() string { return e.Var + ": " + e.Err.Error() }
+func (e *VarError) Unwrap() error { return e.Err }
+
+func join(errs []*VarError) error {
+	out := make([]error, len(errs))
+	for i, e := range errs {
+		out[i] = e
+	}
+	return errors.Join(out...)
+}
+
+// Validate checks every setting and reports all problems, joined, each
+// naming its variable.
+func (c *Config) Validate() error {
+	return join(c.problems())
+}
+
+func (c *Config) problems() []*VarError {
+	var errs []*VarError
+	bad := func(name string, format string, args ...any) {
+		errs = append(errs, &VarError{Var: name, Err: fmt.Errorf(format, args...)})
+	}
+	if len(c.Resources) == 0 {
+		bad("BRIDGE_RESOURCES", "required: name at least one resource, for example configmaps")
+	}
+	for _, ns := range c.Namespaces {
+		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
+			bad("BRIDGE_NAMESPACES", "%q is not a namespace name: %s", ns, strings.Join(msgs, "; "))
+		}
+	}
+	if _, err := labels.Parse(c.LabelSelector); err != nil {
+		bad("BRIDGE_LABEL_SELECTOR", "%v", err)
+	}
+	if _, err := fields.ParseSelector(c.FieldSelector); err != nil {
+		bad("BRIDGE_FIELD_SELECTOR", "%v", err)
+	}
+	if msgs := validation.IsDNS1123Subdomain(c.ClusterName); len(msgs) > 0 {
+		bad("BRIDGE_CLUSTER_NAME", "%q: %s", c.ClusterName, strings.Join(msgs, "; "))
+	}
+	switch c.Sink {
+	case SinkStdout:
+	default:
+		bad("BRIDGE_SINK", "%q is not a sink; use stdout", c.Sink)
+	}
+	if kind, path := c.CheckpointKind(); kind == "" || (kind == CheckpointFile && path == "") {
+		bad("BRIDGE_CHECKPOINT", "%q is not a checkpoint; use file:<path> or none", c.Checkpoint)
+	}
+	if c.CheckpointInterval <= 0 {
+		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
+	}
+	if c.Workers <= 0 {
+		bad("BRIDGE_WORKERS", "must be positive, got %d", c.Workers)
+	}
+	if c.BatchSize <= 0 {
+		bad("BRIDGE_BATCH_SIZE", "must be positive, got %d", c.BatchSize)
+	}
+	if c.MaxPendingPerObject <= 0 {
+		bad("BRIDGE_MAX_PENDING_PER_OBJECT", "must be positive, got %d", c.MaxPendingPerObject)
+	}
+	if c.RetryMaxInterval <= 0 {
+		bad("BRIDGE_RETRY_MAX_INTERVAL", "must be positive, got %s", c.RetryMaxInterval)
+	}
+	if c.ShutdownTimeout <= 0 {
+		bad("BRIDGE_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if _, err := c.Level(); err != nil {
+		bad("BRIDGE_LOG_LEVEL", "%q is not a level; use debug, info, warn or error", c.LogLevel)
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		bad("BRIDGE_LOG_FORMAT", "%q is not a format; use json or text", c.LogFormat)
+	}
+	return errs
+}
+
+// CheckpointKind splits BRIDGE_CHECKPOINT into its kind and argument. The
+// kind is "" when the value is not understood.
+func (c *Config) CheckpointKind() (kind, arg string) {
+	if c.Checkpoint == CheckpointNone {
+		return CheckpointNone, ""
+	}
+	if path, ok := strings.CutPrefix(c.Checkpoint, CheckpointFile+":"); ok {
+		return CheckpointFile, path
+	}
+	return "", ""
+}
+
+// Level is BRIDGE_LOG_LEVEL as a slog level.
+func (c *Config) Level() (slog.Level, error) {
+	var l slog.Level
+	err := l.UnmarshalText([]byte(c.LogLevel))
+	return l, err
+}
+
+// clean trims entries and drops empty ones, so "a, b," means [a b].
+func clean(in []string) []string {
+	var out []string
+	for _, s := range in {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// parseErrors rewrites the env library's errors, which name struct fields,
+// so that each names its variable instead. Only typed values (numbers,
+// durations, booleans) can fail to parse; secrets are plain strings, so a
+// parse error never quotes one.
+func parseErrors(err error) []*VarError {
+	if err == nil {
+		return nil
+	}
+	var agg env.AggregateError
+	if !errors.As(err, &agg) {
+		return []*VarError{{Var: "environment", Err: err}}
+	}
+	var errs []*VarError
+	for _, e := range agg.Errors {
+		var pe env.ParseError
+		if errors.As(e, &pe) {
+			errs = append(errs, &VarError{Var: varOf(pe.Name), Err: fmt.Errorf("not a valid %s: %v", pe.Type, pe.Err)})
+			continue
+		}
+		errs = append(errs, &VarError{Var: "environment", Err: e})
+	}
+	return errs
+}
+
+func varOf(field string) string {
+	if f, ok := reflect.TypeFor[Config]().FieldByName(field); ok {
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		return name
+	}
+	return field
+}

@@ -1,0 +1,27 @@
+package config
+
+import (
+	"fmt"
+	"io"
+	"reflect"
+	"strings"
+	"text/tabwriter"
+)
+
+// Help writes every variable, its default and its meaning to w.
+func Help(w io.Writer) error {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
+	for f := range reflect.TypeFor[Config]().Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		if name == "" {
+			continue
+		}
+		def, ok := f.Tag.Lookup("envDefault")
+		if !ok {
+			def = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\n", name, def, f.Tag.Get("help"))
+	}
+	return tw.Flush()
+}

@@ -1,0 +1,23 @@
+// Package pipeline carries deltas from the source to a sink and records
+// them in the checkpoint once the sink has accepted them.
+//
+// Guarantees:
+//
+//   - OnDelta never blocks on the network: deltas wait in memory, grouped by
+//     object.
+//   - Deltas of one object reach the sink in the order they arrived, one
+//     batch at a time; deltas of different objects are published in
+//     parallel by several workers.
+//   - A delta is recorded in the checkpoint only after the sink accepted it.
+//   - Failures the sink calls retryable are retried with exponential,
+//     jittered, capped backoff, for as long as the pipeline runs. When one
+//     of an object's deltas fails, it and every later delta of that object
+//     in the batch are sent again, so order holds even across retries.
+//   - A terminal failure (such as a message too large for the bus) is
+//     logged with the object's identity, counted, and skipped; it never
+//     stalls the stream.
+//   - Memory is bounded by the number of objects with deltas waiting, not by
+//     the number of changes: when more than MaxPendingPerObject deltas of
+//     one object wait (the sink is slow or down), consecutive deltas of the
+//     same object are collapsed into one that carries the latest state.
+package pipeline

@@ -1,0 +1,411 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+	"k8s.io/client-go/util/workqueue"
+
+	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+)
+
+// Defaults for Options.
+const (
+	// DefaultWorkers publish batches in parallel. A few are enough to keep
+	// a bus busy while one batch waits for its acknowledgement.
+	DefaultWorkers = 4
+	// DefaultBatchSize bounds the messages in one Publish: large enough to
+	// amortise a round trip, small enough that a retried batch is cheap.
+	DefaultBatchSize = 500
+	// DefaultMaxPendingPerObject is how many deltas of one object may wait
+	// before they are collapsed. Below it every change is published; above
+	// it (the sink is slow or down) only the latest state is.
+	DefaultMaxPendingPerObject = 16
+	// DefaultMaxRetryInterval caps the backoff between retries.
+	DefaultMaxRetryInterval = 30 * time.Second
+)
+
+// Encoder turns a delta into a message.
+type Encoder interface {
+	Encode(d *source.Delta) (*sink.Message, error)
+}
+
+// Recorder takes acknowledged deltas for the checkpoint. Record must not
+// block on I/O.
+type Recorder interface {
+	Record(recs ...checkpoint.Record)
+}
+
+// Options tune a Pipeline. Zero values take the defaults above.
+type Options struct {
+	Workers             int
+	BatchSize           int
+	MaxPendingPerObject int
+	// NewBackOff makes the retry policy for one batch. The default is
+	// exponential from 100ms, doubling, ±50% jitter, capped at
+	// MaxRetryInterval, never giving up.
+	NewBackOff       func() backoff.BackOff
+	MaxRetryInterval time.Duration
+}
+
+// Stats are counters since the pipeline started.
+type Stats struct {
+	Published int64 // deltas the sink accepted
+	Skipped   int64 // deltas dropped after a terminal failure
+	Retried   int64 // deltas sent again after a retryable failure
+	Coalesced int64 // deltas collapsed into a later one while waiting
+	Abandoned int64 // deltas still unpublished when the pipeline stopped
+	Pending   int64 // objects with deltas waiting or in flight
+}
+
+// Pipeline queues deltas per object and publishes them with a pool of
+// workers. It implements source.Handler.
+type Pipeline struct {
+	sink sink.Sink
+	enc  Encoder
+	rec  Recorder
+	opts Options
+	log  *slog.Logger
+
+	queue workqueue.TypedInterface[string]
+	getMu sync.Mutex // serialises batch assembly: see nextBatch
+
+	mu       sync.Mutex
+	objects  map[string]*object
+	seq      uint64
+	barriers map[*barrier]struct{}
+
+	published, skipped, retried, coalesced, abandoned atomic.Int64
+}
+
+// object is the state of one object with deltas waiting or in flight.
+type object struct {
+	pending []source.Delta
+	// last is the sequence number of the newest delta enqueued; taken is
+	// the newest in the batch in flight; done is the newest finished
+	// (published, skipped or abandoned).
+	last, taken, done uint64
+}
+
+// barrier waits until, for each key, the delta numbered target[key] or a
+// later one is done.
+type barrier struct {
+	target map[string]uint64
+	ch     chan struct{}
+}
+
+var _ source.Handler = (*Pipeline)(nil)
+
+// New returns a pipeline that publishes to s and records what s accepted
+// in rec.
+func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger) *Pipeline {
+	if opts.Workers <= 0 {
+		opts.Workers = DefaultWorkers
+	}
+	if opts.BatchSize <= 0 {
+		opts.BatchSize = DefaultBatchSize
+	}
+	if opts.MaxPendingPerObject <= 0 {
+		opts.MaxPendingPerObject = DefaultMaxPendingPerObject
+	}
+	if opts.MaxRetryInterval <= 0 {
+		opts.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	if opts.NewBackOff == nil {
+		maxInterval := opts.MaxRetryInterval
+		opts.NewBackOff = func() backoff.BackOff {
+			return backoff.NewExponentialBackOff(
+				backoff.WithInitialInterval(100*time.Millisecond),
+				backoff.WithMultiplier(2),
+				backoff.WithRandomizationFactor(0.5),
+				backoff.WithMaxInterval(maxInterval),
+				backoff.WithMaxElapsedTime(0),
+			)
+		}
+	}
+	return &Pipeline{
+		sink:     s,
+		enc:      enc,
+		rec:      rec,
+		opts:     opts,
+		log:      log,
+		queue:    workqueue.NewTyped[string](),
+		objects:  map[string]*object{},
+		barriers: map[*barrier]struct{}{},
+	}
+}
+
+// OnDelta queues d behind the other waiting deltas of its object. It never
+// blocks on I/O.
+func (p *Pipeline) OnDelta(d source.Delta) {
+	key := d.Resource.Name() + "/" + d.Key()
+	p.mu.Lock()
+	o := p.objects[key]
+	if o == nil {
+		o = &object{}
+		p.objects[key] = o
+	}
+	p.seq++
+	o.last = p.seq
+	o.pending = append(o.pending, d)
+	if len(o.pending) > p.opts.MaxPendingPerObject {
+		before := len(o.pending)
+		o.pending = coalesce(o.pending)
+		p.coalesced.Add(int64(before - len(o.pending)))
+	}
+	p.mu.Unlock()
+	p.queue.Add(key)
+}
+
+// Run publishes until ctx ends, then stops the workers; a Publish in flight
+// sees ctx cancelled. Call Drain first for a soft stop.
+func (p *Pipeline) Run(ctx context.Context) error {
+	var wg sync.WaitGroup
+	for range p.opts.Workers {
+		wg.Go(func() { p.work(ctx) })
+	}
+	<-ctx.Done()
+	p.queue.ShutDown()
+	wg.Wait()
+	if n := p.abandoned.Load(); n > 0 {
+		p.log.Warn("pipeline stopped with deltas unpublished; they were not checkpointed, so a restart finds them again",
+			"deltas", n)
+	}
+	return nil
+}
+
+// Drain waits until every delta queued before the call is published,
+// skipped or abandoned, or until ctx ends.
+func (p *Pipeline) Drain(ctx context.Context) error {
+	p.mu.Lock()
+	b := &barrier{target: map[string]uint64{}, ch: make(chan struct{})}
+	for key, o := range p.objects {
+		if o.done < o.last {
+			b.target[key] = o.last
+		}
+	}
+	if len(b.target) == 0 {
+		p.mu.Unlock()
+		return nil
+	}
+	p.barriers[b] = struct{}{}
+	p.mu.Unlock()
+
+	select {
+	case <-b.ch:
+		return nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		delete(p.barriers, b)
+		left := len(b.target)
+		p.mu.Unlock()
+		return fmt.Errorf("pipeline: %d objects still have deltas in flight: %w", left, ctx.Err())
+	}
+}
+
+// Stats returns the pipeline's counters.
+func (p *Pipeline) Stats() Stats {
+	p.mu.Lock()
+	pending := int64(len(p.objects))
+	p.mu.Unlock()
+	return Stats{
+		Published: p.published.Load(),
+		Skipped:   p.skipped.Load(),
+		Retried:   p.retried.Load(),
+		Coalesced: p.coalesced.Load(),
+		Abandoned: p.abandoned.Load(),
+		Pending:   pending,
+	}
+}
+
+// item is one delta in a batch, with its message.
+type item struct {
+	key   string
+	delta *source.Delta
+	msg   *sink.Message
+}
+
+func (p *Pipeline) work(ctx context.Context) {
+	for {
+		keys := p.nextBatch()
+		if keys == nil {
+			return
+		}
+		p.publish(ctx, p.take(keys))
+		p.finish(keys)
+	}
+}
+
+// nextBatch takes keys off the queue until their waiting deltas fill a
+// batch or the queue is empty. Only the worker holding getMu calls Get, so
+// after the first key a non-empty queue means Get does not block: a worker
+// never sits on keys it has taken while waiting for new ones.
+func (p *Pipeline) nextBatch() []string {
+	p.getMu.Lock()
+	defer p.getMu.Unlock()
+	key, shutdown := p.queue.Get()
+	if shutdown {
+		return nil
+	}
+	keys := []string{key}
+	n := p.pendingLen(key)
+	for n < p.opts.BatchSize && p.queue.Len() > 0 {
+		key, shutdown := p.queue.Get()
+		if shutdown {
+			break
+		}
+		keys = append(keys, key)
+		n += p.pendingLen(key)
+	}
+	return keys
+}
+
+func (p *Pipeline) pendingLen(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o := p.objects[key]; o != nil {
+		return len(o.pending)
+	}
+	return 0
+}
+
+// take moves the waiting deltas of keys into a batch and encodes them.
+func (p *Pipeline) take(keys []string) []item {
+	var items []item
+	p.mu.Lock()
+	for _, key := range keys {
+		o := p.objects[key]
+		if o == nil {
+			continue
+		}
+		for i := range o.pending {
+			items = append(items, item{key: key, delta: &o.pending[i]})
+		}
+		o.pending = nil
+		o.taken = o.last
+	}
+	p.mu.Unlock()
+
+	out := items[:0]
+	for _, it := range items {
+		msg, err := p.enc.Encode(it.delta)
+		if err != nil {
+			p.skip(it, err)
+			continue
+		}
+		it.msg = msg
+		out = append(out, it)
+	}
+	return out
+}
+
+// publish sends items until each is accepted or skipped, or ctx ends.
+func (p *Pipeline) publish(ctx context.Context, items []item) {
+	if len(items) == 0 {
+		return
+	}
+	op := func() error {
+		msgs := make([]*sink.Message, len(items))
+		for i, it := range items {
+			msgs[i] = it.msg
+		}
+		errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
+
+		var (
+			acked []checkpoint.Record
+			retry []item
+			first error
+		)
+		failed := map[string]bool{}
+		for i, it := range items {
+			err := errs[i]
+			switch {
+			case failed[it.key]:
+				// An earlier delta of this object failed: send this one
+				// again after it, even if it was accepted, to keep order.
+				retry = append(retry, it)
+			case err == nil:
+				acked = append(acked, record(it.delta))
+			case sink.IsTerminal(err):
+				p.skip(it, err)
+			default:
+				failed[it.key] = true
+				retry = append(retry, it)
+				if first == nil {
+					first = err
+				}
+			}
+		}
+		if len(acked) > 0 {
+			p.rec.Record(acked...)
+			p.published.Add(int64(len(acked)))
+		}
+		items = retry
+		if len(retry) == 0 {
+			return nil
+		}
+		if ctx.Err() != nil {
+			return backoff.Permanent(ctx.Err())
+		}
+		p.retried.Add(int64(len(retry)))
+		return fmt.Errorf("%d of %d messages not accepted: %w", len(retry), len(msgs), first)
+	}
+	notify := func(err error, wait time.Duration) {
+		p.log.Warn("publish failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
+	}
+	if err := backoff.RetryNotify(op, backoff.WithContext(p.opts.NewBackOff(), ctx), notify); err != nil {
+		// Only the end of ctx stops the retries: what is left is abandoned.
+		p.abandoned.Add(int64(len(items)))
+	}
+}
+
+func (p *Pipeline) skip(it item, err error) {
+	p.skipped.Add(1)
+	p.log.Error("skipping delta that cannot be published",
+		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", it.delta.Name,
+		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)
+}
+
+// finish marks the batch of keys done and releases them to other workers.
+func (p *Pipeline) finish(keys []string) {
+	p.mu.Lock()
+	for _, key := range keys {
+		o := p.objects[key]
+		if o == nil {
+			continue
+		}
+		o.done = o.taken
+		for b := range p.barriers {
+			if t, ok := b.target[key]; ok && t <= o.done {
+				delete(b.target, key)
+				if len(b.target) == 0 {
+					close(b.ch)
+					delete(p.barriers, b)
+				}
+			}
+		}
+		if len(o.pending) == 0 && o.done == o.last {
+			delete(p.objects, key)
+		}
+	}
+	p.mu.Unlock()
+	for _, key := range keys {
+		p.queue.Done(key)
+	}
+}
+
+func record(d *source.Delta) checkpoint.Record {
+	return checkpoint.Record{
+		Resource: d.Resource.Name(),
+		Key:      d.Key(),
+		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion},
+		Deleted:  d.Type == source.Deleted,
+	}
+}

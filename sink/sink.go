@@ -1,0 +1,30 @@
+// Package sink defines how the bridge hands change events to a message bus.
+//
+// A Sink receives a batch of messages and returns only when every message in
+// it is durably accepted by the bus, or with an error that says which
+// messages failed and whether retrying them can help. The bridge records a
+// message in its checkpoint only after Publish reported it accepted, so a
+// Sink that returns nil early breaks the bridge's no-loss guarantee.
+//
+// Within one batch, messages with the same key are in the order they must be
+// delivered; a Sink must not reorder them. Messages with different keys may
+// be delivered in any order.
+package sink
+
+import "context"
+
+// Sink publishes batches of messages to a message bus.
+//
+// Publish is called by several goroutines at once, each with its own batch;
+// implementations must be safe for concurrent use. Publish returns nil when
+// every message was accepted. Otherwise it returns an error: a *BatchError
+// to report failures message by message, or any other error to fail the
+// whole batch. Failures are retried unless they are, or wrap, a
+// *TerminalError.
+//
+// Close releases the sink's connections. It is called once, after the last
+// Publish has returned.
+type Sink interface {
+	Publish(ctx context.Context, msgs []*Message) error
+	Close() error
+}

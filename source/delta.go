@@ -1,0 +1,88 @@
+package source
+
+import (
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// DeltaType says what happened to an object.
+type DeltaType string
+
+// The kinds of change a Delta reports.
+const (
+	Added   DeltaType = "added"
+	Updated DeltaType = "updated"
+	Deleted DeltaType = "deleted"
+)
+
+// Resource is a resolved API resource.
+type Resource struct {
+	schema.GroupVersionResource
+	// Kind is the kind of the resource's objects, such as "ConfigMap".
+	Kind string
+	// Namespaced is false for cluster-scoped resources.
+	Namespaced bool
+}
+
+// Name is the resource's version-independent name, "configmaps" or
+// "deployments.apps". Checkpoints are kept under it, so that changing the
+// version the bridge watches does not lose them.
+func (r Resource) Name() string { return r.GroupResource().String() }
+
+// APIVersion is "v1" or "apps/v1".
+func (r Resource) APIVersion() string { return r.GroupVersion().String() }
+
+// Delta is one change to one object.
+type Delta struct {
+	Type     DeltaType
+	Resource Resource
+
+	Namespace       string
+	Name            string
+	UID             types.UID
+	ResourceVersion string
+
+	// Observed is when the bridge saw the change.
+	Observed time.Time
+	// Snapshot is true for deltas found by comparing a list of the resource
+	// with what was published before (on start, or after a relist), rather
+	// than reported by a watch.
+	Snapshot bool
+
+	// Object is the object's state after the change, or its last known state
+	// for Deleted. It is shared with the informer's cache: never modify it.
+	Object *unstructured.Unstructured
+	// OldObject is the state before an update, when the source is configured
+	// to keep it; otherwise nil.
+	OldObject *unstructured.Unstructured
+}
+
+// Key is the object's identity within its resource: "namespace/name", or
+// "name" for cluster-scoped objects.
+func (d *Delta) Key() string { return ObjectKey(d.Namespace, d.Name) }
+
+// ObjectKey is "namespace/name", or "name" when namespace is empty.
+func ObjectKey(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+// Handler receives deltas.
+//
+// OnDelta is called from informer goroutines, possibly several at once for
+// different objects, but never concurrently for one object. It must not
+// block: a slow handler stalls the informer.
+type Handler interface {
+	OnDelta(Delta)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(Delta)
+
+// OnDelta calls f(d).
+func (f HandlerFunc) OnDelta(d Delta) { f(d) }

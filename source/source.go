@@ -1,0 +1,218 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubebus/bridge/checkpoint"
+)
+
+// ErrBadSelector is wrapped by Check's error when the API server rejects the
+// label or field selector for a resource.
+var ErrBadSelector = errors.New("selector not accepted by the API server")
+
+// Options select what a Source watches and what its deltas carry.
+type Options struct {
+	Resources []Resource
+	// Namespaces limits namespaced resources to these namespaces; empty
+	// means all. Cluster-scoped resources are always watched whole.
+	Namespaces    []string
+	LabelSelector string
+	FieldSelector string
+	// KeepManagedFields keeps metadata.managedFields in objects. By default
+	// it is dropped before objects enter the informer cache: it is large,
+	// and consumers rarely want it.
+	KeepManagedFields bool
+	// OldObject adds the previous state to Updated deltas. It keeps nothing
+	// extra in memory while the delta waits to be published, beyond the
+	// old object itself.
+	OldObject bool
+}
+
+// Loader reads what was published before for one resource.
+type Loader interface {
+	Load(ctx context.Context, resource string) (checkpoint.Snapshot, error)
+}
+
+// Source runs one shared informer per resource and namespace and hands
+// their changes to a Handler as deltas.
+type Source struct {
+	client  dynamic.Interface
+	opts    Options
+	loader  Loader
+	handler Handler
+	log     *slog.Logger
+
+	synced  chan struct{}
+	relists atomic.Int64
+}
+
+// New returns a Source. Nothing is contacted until Run.
+func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *slog.Logger) *Source {
+	return &Source{
+		client:  client,
+		opts:    opts,
+		loader:  loader,
+		handler: h,
+		log:     log,
+		synced:  make(chan struct{}),
+	}
+}
+
+// Synced is closed once every informer has delivered its initial list and
+// the deletes found by the initial diff have been handed to the Handler.
+func (s *Source) Synced() <-chan struct{} { return s.synced }
+
+// Relists reports how many times a watch ended in a way that makes the
+// informer list its resource again (for example, 410 Gone).
+func (s *Source) Relists() int64 { return s.relists.Load() }
+
+// Check lists each resource once, with the configured selectors, in each
+// configured namespace, so that a selector the API server rejects, or
+// missing permissions, fail at start-up rather than in a retry loop.
+func (s *Source) Check(ctx context.Context) error {
+	var errs []error
+	for _, res := range s.opts.Resources {
+		for _, ns := range s.namespacesFor(res) {
+			_, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).List(ctx, s.listOptions(1))
+			switch {
+			case err == nil:
+			case apierrors.IsBadRequest(err):
+				errs = append(errs, fmt.Errorf("source: list %s with label selector %q and field selector %q: %w: %v",
+					res.Name(), s.opts.LabelSelector, s.opts.FieldSelector, ErrBadSelector, err))
+			default:
+				errs = append(errs, fmt.Errorf("source: list %s%s: %w", res.Name(), inNamespace(ns), err))
+			}
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Run loads the checkpoint, starts the informers, and hands deltas to the
+// Handler until ctx ends. It returns once every informer has stopped, so
+// that no delta is handed over after Run returns.
+func (s *Source) Run(ctx context.Context) error {
+	trackers := make([]*tracker, len(s.opts.Resources))
+	for i, res := range s.opts.Resources {
+		snap, err := s.loader.Load(ctx, res.Name())
+		if err != nil {
+			return fmt.Errorf("source: load checkpoint of %s: %w", res.Name(), err)
+		}
+		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
+			"lastResourceVersion", snap.LastResourceVersion)
+		trackers[i] = newTracker(res, snap.Objects, s.handler, s.opts.OldObject, s.log)
+	}
+
+	factories := map[string]dynamicinformer.DynamicSharedInformerFactory{}
+	factory := func(ns string) dynamicinformer.DynamicSharedInformerFactory {
+		f, ok := factories[ns]
+		if !ok {
+			f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(s.client, 0, ns, func(o *metav1.ListOptions) {
+				o.LabelSelector = s.opts.LabelSelector
+				o.FieldSelector = s.opts.FieldSelector
+			})
+			factories[ns] = f
+		}
+		return f
+	}
+
+	// regs[i] are the handler registrations of resource i, one per namespace.
+	regs := make([][]cache.ResourceEventHandlerRegistration, len(s.opts.Resources))
+	for i, res := range s.opts.Resources {
+		for _, ns := range s.namespacesFor(res) {
+			inf := factory(ns).ForResource(res.GroupVersionResource).Informer()
+			if !s.opts.KeepManagedFields {
+				if err := inf.SetTransform(dropManagedFields); err != nil {
+					return fmt.Errorf("source: %s: %w", res.Name(), err)
+				}
+			}
+			res, ns := res, ns
+			if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+				s.onWatchError(ctx, res, ns, err)
+			}); err != nil {
+				return fmt.Errorf("source: %s: %w", res.Name(), err)
+			}
+			reg, err := inf.AddEventHandler(trackers[i].eventHandler())
+			if err != nil {
+				return fmt.Errorf("source: %s: %w", res.Name(), err)
+			}
+			regs[i] = append(regs[i], reg)
+		}
+	}
+
+	for _, f := range factories {
+		f.Start(ctx.Done())
+	}
+	defer func() {
+		for _, f := range factories {
+			f.Shutdown()
+		}
+	}()
+
+	for i, t := range trackers {
+		synced := make([]cache.InformerSynced, len(regs[i]))
+		for j, reg := range regs[i] {
+			synced[j] = reg.HasSynced
+		}
+		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+			return nil // ctx ended before the initial list was in
+		}
+		gone := t.finishInitialList()
+		s.log.Info("initial list done", "resource", t.res.Name(), "deletedWhileAway", gone)
+	}
+	close(s.synced)
+
+	<-ctx.Done()
+	return nil
+}
+
+func (s *Source) onWatchError(ctx context.Context, res Resource, ns string, err error) {
+	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
+		return
+	}
+	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+		s.relists.Add(1)
+		s.log.Warn("watch expired; relisting", "resource", res.Name(), "namespace", ns, "err", err)
+		return
+	}
+	s.log.Warn("watch failed; retrying", "resource", res.Name(), "namespace", ns, "err", err)
+}
+
+// namespacesFor returns the namespaces to run informers in for res; ""
+// means all namespaces.
+func (s *Source) namespacesFor(res Resource) []string {
+	if !res.Namespaced || len(s.opts.Namespaces) == 0 {
+		return []string{metav1.NamespaceAll}
+	}
+	return s.opts.Namespaces
+}
+
+func (s *Source) listOptions(limit int64) metav1.ListOptions {
+	return metav1.ListOptions{LabelSelector: s.opts.LabelSelector, FieldSelector: s.opts.FieldSelector, Limit: limit}
+}
+
+func inNamespace(ns string) string {
+	if ns == "" {
+		return ""
+	}
+	return " in namespace " + ns
+}
+
+// dropManagedFields removes metadata.managedFields before an object enters
+// the informer cache.
+func dropManagedFields(obj any) (any, error) {
+	if u, ok := obj.(*unstructured.Unstructured); ok {
+		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")
+	}
+	return obj, nil
+}
