@@ -1,0 +1,31 @@
+// Package checkpoint remembers how far the bridge has published each
+// Kubernetes resource, so that a restarted bridge can tell which objects
+// changed, appeared or vanished while it was down instead of republishing
+// everything.
+//
+// For every resource (such as "configmaps" or "deployments.apps") a
+// checkpoint holds each object's UID and last published resourceVersion,
+// keyed by "namespace/name" (or "name" for cluster-scoped objects), plus the
+// highest resourceVersion published for the resource as a whole.
+//
+// The pipeline hands a [Record] to a [Writer] only after the message bus has
+// acknowledged the delta. The Writer keeps the newest record per object in
+// memory and commits them to a [Store] on an interval and on shutdown. On
+// start the bridge calls [Store.Load] for each resource and diffs the
+// informer's initial list against the [Snapshot].
+//
+// Guarantees:
+//
+//   - The checkpoint never runs ahead of the bus: only acknowledged deltas
+//     are recorded, so every position in a Store has been delivered.
+//   - A flush is atomic: a Store applies all records of one Commit, or none.
+//     Records that fail to commit stay pending in the Writer and are retried
+//     on the next flush; a newer record for the same object still wins.
+//   - Crash-safe: [OpenFile] returns a Store that fsyncs every Commit, so a
+//     crash or power loss leaves the last successful Commit intact and never
+//     a partial one.
+//   - What a crash loses is the records acknowledged since the last
+//     successful flush (at most one flush interval's worth). After a restart
+//     those objects look changed and are published again: delivery is
+//     at-least-once, with possible duplicates but no gaps.
+package checkpoint

@@ -1,0 +1,183 @@
+package checkpoint
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
+)
+
+// File layout (bbolt). Every top-level bucket name carries a prefix or is a
+// fixed word, so no resource name can collide with another bucket:
+//
+//	"objects/<resource>"   one bucket per resource
+//	    <key>              JSON Position, e.g. {"uid":"…","rv":"12345"}
+//	"meta"                 one bucket for all resources
+//	    <resource>         LastResourceVersion as raw bytes, e.g. "12345"
+//
+// <key> is "namespace/name" or "name"; <resource> is e.g. "deployments.apps".
+const (
+	objectsBucketPrefix = "objects/"
+	metaBucket          = "meta"
+)
+
+// lockTimeout is how long OpenFile waits for another process to release
+// the file before giving up with ErrLocked.
+const lockTimeout = time.Second
+
+// ErrLocked is returned (wrapped) by OpenFile when another process, most
+// likely another bridge, holds the checkpoint file open.
+var ErrLocked = errors.New("file is locked by another process")
+
+// File is a Store kept in a single bbolt file. Each Commit is one bbolt
+// transaction: it writes only the pages it changes and is fsync'd before
+// Commit returns.
+type File struct {
+	db *bolt.DB
+}
+
+var _ Store = (*File)(nil)
+
+// OpenFile opens the checkpoint file at path, creating it (but not its
+// directory) if needed. The file is locked for exclusive use; if another
+// process holds it, OpenFile fails after about a second with an error that
+// wraps ErrLocked and names path.
+func OpenFile(path string) (*File, error) {
+	db, err := bolt.Open(path, 0o600, &bolt.Options{
+		Timeout:      lockTimeout,
+		FreelistType: bolt.FreelistMapType,
+	})
+	if errors.Is(err, bolterrors.ErrTimeout) {
+		return nil, fmt.Errorf("checkpoint: open %s: %w", path, ErrLocked)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: open %s: %w", path, err)
+	}
+	return &File{db: db}, nil
+}
+
+// Path returns the path of the underlying file.
+func (f *File) Path() string { return f.db.Path() }
+
+// Load implements Store.
+func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
+	if resource == "" {
+		return Snapshot{}, fmt.Errorf("checkpoint: load: %w", errEmptyResource)
+	}
+	if err := ctx.Err(); err != nil {
+		return Snapshot{}, fmt.Errorf("checkpoint: load %s: %w", resource, err)
+	}
+	snap := emptySnapshot()
+	err := f.db.View(func(tx *bolt.Tx) error {
+		if meta := tx.Bucket([]byte(metaBucket)); meta != nil {
+			snap.LastResourceVersion = string(meta.Get([]byte(resource)))
+		}
+		b := tx.Bucket(objectsBucket(resource))
+		if b == nil {
+			return nil
+		}
+		n := 0
+		return b.ForEach(func(k, v []byte) error {
+			if n++; n%4096 == 0 {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+			}
+			var p Position
+			if err := json.Unmarshal(v, &p); err != nil {
+				return fmt.Errorf("key %q: decode position: %w", k, err)
+			}
+			snap.Objects[string(k)] = p
+			return nil
+		})
+	})
+	if err != nil {
+		return Snapshot{}, fmt.Errorf("checkpoint: load %s: %w", resource, err)
+	}
+	return snap, nil
+}
+
+// Commit implements Store. It checks ctx before it starts and again before
+// the transaction is committed; once the commit has begun it runs to
+// completion.
+func (f *File) Commit(ctx context.Context, records []Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	for i, r := range records {
+		if err := r.validate(i); err != nil {
+			return err
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("checkpoint: commit: %w", err)
+	}
+	err := f.db.Update(func(tx *bolt.Tx) error {
+		meta, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
+		if err != nil {
+			return fmt.Errorf("bucket %s: %w", metaBucket, err)
+		}
+		// Records usually arrive grouped by resource, so remember the bucket
+		// in use; last tracks LastResourceVersion for every resource touched.
+		var (
+			res     string
+			objects *bolt.Bucket
+			last    = map[string]string{}
+		)
+		for _, r := range records {
+			if objects == nil || r.Resource != res {
+				name := objectsBucket(r.Resource)
+				if objects, err = tx.CreateBucketIfNotExists(name); err != nil {
+					return fmt.Errorf("bucket %s: %w", name, err)
+				}
+				res = r.Resource
+			}
+			if r.Deleted {
+				err = objects.Delete([]byte(r.Key))
+			} else {
+				var v []byte
+				if v, err = json.Marshal(r.Position); err == nil {
+					err = objects.Put([]byte(r.Key), v)
+				}
+			}
+			if err != nil {
+				return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
+			}
+			cur, seen := last[r.Resource]
+			if !seen {
+				cur = string(meta.Get([]byte(r.Resource)))
+			}
+			last[r.Resource] = laterResourceVersion(cur, r.ResourceVersion)
+		}
+		for resource, rv := range last {
+			if rv == "" {
+				continue
+			}
+			if err := meta.Put([]byte(resource), []byte(rv)); err != nil {
+				return fmt.Errorf("%s: last resource version: %w", resource, err)
+			}
+		}
+		// Returning an error rolls the transaction back.
+		return ctx.Err()
+	})
+	if err != nil {
+		return fmt.Errorf("checkpoint: commit %d records: %w", len(records), err)
+	}
+	return nil
+}
+
+// Close implements Store. Calling it more than once is harmless.
+func (f *File) Close() error {
+	if err := f.db.Close(); err != nil {
+		return fmt.Errorf("checkpoint: close %s: %w", f.db.Path(), err)
+	}
+	return nil
+}
+
+func objectsBucket(resource string) []byte {
+	return []byte(objectsBucketPrefix + resource)
+}

@@ -1,0 +1,70 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+)
+
+// Position is where one object stands in the published stream.
+type Position struct {
+	UID             string `json:"uid"`
+	ResourceVersion string `json:"rv"`
+}
+
+// Record is one acknowledged delta.
+//
+// Resource is a stable resource name such as "configmaps" or
+// "deployments.apps" (group-resource, no version). Key is "namespace/name",
+// or "name" for cluster-scoped objects. Deleted removes the key; its
+// ResourceVersion still counts toward the resource's LastResourceVersion.
+type Record struct {
+	Resource string
+	Key      string
+	Position
+	Deleted bool
+}
+
+// Snapshot is what a Store holds for one resource.
+type Snapshot struct {
+	// Objects maps each object's key to its last published position.
+	Objects map[string]Position
+	// LastResourceVersion is the highest resourceVersion committed for the
+	// resource, or "" if none was.
+	LastResourceVersion string
+}
+
+// Store persists checkpoints. Implementations are safe for concurrent use.
+// Errors they return start with "checkpoint: ".
+type Store interface {
+	// Load returns what is stored for resource: an empty Snapshot with a
+	// non-nil Objects map when nothing is.
+	Load(ctx context.Context, resource string) (Snapshot, error)
+	// Commit applies all records atomically, in order, so a later record for
+	// the same key wins. It also advances LastResourceVersion of every
+	// resource it touches. A failed Commit applies nothing.
+	Commit(ctx context.Context, records []Record) error
+	// Close releases the Store.
+	Close() error
+}
+
+// validate reports why r cannot be stored, naming it by its position i in
+// a batch.
+func (r Record) validate(i int) error {
+	switch {
+	case r.Resource == "":
+		return fmt.Errorf("checkpoint: record %d (key %q): %w", i, r.Key, errEmptyResource)
+	case r.Key == "":
+		return fmt.Errorf("checkpoint: record %d (resource %q): %w", i, r.Resource, errEmptyKey)
+	}
+	return nil
+}
+
+var (
+	errEmptyResource = errors.New("empty resource name")
+	errEmptyKey      = errors.New("empty key")
+)
+
+func emptySnapshot() Snapshot {
+	return Snapshot{Objects: map[string]Position{}}
+}
