@@ -11,9 +11,11 @@ package bridge
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"sync"
 	"time"
 
@@ -111,6 +113,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}, b.store, pipe, b.log.With("component", "source"))
 
 	if err := src.Check(ctx); err != nil {
+		if errors.Is(err, source.ErrBadSelector) {
+			return fmt.Errorf("bridge: %s: %w", selectorVars(b.cfg), err)
+		}
 		return fmt.Errorf("bridge: %w", err)
 	}
 
@@ -167,6 +172,18 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: final checkpoint flush: %w", writerErr)
 	}
 	return nil
+}
+
+// selectorVars names the selector variables that are set.
+func selectorVars(cfg *config.Config) string {
+	var vars []string
+	if cfg.LabelSelector != "" {
+		vars = append(vars, "BRIDGE_LABEL_SELECTOR")
+	}
+	if cfg.FieldSelector != "" {
+		vars = append(vars, "BRIDGE_FIELD_SELECTOR")
+	}
+	return strings.Join(vars, " or ")
 }
 
 func openStore(cfg *config.Config) (checkpoint.Store, error) {
