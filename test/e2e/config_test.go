@@ -67,4 +67,3 @@ func TestInvalidConfigExits2(t *testing.T) {
 		}
 	})
 }
-

@@ -166,4 +166,3 @@ func sameAsList(t *testing.T, ns string, msgs []*sink.Message) (bool, string) {
 	}
 	return true, ""
 }
-

@@ -27,7 +27,9 @@ func TestFilters(t *testing.T) {
 	}{
 		{
 			name: "namespaces",
-			env:  func(ns []string) map[string]string { return map[string]string{"BRIDGE_NAMESPACES": ns[0] + "," + ns[1]} },
+			env: func(ns []string) map[string]string {
+				return map[string]string{"BRIDGE_NAMESPACES": ns[0] + "," + ns[1]}
+			},
 			objs: []obj{{2, "outside", nil}, {0, "in-first", nil}, {1, "in-second", nil}},
 			want: []string{"0/in-first", "1/in-second"},
 		},
