@@ -4,6 +4,7 @@
 GO          ?= go
 BIN         := $(CURDIR)/.bin
 K8S_VERSION := v1.37.1
+STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
 # Tests and the demo find kube-apiserver and etcd here.
 export BRIDGE_TEST_BIN_DIR := $(BIN)
 
@@ -42,6 +43,7 @@ demo: build controlplane
 
 lint:
 	$(GO) vet ./...
+	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:

@@ -1,12 +1,16 @@
 package e2e
 
 import (
+	"encoding/json"
 	"fmt"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubebus/bridge/sink"
 )
 
 type change struct {
@@ -103,9 +107,69 @@ func TestEveryChangeExactlyOnce(t *testing.T) {
 			if m.Snapshot {
 				t.Errorf("%s message %d: snapshot=true for a watched change", key, i)
 			}
+			if data := decodeData(t, m); data.OldObject != nil || data.Object == nil || data.Object.GetManagedFields() != nil ||
+				data.Object.GetResourceVersion() != m.ResourceVersion {
+				t.Errorf("%s message %d: data has oldObject=%v managedFields=%v object rv=%s; want the object alone, without managedFields",
+					key, i, data.OldObject != nil, data.Object.GetManagedFields() != nil, data.Object.GetResourceVersion())
+			}
 			if m.Cluster != "e2e" || m.Kind != "ConfigMap" || m.APIVersion != "v1" || m.Resource.String() != "/v1, Resource=configmaps" {
 				t.Errorf("%s: attributes cluster=%q kind=%q apiversion=%q resource=%v", key, m.Cluster, m.Kind, m.APIVersion, m.Resource)
 			}
 		}
+	}
+}
+
+type eventData struct {
+	Object    *unstructured.Unstructured `json:"object"`
+	OldObject *unstructured.Unstructured `json:"oldObject"`
+}
+
+func decodeData(t *testing.T, m *sink.Message) eventData {
+	t.Helper()
+	var d eventData
+	if err := json.Unmarshal(m.Data, &d); err != nil {
+		t.Fatalf("%s: data: %v", m.ID, err)
+	}
+	return d
+}
+
+// With BRIDGE_KEEP_MANAGED_FIELDS and BRIDGE_OLD_OBJECT, objects keep
+// metadata.managedFields and updates carry the previous state.
+func TestManagedFieldsAndOldObject(t *testing.T) {
+	ns := namespace(t, "options")
+	s := &memSink{}
+	b := startBridge(t, map[string]string{
+		"BRIDGE_RESOURCES":           "configmaps",
+		"BRIDGE_NAMESPACES":          ns,
+		"BRIDGE_KEEP_MANAGED_FIELDS": "true",
+		"BRIDGE_OLD_OBJECT":          "true",
+	}, s)
+	cms := kube(t).CoreV1().ConfigMaps(ns)
+	created, err := cms.Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	created.Data["v"] = "1"
+	updated, err := cms.Update(t.Context(), created, metav1.UpdateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() (bool, string) { return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len()) })
+	b.stop(t)
+
+	msgs := s.all()
+	if len(msgs) != 2 || msgs[0].Action != "added" || msgs[1].Action != "updated" {
+		t.Fatalf("got %d messages, want added then updated", len(msgs))
+	}
+	added, upd := decodeData(t, msgs[0]), decodeData(t, msgs[1])
+	if added.OldObject != nil {
+		t.Error("added event has an oldObject")
+	}
+	if upd.Object.GetResourceVersion() != updated.ResourceVersion || upd.OldObject == nil || upd.OldObject.GetResourceVersion() != created.ResourceVersion {
+		t.Errorf("updated event: object at %s, oldObject %v; want object at %s and oldObject at %s",
+			upd.Object.GetResourceVersion(), upd.OldObject, updated.ResourceVersion, created.ResourceVersion)
+	}
+	if len(upd.Object.GetManagedFields()) == 0 || len(added.Object.GetManagedFields()) == 0 {
+		t.Error("managedFields dropped although BRIDGE_KEEP_MANAGED_FIELDS=true")
 	}
 }
