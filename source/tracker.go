@@ -19,11 +19,11 @@ import (
 // of what was published before, so that it can tell unchanged objects from
 // changed ones and find objects deleted while the bridge was down.
 type tracker struct {
-	res       Resource
-	handler   Handler
-	keepOld   bool
-	log       *slog.Logger
-	now       func() time.Time
+	res     Resource
+	handler Handler
+	keepOld bool
+	log     *slog.Logger
+	now     func() time.Time
 
 	mu sync.Mutex
 	// prior holds checkpointed positions not yet matched by a listed
