@@ -23,11 +23,18 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
+	"github.com/nats-io/nats.go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/checkpoint/kafkastore"
+	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/sink"
+	kafkasink "github.com/kubebus/bridge/sink/kafka"
+	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/sink/stdout"
 	"github.com/kubebus/bridge/source"
 )
@@ -85,16 +92,21 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.log.Info("watching", "resource", r.Name(), "version", r.Version, "kind", r.Kind, "namespaced", r.Namespaced)
 	}
 
-	if b.store == nil {
-		if b.store, err = openStore(b.cfg); err != nil {
+	if b.sink == nil {
+		if b.sink, err = b.openSink(ctx, resources); err != nil {
 			return err
 		}
 	}
-	defer b.store.Close()
-	if b.sink == nil {
-		b.sink = stdout.New(os.Stdout)
-	}
 	defer b.sink.Close()
+	if b.store == nil {
+		store, closeStore, err := b.openStore(ctx)
+		if err != nil {
+			return err
+		}
+		defer closeStore()
+		b.store = store
+	}
+	defer b.store.Close()
 
 	writer := checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
 	pipe := pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName}, writer, pipeline.Options{
@@ -186,17 +198,64 @@ func selectorVars(cfg *config.Config) string {
 	return strings.Join(vars, " or ")
 }
 
-func openStore(cfg *config.Config) (checkpoint.Store, error) {
-	switch kind, arg := cfg.CheckpointKind(); kind {
+// openSink opens the sink the configuration names.
+func (b *Bridge) openSink(ctx context.Context, resources []source.Resource) (sink.Sink, error) {
+	log := b.log.With("component", "sink")
+	switch b.cfg.Sink {
+	case config.SinkNATS:
+		return natssink.New(ctx, b.cfg.NATS, log)
+	case config.SinkKafka:
+		gvrs := make([]schema.GroupVersionResource, len(resources))
+		for i, r := range resources {
+			gvrs[i] = r.GroupVersionResource
+		}
+		return kafkasink.New(ctx, b.cfg.Kafka, gvrs, log)
+	default:
+		return stdout.New(os.Stdout), nil
+	}
+}
+
+// openStore opens the checkpoint store the configuration names. The
+// function it returns releases what the store was opened on.
+func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error) {
+	log := b.log.With("component", "checkpoint")
+	nothing := func() {}
+	kind, arg := b.cfg.CheckpointKind()
+	switch kind {
 	case config.CheckpointFile:
 		s, err := checkpoint.OpenFile(arg)
 		if err != nil {
-			return nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
+			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}
-		return s, nil
+		return s, nothing, nil
+	case config.CheckpointNATSKV:
+		// Share the sink's connection when the sink is NATS too.
+		release := nothing
+		var nc *nats.Conn
+		if ns, ok := b.sink.(*natssink.Sink); ok {
+			nc = ns.Conn()
+		} else {
+			c, err := natssink.Connect(ctx, b.cfg.NATS, log)
+			if err != nil {
+				return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
+			}
+			nc, release = c, c.Close
+		}
+		s, err := natskv.Open(ctx, nc, arg, b.cfg.NATS.CreateStream, log)
+		if err != nil {
+			release()
+			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
+		}
+		return s, release, nil
+	case config.CheckpointKafka:
+		s, err := kafkastore.Open(ctx, b.cfg.Kafka, arg, log)
+		if err != nil {
+			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
+		}
+		return s, nothing, nil
 	case config.CheckpointNone:
-		return checkpoint.Discard(), nil
+		return checkpoint.Discard(), nothing, nil
 	default:
-		return nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %q is not a checkpoint", cfg.Checkpoint)
+		return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %q is not a checkpoint", b.cfg.Checkpoint)
 	}
 }

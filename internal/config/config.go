@@ -11,6 +11,7 @@ package config
 import (
 	"errors"
 	"fmt"
+	"iter"
 	"log/slog"
 	"reflect"
 	"slices"
@@ -21,6 +22,9 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
+
+	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/sink/nats"
 )
 
 // Config is the bridge's whole configuration. The help tag is shown by
@@ -35,9 +39,9 @@ type Config struct {
 	// cluster and nobody named it.
 	ClusterName string `env:"BRIDGE_CLUSTER_NAME" envDefault:"default" help:"the cluster's name in messages (event source and cluster attribute)"`
 
-	Sink string `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines)"`
+	Sink string `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines), nats or kafka"`
 	// A file next to the process survives restarts without extra services.
-	Checkpoint string `env:"BRIDGE_CHECKPOINT" envDefault:"file:bridge-checkpoint.db" help:"where published positions are kept: file:<path> or none"`
+	Checkpoint string `env:"BRIDGE_CHECKPOINT" envDefault:"file:bridge-checkpoint.db" help:"where published positions are kept: file:<path>, nats-kv:<bucket>, kafka:<topic> or none"`
 	// One second bounds the repeats after a crash to about a second of
 	// changes while costing one small fsync a second.
 	CheckpointInterval time.Duration `env:"BRIDGE_CHECKPOINT_INTERVAL" envDefault:"1s" help:"how often acknowledged positions are flushed to the checkpoint"`
@@ -59,17 +63,26 @@ type Config struct {
 
 	// Kubeconfig is read by client-go; it is listed here for --help.
 	Kubeconfig string `env:"KUBECONFIG" help:"kubeconfig file; when unset, the in-cluster service account is used, then ~/.kube/config"`
+
+	// NATS configures the NATS sink and the nats-kv checkpoint.
+	NATS nats.Config
+	// Kafka configures the Kafka sink and the kafka checkpoint.
+	Kafka kafka.Config
 }
 
 // Sinks the bridge can publish to.
 const (
 	SinkStdout = "stdout"
+	SinkNATS   = "nats"
+	SinkKafka  = "kafka"
 )
 
 // Checkpoint kinds.
 const (
-	CheckpointFile = "file"
-	CheckpointNone = "none"
+	CheckpointFile   = "file"
+	CheckpointNATSKV = "nats-kv"
+	CheckpointKafka  = "kafka"
+	CheckpointNone   = "none"
 )
 
 // Load reads the configuration from environ ("KEY=value" strings, as
@@ -145,12 +158,20 @@ func (c *Config) problems() []*VarError {
 		bad("BRIDGE_CLUSTER_NAME", "%q: %s", c.ClusterName, strings.Join(msgs, "; "))
 	}
 	switch c.Sink {
-	case SinkStdout:
+	case SinkStdout, SinkNATS, SinkKafka:
 	default:
-		bad("BRIDGE_SINK", "%q is not a sink; use stdout", c.Sink)
+		bad("BRIDGE_SINK", "%q is not a sink; use stdout, nats or kafka", c.Sink)
 	}
-	if kind, path := c.CheckpointKind(); kind == "" || (kind == CheckpointFile && path == "") {
-		bad("BRIDGE_CHECKPOINT", "%q is not a checkpoint; use file:<path> or none", c.Checkpoint)
+	kind, arg := c.CheckpointKind()
+	if kind == "" || (kind != CheckpointNone && arg == "") {
+		bad("BRIDGE_CHECKPOINT", "%q is not a checkpoint; use file:<path>, nats-kv:<bucket>, kafka:<topic> or none", c.Checkpoint)
+	}
+	// A sink's settings are checked only when something uses them.
+	if c.Sink == SinkNATS || kind == CheckpointNATSKV {
+		errs = append(errs, varErrors(c.NATS.Validate())...)
+	}
+	if c.Sink == SinkKafka || kind == CheckpointKafka {
+		errs = append(errs, varErrors(c.Kafka.Validate())...)
 	}
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
@@ -185,10 +206,30 @@ func (c *Config) CheckpointKind() (kind, arg string) {
 	if c.Checkpoint == CheckpointNone {
 		return CheckpointNone, ""
 	}
-	if path, ok := strings.CutPrefix(c.Checkpoint, CheckpointFile+":"); ok {
-		return CheckpointFile, path
+	for _, k := range []string{CheckpointFile, CheckpointNATSKV, CheckpointKafka} {
+		if arg, ok := strings.CutPrefix(c.Checkpoint, k+":"); ok {
+			return k, arg
+		}
 	}
 	return "", ""
+}
+
+// varErrors splits a sink configuration's joined errors, each of which
+// starts with "VARIABLE: ", into VarErrors.
+func varErrors(err error) []*VarError {
+	if err == nil {
+		return nil
+	}
+	list := []error{err}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		list = j.Unwrap()
+	}
+	var out []*VarError
+	for _, e := range list {
+		name, _, _ := strings.Cut(e.Error(), ":")
+		out = append(out, &VarError{Var: name, Err: errors.New(strings.TrimSpace(strings.TrimPrefix(e.Error(), name+":")))})
+	}
+	return out
 }
 
 // Level is BRIDGE_LOG_LEVEL as a slog level.
@@ -233,10 +274,34 @@ func parseErrors(err error) []*VarError {
 	return errs
 }
 
+// varOf finds the variable of a field, in Config or a struct it holds.
 func varOf(field string) string {
-	if f, ok := reflect.TypeFor[Config]().FieldByName(field); ok {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		return name
+	for f := range variables() {
+		if f.Name == field {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			return name
+		}
 	}
 	return field
+}
+
+// variables yields every field of Config that is read from a variable,
+// descending into the sink configurations, in declaration order.
+func variables() iter.Seq[reflect.StructField] {
+	var walk func(t reflect.Type, yield func(reflect.StructField) bool) bool
+	walk = func(t reflect.Type, yield func(reflect.StructField) bool) bool {
+		for f := range t.Fields() {
+			if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" && f.Type.PkgPath() != "time" {
+				if !walk(f.Type, yield) {
+					return false
+				}
+				continue
+			}
+			if f.Tag.Get("env") != "" && !yield(f) {
+				return false
+			}
+		}
+		return true
+	}
+	return func(yield func(reflect.StructField) bool) { walk(reflect.TypeFor[Config](), yield) }
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"io"
-	"reflect"
 	"strings"
 	"text/tabwriter"
 )
@@ -12,11 +11,8 @@ import (
 func Help(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	for f := range reflect.TypeFor[Config]().Fields() {
+	for f := range variables() {
 		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-		if name == "" {
-			continue
-		}
 		def, ok := f.Tag.Lookup("envDefault")
 		if !ok {
 			def = "-"

@@ -2,7 +2,6 @@ package config
 
 import (
 	"os"
-	"reflect"
 	"strings"
 	"testing"
 )
@@ -21,7 +20,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		}
 		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.Trim(strings.TrimSpace(cells[2]), "`")
 	}
-	for f := range reflect.TypeFor[Config]().Fields() {
+	for f := range variables() {
 		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 		def, hasDefault := f.Tag.Lookup("envDefault")
 		got, ok := rows[name]

@@ -81,7 +81,8 @@ type running struct {
 }
 
 // startBridge runs a bridge configured by env (BRIDGE_CHECKPOINT defaults
-// to none) that publishes to s, and waits until it is ready.
+// to none) and waits until it is ready. It publishes to s, or, when s is
+// nil, to the sink env names.
 func startBridge(t *testing.T, env map[string]string, s sink.Sink) *running {
 	t.Helper()
 	environ := []string{"BRIDGE_CHECKPOINT=none", "BRIDGE_CHECKPOINT_INTERVAL=100ms"}
@@ -94,7 +95,11 @@ func startBridge(t *testing.T, env map[string]string, s sink.Sink) *running {
 	}
 	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, bridge.WithSink(s)), cancel: cancel, done: make(chan error, 1)}
+	var opts []bridge.Option
+	if s != nil {
+		opts = append(opts, bridge.WithSink(s))
+	}
+	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, opts...), cancel: cancel, done: make(chan error, 1)}
 	go func() { r.done <- r.b.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 
