@@ -121,13 +121,13 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	if opts.NewBackOff == nil {
 		maxInterval := opts.MaxRetryInterval
 		opts.NewBackOff = func() backoff.BackOff {
-			return backoff.NewExponentialBackOff(
+			return capped{backoff.NewExponentialBackOff(
 				backoff.WithInitialInterval(100*time.Millisecond),
 				backoff.WithMultiplier(2),
 				backoff.WithRandomizationFactor(0.5),
 				backoff.WithMaxInterval(maxInterval),
 				backoff.WithMaxElapsedTime(0),
-			)
+			), maxInterval}
 		}
 	}
 	return &Pipeline{
@@ -140,6 +140,22 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		objects:  map[string]*object{},
 		barriers: map[*barrier]struct{}{},
 	}
+}
+
+// capped holds every wait of a backoff, jitter included, to max. The
+// exponential backoff caps its interval before adding jitter, so on its own
+// it waits up to 1.5 times its MaxInterval.
+type capped struct {
+	backoff.BackOff
+	max time.Duration
+}
+
+func (c capped) NextBackOff() time.Duration {
+	next := c.BackOff.NextBackOff()
+	if next != backoff.Stop && next > c.max {
+		return c.max
+	}
+	return next
 }
 
 // OnDelta queues d behind the other waiting deltas of its object. It never
