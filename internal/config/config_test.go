@@ -1,0 +1,463 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"iter"
+	"log/slog"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// vars lists the variable named by each *VarError in err, in order.
+func vars(err error) []string {
+	var out []string
+	var walk func(error)
+	walk = func(err error) {
+		var ve *VarError
+		if errors.As(err, &ve) && ve == err {
+			out = append(out, ve.Var)
+			return
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		}
+	}
+	walk(err)
+	return out
+}
+
+func TestLoadInvalid(t *testing.T) {
+	tests := []struct {
+		name     string
+		env      []string // BRIDGE_RESOURCES=configmaps is added unless the case sets it
+		wantVars []string // the variables the error names, in order
+		wantText []string // substrings the error must contain
+	}{
+		{name: "resources missing", env: []string{"BRIDGE_RESOURCES="}, wantVars: []string{"BRIDGE_RESOURCES"}, wantText: []string{"required"}},
+		{name: "resources only separators", env: []string{"BRIDGE_RESOURCES= , ,"}, wantVars: []string{"BRIDGE_RESOURCES"}},
+		{name: "label selector", env: []string{"BRIDGE_LABEL_SELECTOR=app in (a"}, wantVars: []string{"BRIDGE_LABEL_SELECTOR"}},
+		{name: "label selector bad value", env: []string{"BRIDGE_LABEL_SELECTOR=app=-bad-"}, wantVars: []string{"BRIDGE_LABEL_SELECTOR"}},
+		{name: "field selector", env: []string{"BRIDGE_FIELD_SELECTOR=metadata.name"}, wantVars: []string{"BRIDGE_FIELD_SELECTOR"}},
+		{name: "namespace with upper case", env: []string{"BRIDGE_NAMESPACES=default,Team_A"}, wantVars: []string{"BRIDGE_NAMESPACES"}, wantText: []string{`"Team_A"`}},
+		{name: "two bad namespaces", env: []string{"BRIDGE_NAMESPACES=a.b, ok ,-x"}, wantVars: []string{"BRIDGE_NAMESPACES", "BRIDGE_NAMESPACES"}, wantText: []string{`"a.b"`, `"-x"`}},
+		{name: "cluster name", env: []string{"BRIDGE_CLUSTER_NAME=Prod Cluster"}, wantVars: []string{"BRIDGE_CLUSTER_NAME"}},
+		{name: "unknown sink", env: []string{"BRIDGE_SINK=nope"}, wantVars: []string{"BRIDGE_SINK"}, wantText: []string{`"nope"`}},
+		{name: "unknown checkpoint", env: []string{"BRIDGE_CHECKPOINT=weird"}, wantVars: []string{"BRIDGE_CHECKPOINT"}, wantText: []string{`"weird"`}},
+		{name: "file checkpoint without a path", env: []string{"BRIDGE_CHECKPOINT=file:"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
+		{name: "checkpoint kind in upper case", env: []string{"BRIDGE_CHECKPOINT=NONE"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
+		{name: "checkpoint interval zero", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=0s"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}, wantText: []string{"positive"}},
+		{name: "checkpoint interval negative", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=-1s"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}},
+		{name: "checkpoint interval unparsable", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=soon"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}, wantText: []string{"not a valid"}},
+		{name: "checkpoint interval without unit", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=5"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}},
+		{name: "retry interval zero", env: []string{"BRIDGE_RETRY_MAX_INTERVAL=0"}, wantVars: []string{"BRIDGE_RETRY_MAX_INTERVAL"}},
+		{name: "retry interval unparsable", env: []string{"BRIDGE_RETRY_MAX_INTERVAL=30 seconds"}, wantVars: []string{"BRIDGE_RETRY_MAX_INTERVAL"}},
+		{name: "shutdown timeout negative", env: []string{"BRIDGE_SHUTDOWN_TIMEOUT=-5s"}, wantVars: []string{"BRIDGE_SHUTDOWN_TIMEOUT"}},
+		{name: "workers zero", env: []string{"BRIDGE_WORKERS=0"}, wantVars: []string{"BRIDGE_WORKERS"}, wantText: []string{"positive"}},
+		{name: "workers unparsable", env: []string{"BRIDGE_WORKERS=four"}, wantVars: []string{"BRIDGE_WORKERS"}, wantText: []string{"not a valid int"}},
+		{name: "workers out of range", env: []string{"BRIDGE_WORKERS=99999999999999999999"}, wantVars: []string{"BRIDGE_WORKERS"}},
+		{name: "batch size negative", env: []string{"BRIDGE_BATCH_SIZE=-1"}, wantVars: []string{"BRIDGE_BATCH_SIZE"}},
+		{name: "batch size fractional", env: []string{"BRIDGE_BATCH_SIZE=1.5"}, wantVars: []string{"BRIDGE_BATCH_SIZE"}},
+		{name: "max pending zero", env: []string{"BRIDGE_MAX_PENDING_PER_OBJECT=0"}, wantVars: []string{"BRIDGE_MAX_PENDING_PER_OBJECT"}},
+		{name: "max pending unparsable", env: []string{"BRIDGE_MAX_PENDING_PER_OBJECT=lots"}, wantVars: []string{"BRIDGE_MAX_PENDING_PER_OBJECT"}},
+		{name: "bool unparsable", env: []string{"BRIDGE_OLD_OBJECT=maybe"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"not a valid bool"}},
+		{name: "log level", env: []string{"BRIDGE_LOG_LEVEL=loud"}, wantVars: []string{"BRIDGE_LOG_LEVEL"}, wantText: []string{`"loud"`}},
+		{name: "log format", env: []string{"BRIDGE_LOG_FORMAT=xml"}, wantVars: []string{"BRIDGE_LOG_FORMAT"}, wantText: []string{`"xml"`}},
+		{
+			name: "several at once",
+			env: []string{
+				"BRIDGE_RESOURCES=",
+				"BRIDGE_LABEL_SELECTOR=a in (",
+				"BRIDGE_SINK=nope",
+				"BRIDGE_CHECKPOINT=file:",
+				"BRIDGE_CHECKPOINT_INTERVAL=never",
+				"BRIDGE_WORKERS=-2",
+				"BRIDGE_BATCH_SIZE=big",
+				"BRIDGE_SHUTDOWN_TIMEOUT=0s",
+				"BRIDGE_LOG_LEVEL=loud",
+				"BRIDGE_LOG_FORMAT=xml",
+			},
+			// Values that did not parse come first, in field order, then
+			// the checks, in field order.
+			wantVars: []string{
+				"BRIDGE_CHECKPOINT_INTERVAL",
+				"BRIDGE_BATCH_SIZE",
+				"BRIDGE_RESOURCES",
+				"BRIDGE_LABEL_SELECTOR",
+				"BRIDGE_SINK",
+				"BRIDGE_CHECKPOINT",
+				"BRIDGE_WORKERS",
+				"BRIDGE_SHUTDOWN_TIMEOUT",
+				"BRIDGE_LOG_LEVEL",
+				"BRIDGE_LOG_FORMAT",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			env := tt.env
+			if !slices.ContainsFunc(env, func(kv string) bool { return strings.HasPrefix(kv, "BRIDGE_RESOURCES=") }) {
+				env = append([]string{"BRIDGE_RESOURCES=configmaps"}, env...)
+			}
+			c, err := Load(env)
+			if err == nil {
+				t.Fatalf("Load accepted %v: %+v", env, c)
+			}
+			if c != nil {
+				t.Errorf("Load returned a config with its error")
+			}
+			if got := vars(err); !slices.Equal(got, tt.wantVars) {
+				t.Errorf("error names %v, want %v\nerror: %v", got, tt.wantVars, err)
+			}
+			// Each problem is one line that starts with its variable.
+			lines := strings.Split(err.Error(), "\n")
+			if len(lines) != len(tt.wantVars) {
+				t.Errorf("error has %d lines, want %d:\n%v", len(lines), len(tt.wantVars), err)
+			}
+			for i, line := range lines {
+				if i < len(tt.wantVars) && !strings.HasPrefix(line, tt.wantVars[i]+": ") {
+					t.Errorf("line %d = %q, want it to start with %s", i+1, line, tt.wantVars[i])
+				}
+			}
+			for _, s := range tt.wantText {
+				if !strings.Contains(err.Error(), s) {
+					t.Errorf("error does not mention %s:\n%v", s, err)
+				}
+			}
+		})
+	}
+}
+
+// A value that does not parse is reported once, by the parser, and not
+// again by the check that would have looked at its zero value.
+func TestLoadReportsAParseErrorOnce(t *testing.T) {
+	_, err := Load([]string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=x", "BRIDGE_RETRY_MAX_INTERVAL=x"})
+	if got, want := vars(err), []string{"BRIDGE_WORKERS", "BRIDGE_RETRY_MAX_INTERVAL"}; !slices.Equal(got, want) {
+		t.Errorf("error names %v, want %v:\n%v", got, want, err)
+	}
+	if strings.Contains(err.Error(), "positive") {
+		t.Errorf("a value that did not parse was also checked:\n%v", err)
+	}
+}
+
+func TestLoadValid(t *testing.T) {
+	tests := []struct {
+		name string
+		env  []string
+		want Config
+	}{
+		{
+			name: "defaults",
+			env:  []string{"BRIDGE_RESOURCES=configmaps"},
+			want: Config{
+				Resources:           []string{"configmaps"},
+				ClusterName:         "default",
+				Sink:                "stdout",
+				Checkpoint:          "file:bridge-checkpoint.db",
+				CheckpointInterval:  time.Second,
+				Workers:             4,
+				BatchSize:           500,
+				MaxPendingPerObject: 16,
+				RetryMaxInterval:    30 * time.Second,
+				ShutdownTimeout:     25 * time.Second,
+				LogLevel:            "info",
+				LogFormat:           "json",
+			},
+		},
+		{
+			name: "empty values take the defaults",
+			env:  []string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_SINK=", "BRIDGE_CLUSTER_NAME=", "BRIDGE_CHECKPOINT_INTERVAL="},
+			want: Config{
+				Resources:           []string{"configmaps"},
+				ClusterName:         "default",
+				Sink:                "stdout",
+				Checkpoint:          "file:bridge-checkpoint.db",
+				CheckpointInterval:  time.Second,
+				Workers:             4,
+				BatchSize:           500,
+				MaxPendingPerObject: 16,
+				RetryMaxInterval:    30 * time.Second,
+				ShutdownTimeout:     25 * time.Second,
+				LogLevel:            "info",
+				LogFormat:           "json",
+			},
+		},
+		{
+			name: "everything set",
+			env: []string{
+				"BRIDGE_RESOURCES=a, b,",
+				"BRIDGE_NAMESPACES= team-a ,,team-b",
+				"BRIDGE_LABEL_SELECTOR=app in (web,api),tier!=db",
+				"BRIDGE_FIELD_SELECTOR=metadata.name!=skip",
+				"BRIDGE_CLUSTER_NAME=eu-1.example.com",
+				"BRIDGE_SINK=stdout",
+				"BRIDGE_CHECKPOINT=none",
+				"BRIDGE_CHECKPOINT_INTERVAL=250ms",
+				"BRIDGE_KEEP_MANAGED_FIELDS=true",
+				"BRIDGE_OLD_OBJECT=1",
+				"BRIDGE_WORKERS=8",
+				"BRIDGE_BATCH_SIZE=1",
+				"BRIDGE_MAX_PENDING_PER_OBJECT=2",
+				"BRIDGE_RETRY_MAX_INTERVAL=1m30s",
+				"BRIDGE_SHUTDOWN_TIMEOUT=10s",
+				"BRIDGE_LOG_LEVEL=debug",
+				"BRIDGE_LOG_FORMAT=text",
+				"KUBECONFIG=/etc/kube/config",
+				"UNRELATED=ignored",
+				"NOT_A_PAIR",
+			},
+			want: Config{
+				Resources:           []string{"a", "b"},
+				Namespaces:          []string{"team-a", "team-b"},
+				LabelSelector:       "app in (web,api),tier!=db",
+				FieldSelector:       "metadata.name!=skip",
+				ClusterName:         "eu-1.example.com",
+				Sink:                "stdout",
+				Checkpoint:          "none",
+				CheckpointInterval:  250 * time.Millisecond,
+				KeepManagedFields:   true,
+				OldObject:           true,
+				Workers:             8,
+				BatchSize:           1,
+				MaxPendingPerObject: 2,
+				RetryMaxInterval:    90 * time.Second,
+				ShutdownTimeout:     10 * time.Second,
+				LogLevel:            "debug",
+				LogFormat:           "text",
+				Kubeconfig:          "/etc/kube/config",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(tt.env)
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			// Compare the bridge's own settings; the nested configurations
+			// of individual sinks have tests of their own.
+			got, want := reflect.ValueOf(*c), reflect.ValueOf(tt.want)
+			for i := range got.NumField() {
+				f := got.Type().Field(i)
+				if f.Type.Kind() == reflect.Struct {
+					continue
+				}
+				if !reflect.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {
+					t.Errorf("%s = %#v, want %#v", f.Name, got.Field(i).Interface(), want.Field(i).Interface())
+				}
+			}
+			if err := c.Validate(); err != nil {
+				t.Errorf("Validate of a loaded config: %v", err)
+			}
+		})
+	}
+}
+
+// Load reads only the environment it is given, so tests and embedders are
+// not at the mercy of the process environment.
+func TestLoadIgnoresProcessEnvironment(t *testing.T) {
+	t.Setenv("BRIDGE_RESOURCES", "configmaps")
+	t.Setenv("BRIDGE_WORKERS", "7")
+	_, err := Load(nil)
+	if got := vars(err); !slices.Equal(got, []string{"BRIDGE_RESOURCES"}) {
+		t.Fatalf("Load(nil) = %v, want only BRIDGE_RESOURCES missing", err)
+	}
+	c, err := Load([]string{"BRIDGE_RESOURCES=secrets"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Workers != 4 || !slices.Equal(c.Resources, []string{"secrets"}) {
+		t.Errorf("Load read the process environment: %+v", c)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	valid := func() Config {
+		c, err := Load([]string{"BRIDGE_RESOURCES=configmaps"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return *c
+	}
+	tests := []struct {
+		name     string
+		change   func(c *Config)
+		wantVars []string
+	}{
+		{"valid", func(*Config) {}, nil},
+		{"zero config", func(c *Config) { *c = Config{} }, []string{
+			"BRIDGE_RESOURCES", "BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
+			"BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE", "BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_RETRY_MAX_INTERVAL",
+			"BRIDGE_SHUTDOWN_TIMEOUT", "BRIDGE_LOG_LEVEL", "BRIDGE_LOG_FORMAT",
+		}},
+		{"file checkpoint with a path", func(c *Config) { c.Checkpoint = "file:/var/lib/bridge/cp.db" }, nil},
+		{"negative durations", func(c *Config) { c.RetryMaxInterval, c.ShutdownTimeout = -time.Second, -1 }, []string{"BRIDGE_RETRY_MAX_INTERVAL", "BRIDGE_SHUTDOWN_TIMEOUT"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := valid()
+			tt.change(&c)
+			err := c.Validate()
+			if got := vars(err); !slices.Equal(got, tt.wantVars) {
+				t.Errorf("Validate names %v, want %v:\n%v", got, tt.wantVars, err)
+			}
+			if (err == nil) != (tt.wantVars == nil) {
+				t.Errorf("Validate = %v", err)
+			}
+		})
+	}
+}
+
+func TestCheckpointKind(t *testing.T) {
+	tests := []struct {
+		value, kind, arg string
+	}{
+		{"none", CheckpointNone, ""},
+		{"file:cp.db", CheckpointFile, "cp.db"},
+		{"file:/abs/path:with:colons", CheckpointFile, "/abs/path:with:colons"},
+		{"file:", CheckpointFile, ""},
+		{"weird", "", ""},
+		{"file", "", ""},
+		{"", "", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			c := Config{Checkpoint: tt.value}
+			kind, arg := c.CheckpointKind()
+			if kind != tt.kind || arg != tt.arg {
+				t.Errorf("CheckpointKind() = %q, %q; want %q, %q", kind, arg, tt.kind, tt.arg)
+			}
+		})
+	}
+}
+
+func TestLevel(t *testing.T) {
+	tests := []struct {
+		value   string
+		want    slog.Level
+		wantErr bool
+	}{
+		{"debug", slog.LevelDebug, false},
+		{"info", slog.LevelInfo, false},
+		{"warn", slog.LevelWarn, false},
+		{"error", slog.LevelError, false},
+		{"ERROR", slog.LevelError, false},
+		{"loud", 0, true},
+		{"", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.value, func(t *testing.T) {
+			c := Config{LogLevel: tt.value}
+			got, err := c.Level()
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Level() error = %v, want error %v", err, tt.wantErr)
+			}
+			if !tt.wantErr && got != tt.want {
+				t.Errorf("Level() = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestHelpListsEveryVariable(t *testing.T) {
+	var out bytes.Buffer
+	if err := Help(&out); err != nil {
+		t.Fatalf("Help: %v", err)
+	}
+	lines := strings.Split(strings.TrimRight(out.String(), "\n"), "\n")
+	if fields := strings.Fields(lines[0]); !slices.Equal(fields, []string{"VARIABLE", "DEFAULT", "MEANING"}) {
+		t.Errorf("header = %q", lines[0])
+	}
+	rows := map[string][]string{}
+	for _, line := range lines[1:] {
+		f := strings.Fields(line)
+		if len(f) < 3 {
+			t.Errorf("row %q has no meaning", line)
+			continue
+		}
+		rows[f[0]] = f
+	}
+
+	n := 0
+	for f := range envFields(reflect.TypeFor[Config]()) {
+		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+		n++
+		t.Run(name, func(t *testing.T) {
+			row, ok := rows[name]
+			if !ok {
+				t.Fatalf("Help does not list %s", name)
+			}
+			def, ok := f.Tag.Lookup("envDefault")
+			if !ok {
+				def = "-"
+			}
+			if row[1] != def {
+				t.Errorf("default = %q, want %q", row[1], def)
+			}
+			help := f.Tag.Get("help")
+			if help == "" {
+				t.Fatalf("field %s has no help tag", f.Name)
+			}
+			if got := strings.Join(row[2:], " "); got != strings.Join(strings.Fields(help), " ") {
+				t.Errorf("meaning = %q, want %q", got, help)
+			}
+		})
+	}
+	if len(rows) != n {
+		t.Errorf("Help lists %d variables, the struct has %d", len(rows), n)
+	}
+	// The variables the bridge documents; a new field must be added here,
+	// and a removed one noticed.
+	for _, name := range []string{
+		"BRIDGE_RESOURCES", "BRIDGE_NAMESPACES", "BRIDGE_LABEL_SELECTOR", "BRIDGE_FIELD_SELECTOR",
+		"BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
+		"BRIDGE_KEEP_MANAGED_FIELDS", "BRIDGE_OLD_OBJECT", "BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE",
+		"BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_RETRY_MAX_INTERVAL", "BRIDGE_SHUTDOWN_TIMEOUT",
+		"BRIDGE_LOG_LEVEL", "BRIDGE_LOG_FORMAT", "KUBECONFIG",
+	} {
+		if _, ok := rows[name]; !ok {
+			t.Errorf("Help does not list %s", name)
+		}
+	}
+}
+
+// envFields yields every field with an env tag in t and, depth first, in
+// the struct fields without one (such as a sink's own configuration).
+func envFields(t reflect.Type) iter.Seq[reflect.StructField] {
+	return func(yield func(reflect.StructField) bool) {
+		var walk func(t reflect.Type) bool
+		walk = func(t reflect.Type) bool {
+			for f := range t.Fields() {
+				switch {
+				case f.Tag.Get("env") != "":
+					if !yield(f) {
+						return false
+					}
+				case f.Type.Kind() == reflect.Struct:
+					if !walk(f.Type) {
+						return false
+					}
+				}
+			}
+			return true
+		}
+		walk(t)
+	}
+}
+
+type failingWriter struct{}
+
+var errWrite = errors.New("closed pipe")
+
+func (failingWriter) Write([]byte) (int, error) { return 0, errWrite }
+
+func TestHelpWriteError(t *testing.T) {
+	if err := Help(failingWriter{}); !errors.Is(err, errWrite) {
+		t.Errorf("Help = %v, want the writer's error", err)
+	}
+}

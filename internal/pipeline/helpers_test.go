@@ -1,0 +1,351 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+)
+
+var configmaps = source.Resource{
+	GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+	Kind:                 "ConfigMap",
+	Namespaced:           true,
+}
+
+// ns is the namespace of every test object.
+const ns = "ns"
+
+// mkDelta is a change to configmap ns/name with the given uid and
+// resourceVersion; its object carries the same identity.
+func mkDelta(typ source.DeltaType, name, uid string, rv int) source.Delta {
+	u := &unstructured.Unstructured{Object: map[string]any{}}
+	u.SetAPIVersion("v1")
+	u.SetKind("ConfigMap")
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetUID(types.UID(uid))
+	u.SetResourceVersion(strconv.Itoa(rv))
+	return source.Delta{
+		Type:            typ,
+		Resource:        configmaps,
+		Namespace:       ns,
+		Name:            name,
+		UID:             types.UID(uid),
+		ResourceVersion: strconv.Itoa(rv),
+		Object:          u,
+	}
+}
+
+func subject(name string) string { return ns + "/" + name }
+
+// accepted is one message the sink accepted.
+type accepted struct {
+	Subject string
+	UID     string
+	RV      int
+	Action  string
+}
+
+// testSink records what it is sent and what it accepts. respond decides
+// the outcome of each Publish; it may block. call counts Publish calls
+// from 1.
+type testSink struct {
+	respond func(ctx context.Context, call int, msgs []*sink.Message) error
+
+	mu       sync.Mutex
+	calls    int
+	inflight map[string]bool
+	problems []string   // broken sink contract: overlapping or reordered keys
+	accepted []accepted // in the order the sink accepted them
+	acked    map[ackKey]bool
+	closed   bool
+}
+
+// ackKey identifies an accepted delta the way a checkpoint record does.
+type ackKey struct {
+	subject, uid string
+	rv           int
+	deleted      bool
+}
+
+var _ sink.Sink = (*testSink)(nil)
+
+func (s *testSink) Publish(ctx context.Context, msgs []*sink.Message) error {
+	keys := map[string]bool{}
+	last := map[string]int{}
+	s.mu.Lock()
+	s.calls++
+	call := s.calls
+	if s.inflight == nil {
+		s.inflight = map[string]bool{}
+	}
+	for _, m := range msgs {
+		rv := mustAtoi(m.ResourceVersion)
+		if prev, ok := last[m.Subject]; ok && rv <= prev {
+			s.problems = append(s.problems, "call "+strconv.Itoa(call)+": "+m.Subject+" out of order in its batch")
+		}
+		last[m.Subject] = rv
+		if !keys[m.Subject] && s.inflight[m.Subject] {
+			s.problems = append(s.problems, "call "+strconv.Itoa(call)+": "+m.Subject+" is in two batches at once")
+		}
+		keys[m.Subject] = true
+	}
+	for k := range keys {
+		s.inflight[k] = true
+	}
+	s.mu.Unlock()
+
+	var err error
+	if s.respond != nil {
+		err = s.respond(ctx, call, msgs)
+	}
+
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for i, e := range sink.PerMessage(err, len(msgs)) {
+		if e == nil {
+			m := msgs[i]
+			a := accepted{m.Subject, m.UID, mustAtoi(m.ResourceVersion), m.Action}
+			s.accepted = append(s.accepted, a)
+			if s.acked == nil {
+				s.acked = map[ackKey]bool{}
+			}
+			s.acked[ackKey{a.Subject, a.UID, a.RV, a.Action == string(source.Deleted)}] = true
+		}
+	}
+	for k := range keys {
+		delete(s.inflight, k)
+	}
+	return err
+}
+
+func (s *testSink) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.closed = true
+	return nil
+}
+
+func (s *testSink) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+// inFlight reports whether a Publish call holding subject is under way.
+func (s *testSink) inFlight(subject string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.inflight[subject]
+}
+
+// acceptedOf returns what the sink accepted for one object, in order.
+func (s *testSink) acceptedOf(subject string) []accepted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []accepted
+	for _, a := range s.accepted {
+		if a.Subject == subject {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+func (s *testSink) allAccepted() []accepted {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]accepted(nil), s.accepted...)
+}
+
+func (s *testSink) contractProblems() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]string(nil), s.problems...)
+}
+
+// wasAccepted reports whether the sink accepted the delta r records.
+func (s *testSink) wasAccepted(r checkpoint.Record) bool {
+	rv, err := strconv.Atoi(r.ResourceVersion)
+	if err != nil || r.Resource != configmaps.Name() {
+		return false
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.acked[ackKey{r.Key, r.UID, rv, r.Deleted}]
+}
+
+// testRecorder keeps every record and checks, as each arrives, that the
+// sink accepted its delta before.
+type testRecorder struct {
+	sink *testSink
+
+	mu      sync.Mutex
+	recs    []checkpoint.Record
+	unacked []checkpoint.Record
+}
+
+var _ Recorder = (*testRecorder)(nil)
+
+func (r *testRecorder) Record(recs ...checkpoint.Record) {
+	for _, rec := range recs {
+		ok := r.sink.wasAccepted(rec)
+		r.mu.Lock()
+		r.recs = append(r.recs, rec)
+		if !ok {
+			r.unacked = append(r.unacked, rec)
+		}
+		r.mu.Unlock()
+	}
+}
+
+// rvsOf returns the resourceVersions recorded for key, in order.
+func (r *testRecorder) rvsOf(key string) []int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []int
+	for _, rec := range r.recs {
+		if rec.Key == key {
+			out = append(out, mustAtoi(rec.ResourceVersion))
+		}
+	}
+	return out
+}
+
+func (r *testRecorder) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.recs)
+}
+
+func (r *testRecorder) recordedUnacked() []checkpoint.Record {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return append([]checkpoint.Record(nil), r.unacked...)
+}
+
+// encodeFunc adapts a function to Encoder.
+type encodeFunc func(d *source.Delta) (*sink.Message, error)
+
+func (f encodeFunc) Encode(d *source.Delta) (*sink.Message, error) { return f(d) }
+
+// logBuffer is a log destination that is safe to read while the pipeline
+// writes to it.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// harness is a pipeline with a test sink and recorder.
+type harness struct {
+	p    *Pipeline
+	sink *testSink
+	rec  *testRecorder
+	logs *logBuffer
+
+	cancel context.CancelFunc
+	done   chan error
+}
+
+// newHarness builds a pipeline around s, using the real event encoder
+// unless enc is set. It does not start it.
+func newHarness(t *testing.T, s *testSink, opts Options, enc Encoder) *harness {
+	t.Helper()
+	if enc == nil {
+		enc = event.Encoder{Cluster: "test"}
+	}
+	h := &harness{sink: s, rec: &testRecorder{sink: s}, logs: &logBuffer{}}
+	h.p = New(s, enc, h.rec, opts, slog.New(slog.NewTextHandler(h.logs, nil)))
+	return h
+}
+
+// start runs the pipeline until stop or the end of the test.
+func (h *harness) start(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	h.done = make(chan error, 1)
+	go func() { h.done <- h.p.Run(ctx) }()
+	t.Cleanup(func() { h.stop(t) })
+}
+
+// stop cancels Run and waits for it to return.
+func (h *harness) stop(t *testing.T) {
+	t.Helper()
+	if h.done == nil {
+		return
+	}
+	h.cancel()
+	select {
+	case err := <-h.done:
+		if err != nil {
+			t.Errorf("Run = %v, want nil", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Run did not return within 10s of its context ending")
+	}
+	h.done = nil
+}
+
+// drain waits for everything queued so far to be published.
+func (h *harness) drain(t *testing.T) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := h.p.Drain(ctx); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+}
+
+// waitFor polls cond until it holds, failing the test after 10s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+func mustAtoi(s string) int {
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		panic("resourceVersion " + strconv.Quote(s) + " is not a number")
+	}
+	return n
+}
+
+func rvs(as []accepted) []int {
+	out := make([]int, len(as))
+	for i, a := range as {
+		out[i] = a.RV
+	}
+	return out
+}

@@ -1,0 +1,148 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+)
+
+var errDown = errors.New("broker down")
+
+// TestRunStopsWhileTheSinkFails checks the hard stop: Run returns soon
+// after its context ends however the sink misbehaves, and counts what it
+// left unpublished, none of which reached the checkpoint.
+func TestRunStopsWhileTheSinkFails(t *testing.T) {
+	const objects, perObject = 10, 3
+	failing := func(string) bool { return true }
+	tests := []struct {
+		name    string
+		opts    Options
+		fails   func(name string) bool // objects the sink never accepts
+		respond func(ctx context.Context, msgs []*sink.Message, fails func(string) bool) error
+		// started tells when the pipeline is in the state the case is
+		// about, so that cancelling then tests it.
+		started       func(h *harness) bool
+		wantAbandoned int64
+	}{
+		{
+			name: "waiting out a long backoff",
+			opts: Options{NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }},
+			respond: func(context.Context, []*sink.Message, func(string) bool) error {
+				return errDown
+			},
+			fails:         failing,
+			started:       func(h *harness) bool { return h.p.Stats().Retried > 0 },
+			wantAbandoned: objects * perObject,
+		},
+		{
+			name: "default backoff",
+			opts: Options{MaxRetryInterval: time.Hour},
+			respond: func(_ context.Context, msgs []*sink.Message, _ func(string) bool) error {
+				errs := make([]error, len(msgs))
+				for i := range errs {
+					errs[i] = errDown
+				}
+				return &sink.BatchError{Errors: errs}
+			},
+			fails:         failing,
+			started:       func(h *harness) bool { return h.p.Stats().Retried > 0 },
+			wantAbandoned: objects * perObject,
+		},
+		{
+			name: "Publish blocked until its context ends",
+			respond: func(ctx context.Context, _ []*sink.Message, _ func(string) bool) error {
+				<-ctx.Done()
+				return ctx.Err()
+			},
+			fails:         failing,
+			started:       func(h *harness) bool { return h.sink.callCount() > 0 },
+			wantAbandoned: objects * perObject,
+		},
+		{
+			name: "one object failing, the others published",
+			opts: Options{NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }},
+			respond: func(_ context.Context, msgs []*sink.Message, fails func(string) bool) error {
+				return perMessage(msgs, func(m *sink.Message) error {
+					if fails(m.Name) {
+						return errDown
+					}
+					return nil
+				})
+			},
+			fails: func(name string) bool { return name == "cm-3" },
+			started: func(h *harness) bool {
+				return h.p.Stats().Published == (objects-1)*perObject && h.p.Stats().Retried > 0
+			},
+			wantAbandoned: perObject,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := &testSink{}
+			s.respond = func(ctx context.Context, _ int, msgs []*sink.Message) error {
+				return tt.respond(ctx, msgs, tt.fails)
+			}
+			h := newHarness(t, s, tt.opts, nil)
+			for step := range perObject {
+				for o := range objects {
+					h.p.OnDelta(mkDelta(source.Updated, "cm-"+strconv.Itoa(o), "uid", step+1))
+				}
+			}
+			h.start(t)
+			waitFor(t, "the pipeline to be stuck", func() bool { return tt.started(h) })
+
+			h.stop(t) // fails the test unless Run returns nil within 10s
+
+			st := h.p.Stats()
+			if st.Abandoned != tt.wantAbandoned {
+				t.Errorf("Abandoned = %d, want %d", st.Abandoned, tt.wantAbandoned)
+			}
+			wantPublished := objects*perObject - tt.wantAbandoned
+			if st.Published != wantPublished {
+				t.Errorf("Published = %d, want %d", st.Published, wantPublished)
+			}
+			if st.Pending != 0 {
+				t.Errorf("Pending = %d after Run returned", st.Pending)
+			}
+			for o := range objects {
+				name := "cm-" + strconv.Itoa(o)
+				recs := h.rec.rvsOf(subject(name))
+				if tt.fails(name) && len(recs) > 0 {
+					t.Errorf("%s was never accepted but recorded %v", name, recs)
+				}
+				if !tt.fails(name) && len(recs) != perObject {
+					t.Errorf("%s was accepted but recorded %v", name, recs)
+				}
+			}
+			if bad := h.rec.recordedUnacked(); len(bad) > 0 {
+				t.Errorf("recorded deltas the sink did not accept: %+v", bad)
+			}
+			logs := h.logs.String()
+			if want := "deltas=" + strconv.FormatInt(tt.wantAbandoned, 10); !strings.Contains(logs, "unpublished") || !strings.Contains(logs, want) {
+				t.Errorf("Run did not log the %d abandoned deltas:\n%s", tt.wantAbandoned, logs)
+			}
+		})
+	}
+}
+
+// TestRunIdle checks that Run with nothing to do returns as soon as its
+// context ends, and logs nothing about abandoned deltas.
+func TestRunIdle(t *testing.T) {
+	h := newHarness(t, &testSink{}, Options{}, nil)
+	h.start(t)
+	h.stop(t)
+	if st := h.p.Stats(); st != (Stats{}) {
+		t.Errorf("Stats = %+v, want zero", st)
+	}
+	if logs := h.logs.String(); strings.Contains(logs, "unpublished") {
+		t.Errorf("idle Run logged abandoned deltas:\n%s", logs)
+	}
+}

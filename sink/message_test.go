@@ -1,0 +1,224 @@
+package sink
+
+import (
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+// observed has a non-UTC zone and nanoseconds, so that the round trip has
+// to keep both the instant and its precision.
+var observed = time.Date(2026, 3, 4, 5, 6, 7, 123456789, time.FixedZone("CET", 3600))
+
+func namespacedMessage() *Message {
+	return &Message{
+		ID:              "0123456789abcdef0123456789abcdef",
+		Source:          "/clusters/prod/api/v1/configmaps",
+		Type:            "io.kubebus.object.updated",
+		Subject:         "team-a/settings",
+		Time:            observed,
+		Action:          "updated",
+		Resource:        schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+		ResourceVersion: "4711",
+		UID:             "7c4f-uid",
+		Kind:            "ConfigMap",
+		APIVersion:      "v1",
+		Namespace:       "team-a",
+		Name:            "settings",
+		Cluster:         "prod",
+		Snapshot:        true,
+		Data:            json.RawMessage(`{"object":{"kind":"ConfigMap","data":{"k":"v"}}}`),
+	}
+}
+
+func clusterScopedMessage() *Message {
+	return &Message{
+		ID:              "fedcba9876543210fedcba9876543210",
+		Source:          "/clusters/prod/apis/rbac.authorization.k8s.io/v1/clusterroles",
+		Type:            "io.kubebus.object.deleted",
+		Subject:         "viewer",
+		Time:            observed.UTC(),
+		Action:          "deleted",
+		Resource:        schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		ResourceVersion: "99",
+		UID:             "c1-uid",
+		Kind:            "ClusterRole",
+		APIVersion:      "rbac.authorization.k8s.io/v1",
+		Name:            "viewer",
+		Cluster:         "prod",
+		Data:            json.RawMessage(`{"object":{"kind":"ClusterRole"}}`),
+	}
+}
+
+func TestMessageRoundTrip(t *testing.T) {
+	tests := []struct {
+		name string
+		msg  *Message
+	}{
+		{"namespaced core resource", namespacedMessage()},
+		{"cluster-scoped grouped resource", clusterScopedMessage()},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := json.Marshal(tt.msg)
+			if err != nil {
+				t.Fatalf("Marshal: %v", err)
+			}
+			var got Message
+			if err := json.Unmarshal(b, &got); err != nil {
+				t.Fatalf("Unmarshal(%s): %v", b, err)
+			}
+			if !got.Time.Equal(tt.msg.Time) {
+				t.Errorf("Time = %v, want %v", got.Time, tt.msg.Time)
+			}
+			want := *tt.msg
+			want.Time, got.Time = time.Time{}, time.Time{}
+			// Data is compacted JSON either way; compare it as text.
+			if string(got.Data) != string(want.Data) {
+				t.Errorf("Data = %s, want %s", got.Data, want.Data)
+			}
+			want.Data, got.Data = nil, nil
+			if !reflect.DeepEqual(got, want) {
+				t.Errorf("round trip:\n got  %+v\n want %+v", got, want)
+			}
+			if got.Key() != tt.msg.Subject {
+				t.Errorf("Key() = %q, want the subject %q", got.Key(), tt.msg.Subject)
+			}
+		})
+	}
+}
+
+func TestMessageCloudEventsAttributes(t *testing.T) {
+	tests := []struct {
+		name          string
+		msg           *Message
+		wantNamespace bool
+	}{
+		{"namespaced", namespacedMessage(), true},
+		{"cluster-scoped", clusterScopedMessage(), false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b, err := tt.msg.MarshalJSON()
+			if err != nil {
+				t.Fatalf("MarshalJSON: %v", err)
+			}
+			var attrs map[string]any
+			if err := json.Unmarshal(b, &attrs); err != nil {
+				t.Fatalf("not a JSON object: %v: %s", err, b)
+			}
+			want := map[string]any{
+				"specversion":     "1.0",
+				"id":              tt.msg.ID,
+				"source":          tt.msg.Source,
+				"type":            tt.msg.Type,
+				"subject":         tt.msg.Subject,
+				"time":            tt.msg.Time.UTC().Format(time.RFC3339Nano),
+				"datacontenttype": "application/json",
+				"resourceversion": tt.msg.ResourceVersion,
+				"uid":             tt.msg.UID,
+				"kind":            tt.msg.Kind,
+				"apiversion":      tt.msg.APIVersion,
+				"name":            tt.msg.Name,
+				"cluster":         tt.msg.Cluster,
+				"snapshot":        tt.msg.Snapshot,
+			}
+			for k, v := range want {
+				if got, ok := attrs[k]; !ok {
+					t.Errorf("attribute %q missing", k)
+				} else if got != v {
+					t.Errorf("attribute %q = %v, want %v", k, got, v)
+				}
+			}
+			ns, hasNS := attrs["namespace"]
+			if hasNS != tt.wantNamespace {
+				t.Errorf("namespace present = %v, want %v (%s)", hasNS, tt.wantNamespace, b)
+			}
+			if tt.wantNamespace && ns != tt.msg.Namespace {
+				t.Errorf("namespace = %v, want %q", ns, tt.msg.Namespace)
+			}
+			if _, ok := attrs["data"].(map[string]any); !ok {
+				t.Errorf("data is %T, want an embedded JSON object", attrs["data"])
+			}
+			// The CloudEvents time attribute is RFC 3339 in UTC.
+			if s, _ := attrs["time"].(string); !strings.HasSuffix(s, "Z") {
+				t.Errorf("time = %q, want UTC", s)
+			}
+			// Routing information is not an event attribute.
+			for _, k := range []string{"action", "resource", "Resource", "Action"} {
+				if _, ok := attrs[k]; ok {
+					t.Errorf("unexpected attribute %q", k)
+				}
+			}
+			if len(attrs) != len(want)+1+boolInt(hasNS) {
+				t.Errorf("got %d attributes, want %d: %s", len(attrs), len(want)+1+boolInt(hasNS), b)
+			}
+		})
+	}
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+func TestMessageMarshalInvalidData(t *testing.T) {
+	m := namespacedMessage()
+	m.Data = json.RawMessage(`{"object":`)
+	_, err := m.MarshalJSON()
+	if err == nil {
+		t.Fatal("MarshalJSON accepted invalid data")
+	}
+	if !strings.HasPrefix(err.Error(), "sink: ") || !strings.Contains(err.Error(), m.ID) {
+		t.Errorf("error %q should start with the package and name the event id", err)
+	}
+}
+
+func TestMessageUnmarshalRejects(t *testing.T) {
+	valid := func() map[string]any {
+		b, err := namespacedMessage().MarshalJSON()
+		if err != nil {
+			t.Fatal(err)
+		}
+		var m map[string]any
+		if err := json.Unmarshal(b, &m); err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	tests := []struct {
+		name   string
+		change func(m map[string]any)
+		want   string
+	}{
+		{"other specversion", func(m map[string]any) { m["specversion"] = "0.3" }, "specversion"},
+		{"missing specversion", func(m map[string]any) { delete(m, "specversion") }, "specversion"},
+		{"unparsable time", func(m map[string]any) { m["time"] = "yesterday" }, "time"},
+		{"bad apiversion", func(m map[string]any) { m["apiversion"] = "a/b/c" }, "apiversion"},
+		{"attribute of the wrong type", func(m map[string]any) { m["snapshot"] = "yes" }, "decode event"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := valid()
+			tt.change(m)
+			b, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got Message
+			err = json.Unmarshal(b, &got)
+			if err == nil {
+				t.Fatalf("Unmarshal accepted %s", b)
+			}
+			if !strings.Contains(err.Error(), "sink: ") || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("error %q should name the package and %q", err, tt.want)
+			}
+		})
+	}
+}
