@@ -6,9 +6,13 @@
 // message in its checkpoint only after Publish reported it accepted, so a
 // Sink that returns nil early breaks the bridge's no-loss guarantee.
 //
-// Within one batch, messages with the same key are in the order they must be
-// delivered; a Sink must not reorder them. Messages with different keys may
-// be delivered in any order.
+// Within one batch, messages with the same resource and key are in the
+// order they must be delivered; a Sink must not reorder them, and when one
+// of them fails it must not have accepted a later one (the bridge sends the
+// failed message and everything after it again, and an accepted later
+// message would then be followed by an older one). PublishInOrder keeps
+// this for sinks that publish asynchronously. Messages with different keys
+// may be delivered in any order.
 package sink
 
 import "context"

@@ -50,7 +50,7 @@ type Config struct {
 	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory while events wait)"`
 
 	Workers             int `env:"BRIDGE_WORKERS" envDefault:"4" help:"batches published in parallel"`
-	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"most messages in one batch"`
+	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"messages per batch; one object's waiting changes are never split across batches"`
 	MaxPendingPerObject int `env:"BRIDGE_MAX_PENDING_PER_OBJECT" envDefault:"16" help:"changes of one object that may wait before they are collapsed into its latest state"`
 	// Thirty seconds keeps a long outage from turning into a hammering
 	// reconnect loop while still noticing recovery quickly.

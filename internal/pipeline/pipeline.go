@@ -23,6 +23,8 @@ const (
 	DefaultWorkers = 4
 	// DefaultBatchSize bounds the messages in one Publish: large enough to
 	// amortise a round trip, small enough that a retried batch is cheap.
+	// One object's waiting deltas are never split, so a batch may exceed it
+	// by up to MaxPendingPerObject-1.
 	DefaultBatchSize = 500
 	// DefaultMaxPendingPerObject is how many deltas of one object may wait
 	// before they are collapsed. Below it every change is published; above
@@ -161,6 +163,12 @@ func (c capped) NextBackOff() time.Duration {
 // OnDelta queues d behind the other waiting deltas of its object. It never
 // blocks on I/O.
 func (p *Pipeline) OnDelta(d source.Delta) {
+	if p.queue.ShuttingDown() {
+		// Run has stopped: nothing will publish this delta. It was never
+		// checkpointed, so the next start finds it again.
+		p.abandoned.Add(1)
+		return
+	}
 	key := d.Resource.Name() + "/" + d.Key()
 	p.mu.Lock()
 	o := p.objects[key]
@@ -254,7 +262,14 @@ func (p *Pipeline) work(ctx context.Context) {
 		if keys == nil {
 			return
 		}
-		p.publish(ctx, p.take(keys))
+		items := p.take(keys)
+		if ctx.Err() != nil {
+			// Hard stop: the queue hands out what is left; do not publish
+			// it with a dead context, just count it.
+			p.abandoned.Add(int64(len(items)))
+		} else {
+			p.publish(ctx, items)
+		}
 		p.finish(keys)
 	}
 }

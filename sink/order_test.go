@@ -1,0 +1,81 @@
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
+
+func msg(key, rv string) *Message {
+	return &Message{Subject: key, ResourceVersion: rv, Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+}
+
+func TestPublishInOrder(t *testing.T) {
+	batch := []*Message{msg("a", "1"), msg("b", "1"), msg("a", "2"), msg("c", "1"), msg("a", "3"), msg("b", "2")}
+
+	t.Run("rounds hold one message per key, in order", func(t *testing.T) {
+		var sent [][]string
+		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+			var round []string
+			for _, m := range ms {
+				round = append(round, m.Key()+m.ResourceVersion)
+			}
+			sent = append(sent, round)
+			return make([]error, len(ms))
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := [][]string{{"a1", "b1", "c1"}, {"a2", "b2"}, {"a3"}}
+		if fmt.Sprint(sent) != fmt.Sprint(want) {
+			t.Errorf("rounds %v, want %v", sent, want)
+		}
+	})
+
+	t.Run("a failure stops the key's later messages only", func(t *testing.T) {
+		boom := errors.New("boom")
+		var accepted []string
+		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+			errs := make([]error, len(ms))
+			for i, m := range ms {
+				if m.Key() == "a" && m.ResourceVersion == "2" {
+					errs[i] = boom
+					continue
+				}
+				accepted = append(accepted, m.Key()+m.ResourceVersion)
+			}
+			return errs
+		})
+		var be *BatchError
+		if !errors.As(err, &be) || len(be.Errors) != len(batch) {
+			t.Fatalf("error %v, want a BatchError for %d messages", err, len(batch))
+		}
+		wantErrs := []error{nil, nil, boom, nil, ErrEarlierFailed, nil}
+		for i, e := range be.Errors {
+			if !errors.Is(e, wantErrs[i]) || (wantErrs[i] == nil) != (e == nil) {
+				t.Errorf("message %d: error %v, want %v", i, e, wantErrs[i])
+			}
+		}
+		slices.Sort(accepted)
+		if want := []string{"a1", "b1", "b2", "c1"}; !slices.Equal(accepted, want) {
+			t.Errorf("accepted %v, want %v (a3 must not be sent after a2 failed)", accepted, want)
+		}
+	})
+
+	t.Run("same key in different resources is not ordered together", func(t *testing.T) {
+		other := msg("a", "9")
+		other.Resource.Resource = "secrets"
+		rounds := 0
+		_ = PublishInOrder(context.Background(), []*Message{msg("a", "1"), other}, func(_ context.Context, ms []*Message) []error {
+			rounds++
+			return make([]error, len(ms))
+		})
+		if rounds != 1 {
+			t.Errorf("%d rounds, want 1", rounds)
+		}
+	})
+}
