@@ -1,45 +1,201 @@
 package nats
 
 import (
-	"context"
 	"errors"
-	"log/slog"
+	"fmt"
+	"os"
+	"strings"
+	"time"
+)
 
-	"github.com/nats-io/nats.go"
+// Delivery modes (BRIDGE_NATS_MODE).
+const (
+	// ModeJetStream publishes to a stream and waits for each message's
+	// PubAck: at least once, with repeats dropped by Nats-Msg-Id.
+	ModeJetStream = "jetstream"
+	// ModeCore publishes on core NATS: at most once.
+	ModeCore = "core"
+)
 
-	"github.com/kubebus/bridge/sink"
+// CloudEvents content modes (BRIDGE_NATS_CE_MODE).
+const (
+	// CEStructured sends the whole event as JSON in the body.
+	CEStructured = "structured"
+	// CEBinary sends the attributes as ce- headers and the data as body.
+	CEBinary = "binary"
 )
 
 // Config is the NATS sink's part of the bridge configuration, read from
 // BRIDGE_NATS_* variables. Each field's env tag names its variable,
 // envDefault gives its default and help its meaning for `bridge --help`.
+// The connection settings also serve the nats-kv checkpoint.
 type Config struct {
-	// CreateStream placeholder.
-	CreateStream bool
+	// The NATS default port on the local host, where a sidecar or a
+	// port-forward usually listens.
+	URL string `env:"BRIDGE_NATS_URL" envDefault:"nats://127.0.0.1:4222" help:"comma-separated server URLs (nats://, tls://, ws://, wss://); credentials in a URL are never logged"`
+
+	User         string `env:"BRIDGE_NATS_USER" help:"user name, with BRIDGE_NATS_PASSWORD"`
+	Password     string `env:"BRIDGE_NATS_PASSWORD" help:"password, with BRIDGE_NATS_USER (never logged)"`
+	Token        string `env:"BRIDGE_NATS_TOKEN" help:"authentication token (never logged)"`
+	NKeySeedFile string `env:"BRIDGE_NATS_NKEY_SEED_FILE" help:"file holding an NKey seed to authenticate with"`
+	CredsFile    string `env:"BRIDGE_NATS_CREDS_FILE" help:"credentials file (user JWT and NKey seed) to authenticate with"`
+	TLSCAFile    string `env:"BRIDGE_NATS_TLS_CA_FILE" help:"PEM file of the CAs that sign the server's certificate; setting it turns TLS on"`
+	TLSCertFile  string `env:"BRIDGE_NATS_TLS_CERT_FILE" help:"PEM client certificate for mutual TLS, with BRIDGE_NATS_TLS_KEY_FILE"`
+	TLSKeyFile   string `env:"BRIDGE_NATS_TLS_KEY_FILE" help:"PEM private key of BRIDGE_NATS_TLS_CERT_FILE"`
+	// Ten seconds notices a recovered server quickly without a reconnect
+	// storm from many bridges after an outage.
+	ReconnectMaxWait time.Duration `env:"BRIDGE_NATS_RECONNECT_MAX_WAIT" envDefault:"10s" help:"longest wait between reconnect attempts; the bridge reconnects forever, backing off from 250ms"`
+
+	// JetStream is the mode that does not lose changes.
+	Mode string `env:"BRIDGE_NATS_MODE" envDefault:"jetstream" help:"jetstream (at least once: wait for each message's PubAck) or core (at most once)"`
+	// "kube" says what the subjects carry and is short to type in
+	// subscriptions.
+	SubjectPrefix string `env:"BRIDGE_NATS_SUBJECT_PREFIX" envDefault:"kube" help:"first tokens of every subject; the stream the bridge creates captures <prefix>.>"`
+	// One token per part of an object's identity, so consumers can
+	// subscribe with wildcards at any level.
+	Subject string `env:"BRIDGE_NATS_SUBJECT" envDefault:"{prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name}" help:"subject layout: tokens separated by dots, each a fixed word or one of {prefix} (first), {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name}, {action}"`
+	// Structured mode is what the stdout sink writes, so consumers read
+	// one format everywhere.
+	CEMode string `env:"BRIDGE_NATS_CE_MODE" envDefault:"structured" help:"CloudEvents content mode: structured (JSON event in the body) or binary (ce- headers, data in the body)"`
+
+	// Upper case marks it as a stream at a glance in `nats stream ls`.
+	Stream string `env:"BRIDGE_NATS_STREAM" envDefault:"KUBE" help:"JetStream stream the messages go to"`
+	// Creating the stream makes a first start work with no set-up;
+	// operators who manage streams themselves turn it off.
+	CreateStream bool `env:"BRIDGE_NATS_CREATE_STREAM" envDefault:"true" help:"create or update the stream (and the nats-kv checkpoint bucket) at start-up; when false they must exist"`
+	// A week lets a consumer be down over a long weekend and catch up.
+	StreamMaxAge time.Duration `env:"BRIDGE_NATS_STREAM_MAX_AGE" envDefault:"168h" help:"oldest message the created stream keeps; 0 keeps messages forever"`
+	// One replica works on a single server; use 3 on a cluster.
+	StreamReplicas int `env:"BRIDGE_NATS_STREAM_REPLICAS" envDefault:"1" help:"replicas of the created stream (1 to 5)"`
+	// Ten minutes is far above the 1s checkpoint interval plus a crashed
+	// pod's restart, so the changes a crash makes the bridge publish again
+	// are still within the window and dropped.
+	DuplicateWindow time.Duration `env:"BRIDGE_NATS_DUPLICATE_WINDOW" envDefault:"10m" help:"how long the created stream remembers message ids to drop repeats; keep it above BRIDGE_CHECKPOINT_INTERVAL plus a restart"`
+	// Enough for every worker's full batch at the defaults (4 x 500) to
+	// be in flight at once, while bounding what waits for acks.
+	MaxInFlight int `env:"BRIDGE_NATS_MAX_IN_FLIGHT" envDefault:"2048" help:"most JetStream publishes waiting for their PubAck at once"`
+	// Long enough for a stream leader election on a cluster, short enough
+	// that a lost ack is retried soon.
+	AckTimeout time.Duration `env:"BRIDGE_NATS_ACK_TIMEOUT" envDefault:"10s" help:"how long a publish waits for its PubAck (core mode: for the server's flush) before it is retried"`
 }
 
 // Validate reports every problem, joined; each error starts with the name
-// of the variable at fault ("BRIDGE_NATS_URL: ...").
-func (c *Config) Validate() error { return nil }
+// of the variable at fault ("BRIDGE_NATS_URL: ..."). No message quotes a
+// password, a token or a URL's credentials.
+func (c *Config) Validate() error {
+	var errs []error
+	bad := func(name, format string, args ...any) {
+		errs = append(errs, fmt.Errorf(name+": "+format, args...))
+	}
 
-// The rest of this file is a placeholder until the sink is written.
+	servers, err := c.servers()
+	if err != nil {
+		bad("BRIDGE_NATS_URL", "%v", err)
+	} else if len(servers) == 0 {
+		bad("BRIDGE_NATS_URL", "required: name at least one server, such as nats://127.0.0.1:4222")
+	}
 
-// Sink publishes to NATS.
-type Sink struct{}
+	switch {
+	case c.User != "" && c.Password == "":
+		bad("BRIDGE_NATS_PASSWORD", "required with BRIDGE_NATS_USER")
+	case c.User == "" && c.Password != "":
+		bad("BRIDGE_NATS_USER", "required with BRIDGE_NATS_PASSWORD")
+	}
+	var methods []string
+	for _, m := range []struct{ name, value string }{
+		{"BRIDGE_NATS_USER", c.User}, {"BRIDGE_NATS_TOKEN", c.Token},
+		{"BRIDGE_NATS_NKEY_SEED_FILE", c.NKeySeedFile}, {"BRIDGE_NATS_CREDS_FILE", c.CredsFile},
+	} {
+		if m.value != "" {
+			methods = append(methods, m.name)
+		}
+	}
+	if len(methods) > 1 {
+		bad(methods[1], "set together with %s; choose one way to authenticate", strings.Join(append(methods[:1:1], methods[2:]...), " and "))
+	}
+	for _, f := range []struct{ name, path string }{
+		{"BRIDGE_NATS_NKEY_SEED_FILE", c.NKeySeedFile}, {"BRIDGE_NATS_CREDS_FILE", c.CredsFile},
+		{"BRIDGE_NATS_TLS_CA_FILE", c.TLSCAFile}, {"BRIDGE_NATS_TLS_CERT_FILE", c.TLSCertFile},
+		{"BRIDGE_NATS_TLS_KEY_FILE", c.TLSKeyFile},
+	} {
+		if err := checkFile(f.path); err != nil {
+			bad(f.name, "%v", err)
+		}
+	}
+	switch {
+	case c.TLSCertFile != "" && c.TLSKeyFile == "":
+		bad("BRIDGE_NATS_TLS_KEY_FILE", "required with BRIDGE_NATS_TLS_CERT_FILE")
+	case c.TLSCertFile == "" && c.TLSKeyFile != "":
+		bad("BRIDGE_NATS_TLS_CERT_FILE", "required with BRIDGE_NATS_TLS_KEY_FILE")
+	}
+	if c.ReconnectMaxWait <= 0 {
+		bad("BRIDGE_NATS_RECONNECT_MAX_WAIT", "must be positive, got %s", c.ReconnectMaxWait)
+	}
 
-// New connects to NATS and, in JetStream mode, checks (or creates) the
-// stream.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
-	return nil, errors.New("nats sink: not built yet")
+	if c.Mode != ModeJetStream && c.Mode != ModeCore {
+		bad("BRIDGE_NATS_MODE", "%q is not a mode; use jetstream or core", c.Mode)
+	}
+	if err := checkPrefix(c.SubjectPrefix); err != nil {
+		bad("BRIDGE_NATS_SUBJECT_PREFIX", "%q: %v", c.SubjectPrefix, err)
+	} else if _, err := ParseTemplate(c.Subject, c.SubjectPrefix); err != nil {
+		bad("BRIDGE_NATS_SUBJECT", "%q: %v", c.Subject, err)
+	}
+	if c.CEMode != CEStructured && c.CEMode != CEBinary {
+		bad("BRIDGE_NATS_CE_MODE", "%q is not a content mode; use structured or binary", c.CEMode)
+	}
+
+	if err := checkStreamName(c.Stream); err != nil {
+		bad("BRIDGE_NATS_STREAM", "%q: %v", c.Stream, err)
+	}
+	if c.StreamMaxAge < 0 {
+		bad("BRIDGE_NATS_STREAM_MAX_AGE", "must not be negative, got %s", c.StreamMaxAge)
+	}
+	if c.StreamReplicas < 1 || c.StreamReplicas > 5 {
+		bad("BRIDGE_NATS_STREAM_REPLICAS", "must be 1 to 5, got %d", c.StreamReplicas)
+	}
+	switch {
+	case c.DuplicateWindow <= 0:
+		bad("BRIDGE_NATS_DUPLICATE_WINDOW", "must be positive, got %s", c.DuplicateWindow)
+	case c.StreamMaxAge > 0 && c.DuplicateWindow > c.StreamMaxAge:
+		bad("BRIDGE_NATS_DUPLICATE_WINDOW", "%s is longer than BRIDGE_NATS_STREAM_MAX_AGE (%s); NATS does not allow that", c.DuplicateWindow, c.StreamMaxAge)
+	}
+	if c.MaxInFlight <= 0 {
+		bad("BRIDGE_NATS_MAX_IN_FLIGHT", "must be positive, got %d", c.MaxInFlight)
+	}
+	if c.AckTimeout <= 0 {
+		bad("BRIDGE_NATS_ACK_TIMEOUT", "must be positive, got %s", c.AckTimeout)
+	}
+	return errors.Join(errs...)
 }
 
-// Conn is the sink's connection, for a checkpoint kept in the same NATS.
-func (s *Sink) Conn() *nats.Conn { return nil }
-
-// Connect opens a connection configured like the sink's.
-func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, error) {
-	return nil, errors.New("nats: not built yet")
+func checkFile(path string) error {
+	if path == "" {
+		return nil
+	}
+	fi, err := os.Stat(path)
+	if err != nil {
+		return err
+	}
+	if !fi.Mode().IsRegular() {
+		return fmt.Errorf("%s is not a regular file", path)
+	}
+	return nil
 }
 
-func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error { return nil }
-func (s *Sink) Close() error                                            { return nil }
+// checkStreamName reports why name cannot name a JetStream stream.
+func checkStreamName(name string) error {
+	switch {
+	case name == "":
+		return errors.New("must not be empty")
+	case len(name) > 255:
+		return errors.New("longer than 255 bytes")
+	case strings.ContainsAny(name, ".*>/\\"):
+		return errors.New(`must not hold ".", "*", ">", "/" or "\"`)
+	}
+	for i := 0; i < len(name); i++ {
+		if name[i] <= ' ' || name[i] >= 0x7f {
+			return errors.New("must be printable ASCII without whitespace")
+		}
+	}
+	return nil
+}

@@ -1,0 +1,81 @@
+package natskv
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kubebus/bridge/checkpoint"
+)
+
+// Load implements checkpoint.Store. It reads the resource's keys with one
+// watch, which streams the latest value of each; it does not make a
+// request per key.
+func (s *Store) Load(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
+	if resource == "" {
+		return checkpoint.Snapshot{}, errors.New("checkpoint: nats-kv: load: empty resource name")
+	}
+	snap, err := s.load(ctx, resource)
+	if err != nil {
+		return checkpoint.Snapshot{}, fmt.Errorf("checkpoint: nats-kv: load %s from bucket %s: %w", resource, s.bucket, err)
+	}
+	s.mu.Lock()
+	if _, ok := s.last[resource]; !ok {
+		// What this store committed since the watch began is newer.
+		s.last[resource] = snap.LastResourceVersion
+	}
+	s.mu.Unlock()
+	return snap, nil
+}
+
+func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
+	snap := checkpoint.Snapshot{Objects: map[string]checkpoint.Position{}}
+	w, err := s.kv.Watch(ctx, resourceFilter(resource), jetstream.IgnoreDeletes())
+	if err != nil {
+		return snap, err
+	}
+	defer w.Stop()
+	objects := escapeKey(resource) + "." + objectsToken + "."
+	last := lastRVKey(resource)
+	idle := time.NewTimer(loadIdleTimeout)
+	defer idle.Stop()
+	for {
+		var e jetstream.KeyValueEntry
+		select {
+		case entry, ok := <-w.Updates():
+			if !ok {
+				return snap, errors.New("the watch ended early")
+			}
+			if entry == nil {
+				return snap, nil // every stored value has been read
+			}
+			e = entry
+		case <-idle.C:
+			return snap, fmt.Errorf("nothing received for %s", loadIdleTimeout)
+		case <-ctx.Done():
+			return snap, ctx.Err()
+		}
+		idle.Reset(loadIdleTimeout)
+		switch key := e.Key(); {
+		case key == last:
+			snap.LastResourceVersion = string(e.Value())
+		case strings.HasPrefix(key, objects):
+			k, err := unescapeKey(key[len(objects):])
+			if err != nil {
+				return snap, err
+			}
+			var p checkpoint.Position
+			if err := json.Unmarshal(e.Value(), &p); err != nil {
+				return snap, fmt.Errorf("key %s: decode position: %w", key, err)
+			}
+			snap.Objects[k] = p
+		default:
+			s.log.Warn("checkpoint: nats-kv: ignoring a key the bridge does not write", "bucket", s.bucket, "key", key)
+		}
+	}
+}

@@ -1,0 +1,136 @@
+package natskv
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"regexp"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kubebus/bridge/checkpoint"
+)
+
+const (
+	// markerTTL is how long the marker a deleted object leaves in the
+	// bucket lives, when the bucket allows per-message TTLs. An hour lets
+	// anyone watching the bucket see the delete, then frees the space.
+	markerTTL = time.Hour
+	// maxInFlight bounds the records of one Commit awaiting their acks.
+	maxInFlight = 4096
+	// ackTimeout bounds the wait for one record's ack.
+	ackTimeout = 10 * time.Second
+	// loadIdleTimeout fails a Load that receives nothing for this long,
+	// such as when the server went away in the middle of it.
+	loadIdleTimeout = 30 * time.Second
+)
+
+var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
+
+// Store is a checkpoint.Store in a JetStream key-value bucket. It is safe
+// for concurrent use; Commits are applied one at a time.
+type Store struct {
+	js        jetstream.JetStream
+	kv        jetstream.KeyValue
+	bucket    string
+	stream    string // the bucket's stream, KV_<bucket>
+	subjects  string // subject prefix of the bucket's keys, $KV.<bucket>.
+	markerTTL time.Duration
+	log       *slog.Logger
+
+	mu     sync.Mutex
+	last   map[string]string // LastResourceVersion known to be stored, by resource
+	closed bool
+}
+
+var _ checkpoint.Store = (*Store)(nil)
+
+// Open opens the bucket on nc, creating it (file storage, one value per
+// key) when it is absent and create is true. With create false a missing
+// bucket is an error that names it. Close does not close nc.
+func Open(ctx context.Context, nc *nats.Conn, bucket string, create bool, log *slog.Logger) (*Store, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if nc == nil {
+		return nil, errors.New("checkpoint: nats-kv: no connection")
+	}
+	if !validBucket.MatchString(bucket) {
+		return nil, fmt.Errorf("checkpoint: nats-kv: %q is not a bucket name: use letters, digits, \"-\" and \"_\"", bucket)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: nats-kv: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		if !create {
+			return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s does not exist and BRIDGE_NATS_CREATE_STREAM=false: create it (nats kv add %s --history 1), or let the bridge create it: %w",
+				bucket, bucket, err)
+		}
+		kv, err = createBucket(ctx, js, bucket)
+		if err == nil {
+			log.Info("checkpoint: nats-kv: created bucket", "bucket", bucket)
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s: %w", bucket, err)
+	}
+	s := &Store{
+		js:       js,
+		kv:       kv,
+		bucket:   bucket,
+		stream:   "KV_" + bucket,
+		subjects: "$KV." + bucket + ".",
+		log:      log,
+		last:     map[string]string{},
+	}
+	st, err := js.Stream(ctx, s.stream)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s: %w", bucket, err)
+	}
+	if st.CachedInfo().Config.AllowMsgTTL {
+		s.markerTTL = markerTTL
+	}
+	log.Info("checkpoint: nats-kv: bucket ready", "bucket", bucket, "deleteMarkerTTL", s.markerTTL)
+	return s, nil
+}
+
+func createBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+	cfg := jetstream.KeyValueConfig{
+		Bucket:         bucket,
+		Description:    "kubebus bridge checkpoint",
+		History:        1,
+		Storage:        jetstream.FileStorage,
+		LimitMarkerTTL: markerTTL,
+	}
+	kv, err := js.CreateKeyValue(ctx, cfg)
+	if errors.Is(err, jetstream.ErrLimitMarkerTTLNotSupported) {
+		// A server before 2.11: deleted keys keep their markers.
+		cfg.LimitMarkerTTL = 0
+		kv, err = js.CreateKeyValue(ctx, cfg)
+	}
+	if errors.Is(err, jetstream.ErrBucketExists) {
+		// Another bridge created it first.
+		return js.KeyValue(ctx, bucket)
+	}
+	return kv, err
+}
+
+// Close implements checkpoint.Store. It does not close the connection.
+// Calling it more than once is harmless.
+func (s *Store) Close() error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.closed {
+		s.closed = true
+		s.js.CleanupPublisher()
+	}
+	return nil
+}
+
+var errClosed = errors.New("checkpoint: nats-kv: store is closed")

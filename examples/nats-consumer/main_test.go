@@ -1,0 +1,122 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/caarlos0/env/v11"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/sink"
+	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/natstest"
+)
+
+// lines collects what run prints.
+type lines struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (l *lines) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *lines) get() []string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Split(strings.TrimSuffix(l.buf.String(), "\n"), "\n")
+}
+
+func (l *lines) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return strings.Count(l.buf.String(), "\n")
+}
+
+// consume runs the example until it printed n lines, then stops it.
+func consume(t *testing.T, o options, n int) []string {
+	t.Helper()
+	out := &lines{}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- run(ctx, o, io.Writer(out)) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for out.count() < n {
+		select {
+		case err := <-done:
+			cancel()
+			t.Fatalf("run stopped early: %v; printed %q", err, out.get())
+		default:
+		}
+		if time.Now().After(deadline) {
+			cancel()
+			t.Fatalf("printed %d of %d lines: %q", out.count(), n, out.get())
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	return out.get()
+}
+
+func event(ns, name, rv, action string) *sink.Message {
+	return &sink.Message{
+		ID: ns + name + rv, Source: "/clusters/demo/api/v1/configmaps", Type: "io.kubebus.object." + action,
+		Subject: ns + "/" + name, Time: time.Now(), Action: action,
+		Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, ResourceVersion: rv,
+		UID: "u-" + name, Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name, Cluster: "demo",
+		Data: json.RawMessage(`{"object":{}}`),
+	}
+}
+
+// The example prints one line per change, in both content modes, and a
+// second run of the same durable consumer prints only what is new.
+func TestRun(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	publish := func(mode string, msgs ...*sink.Message) {
+		t.Helper()
+		vars := srv.Env()
+		vars["BRIDGE_NATS_CE_MODE"] = mode
+		var cfg natssink.Config
+		if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+			t.Fatal(err)
+		}
+		s, err := natssink.New(t.Context(), cfg, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer s.Close()
+		if err := s.Publish(t.Context(), msgs); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(natssink.CEStructured, event("team-a", "web", "10", "added"), event("team-b", "db", "11", "added"))
+	publish(natssink.CEBinary, event("team-a", "web", "12", "updated"))
+
+	o := options{url: srv.URL(), stream: "KUBE", durable: "example", filter: "kube.demo.core.v1.configmaps.team-a.>"}
+	got := consume(t, o, 2)
+	want := []string{
+		"added    team-a/web  rv=10  snapshot=false  kube.demo.core.v1.configmaps.team-a.web",
+		"updated  team-a/web  rv=12  snapshot=false  kube.demo.core.v1.configmaps.team-a.web",
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+
+	publish(natssink.CEStructured, event("team-a", "web", "13", "deleted"))
+	got = consume(t, o, 1)
+	if len(got) != 1 || !strings.HasPrefix(got[0], "deleted  team-a/web  rv=13") {
+		t.Fatalf("second run printed %q, want only the new delete", got)
+	}
+}

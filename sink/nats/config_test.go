@@ -1,0 +1,155 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	c := defaults(t)
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults: %v", err)
+	}
+	if !c.CreateStream || c.Mode != ModeJetStream || c.CEMode != CEStructured || c.Subject != DefaultSubject {
+		t.Errorf("defaults: %+v", c)
+	}
+	// The window must outlast the default 1s checkpoint interval plus a
+	// restart of the bridge by a wide margin.
+	if c.DuplicateWindow < 5*time.Minute {
+		t.Errorf("default duplicate window %s is too short", c.DuplicateWindow)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	dir := t.TempDir()
+	file := filepath.Join(dir, "f.pem")
+	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		vars map[string]string
+		want []string // variables at fault, in order
+	}{
+		{"no URL", map[string]string{"BRIDGE_NATS_URL": " , "}, []string{"BRIDGE_NATS_URL"}},
+		{"bad scheme", map[string]string{"BRIDGE_NATS_URL": "http://h:1"}, []string{"BRIDGE_NATS_URL"}},
+		{"several servers", map[string]string{"BRIDGE_NATS_URL": "nats://a:4222, tls://b:4222,c:4222"}, nil},
+		{"user without password", map[string]string{"BRIDGE_NATS_USER": "u"}, []string{"BRIDGE_NATS_PASSWORD"}},
+		{"password without user", map[string]string{"BRIDGE_NATS_PASSWORD": "p4ss"}, []string{"BRIDGE_NATS_USER"}},
+		{"two ways to authenticate", map[string]string{"BRIDGE_NATS_USER": "u", "BRIDGE_NATS_PASSWORD": "p4ss", "BRIDGE_NATS_TOKEN": "t0ken"}, []string{"BRIDGE_NATS_TOKEN"}},
+		{"missing files", map[string]string{"BRIDGE_NATS_CREDS_FILE": filepath.Join(dir, "none.creds"), "BRIDGE_NATS_TLS_CA_FILE": dir}, []string{"BRIDGE_NATS_CREDS_FILE", "BRIDGE_NATS_TLS_CA_FILE"}},
+		{"certificate without key", map[string]string{"BRIDGE_NATS_TLS_CERT_FILE": file}, []string{"BRIDGE_NATS_TLS_KEY_FILE"}},
+		{"TLS files", map[string]string{"BRIDGE_NATS_TLS_CA_FILE": file, "BRIDGE_NATS_TLS_CERT_FILE": file, "BRIDGE_NATS_TLS_KEY_FILE": file}, nil},
+		{"mode", map[string]string{"BRIDGE_NATS_MODE": "streaming"}, []string{"BRIDGE_NATS_MODE"}},
+		{"core mode", map[string]string{"BRIDGE_NATS_MODE": "core"}, nil},
+		{"prefix", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": "a.>"}, []string{"BRIDGE_NATS_SUBJECT_PREFIX"}},
+		{"subject", map[string]string{"BRIDGE_NATS_SUBJECT": "{prefix}.{nope}"}, []string{"BRIDGE_NATS_SUBJECT"}},
+		{"content mode", map[string]string{"BRIDGE_NATS_CE_MODE": "batch"}, []string{"BRIDGE_NATS_CE_MODE"}},
+		{"stream name", map[string]string{"BRIDGE_NATS_STREAM": "a.b"}, []string{"BRIDGE_NATS_STREAM"}},
+		{"replicas", map[string]string{"BRIDGE_NATS_STREAM_REPLICAS": "7"}, []string{"BRIDGE_NATS_STREAM_REPLICAS"}},
+		{"window above max age", map[string]string{"BRIDGE_NATS_STREAM_MAX_AGE": "1m"}, []string{"BRIDGE_NATS_DUPLICATE_WINDOW"}},
+		{"unlimited age", map[string]string{"BRIDGE_NATS_STREAM_MAX_AGE": "0s"}, nil},
+		{"durations and counts", map[string]string{
+			"BRIDGE_NATS_RECONNECT_MAX_WAIT": "0s", "BRIDGE_NATS_STREAM_MAX_AGE": "-1s", "BRIDGE_NATS_DUPLICATE_WINDOW": "0s",
+			"BRIDGE_NATS_MAX_IN_FLIGHT": "0", "BRIDGE_NATS_ACK_TIMEOUT": "0s",
+		}, []string{"BRIDGE_NATS_RECONNECT_MAX_WAIT", "BRIDGE_NATS_STREAM_MAX_AGE", "BRIDGE_NATS_DUPLICATE_WINDOW", "BRIDGE_NATS_MAX_IN_FLIGHT", "BRIDGE_NATS_ACK_TIMEOUT"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := parseEnv(t, tc.vars)
+			err := c.Validate()
+			var got []string
+			if err != nil {
+				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
+					name, _, ok := strings.Cut(e.Error(), ": ")
+					if !ok || !strings.HasPrefix(name, "BRIDGE_NATS_") {
+						t.Errorf("error %q does not start with a variable name", e)
+					}
+					got = append(got, name)
+				}
+			}
+			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
+				t.Errorf("variables at fault: %v, want %v (err: %v)", got, tc.want, err)
+			}
+		})
+	}
+}
+
+// No message of Validate quotes a secret, whatever else is wrong.
+func TestValidateHidesSecrets(t *testing.T) {
+	const password, token = "s3cret-pass", "t0ken-value"
+	c := parseEnv(t, map[string]string{
+		"BRIDGE_NATS_URL":      "nats://alice:" + password + "@h:4222,ftp://bob:" + password + "@h,nats://" + token + "@h:4222,nats://x:%zz@h",
+		"BRIDGE_NATS_PASSWORD": password,
+		"BRIDGE_NATS_TOKEN":    token,
+	})
+	err := c.Validate()
+	if err == nil {
+		t.Fatal("Validate passed")
+	}
+	if msg := err.Error(); strings.Contains(msg, password) || strings.Contains(msg, token) {
+		t.Fatalf("Validate's message holds a secret: %s", msg)
+	}
+	if got := c.redactedURL(); strings.Contains(got, password) || strings.Contains(got, token) || !strings.Contains(got, "h:4222") {
+		t.Errorf("redactedURL = %q", got)
+	}
+}
+
+func TestScrub(t *testing.T) {
+	base := errors.New("auth failed for s3cret")
+	err := scrub(base, []string{"", "s3cret"})
+	if err.Error() != "auth failed for REDACTED" || !errors.Is(err, base) {
+		t.Fatalf("scrub = %q (is base: %v)", err, errors.Is(err, base))
+	}
+	if scrub(base, []string{"other"}) != base {
+		t.Error("scrub changed an error without secrets")
+	}
+}
+
+func TestReconnectDelay(t *testing.T) {
+	d := &reconnectDelay{max: 2 * time.Second}
+	var prev time.Duration
+	for attempt := 1; attempt <= 20; attempt++ {
+		got := d.next(attempt)
+		if got <= 0 || got > d.max {
+			t.Fatalf("attempt %d: wait %s, want in (0, %s]", attempt, got, d.max)
+		}
+		if attempt == 20 && got < d.max/4 {
+			t.Errorf("attempt 20: wait %s, want near the cap %s", got, d.max)
+		}
+		prev = got
+	}
+	// A new outage starts from the initial wait again.
+	if got := d.next(1); got > reconnectInitialWait*3/2 {
+		t.Errorf("first wait of a new outage: %s, after %s", got, prev)
+	}
+}
+
+// Printing the configuration, alone or inside another struct, hides its
+// secrets.
+func TestConfigStringHidesSecrets(t *testing.T) {
+	c := parseEnv(t, map[string]string{
+		"BRIDGE_NATS_URL":      "nats://u:url-pa55@h:4222,nats://url-t0ken@h2:4222",
+		"BRIDGE_NATS_PASSWORD": "pa55word",
+		"BRIDGE_NATS_TOKEN":    "t0ken",
+	})
+	outer := struct{ NATS Config }{c}
+	for _, s := range []string{c.String(), fmt.Sprintf("%v", c), fmt.Sprintf("%+v", outer)} {
+		if containsAny(s, "url-pa55", "url-t0ken", "pa55word", "t0ken@", "t0ken ") || !strings.Contains(s, "h2:4222") {
+			t.Errorf("printed: %s", s)
+		}
+	}
+}
+
+func containsAny(s string, parts ...string) bool {
+	for _, p := range parts {
+		if strings.Contains(s, p) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,35 @@
+// Package nats is a sink that publishes each change to NATS, as a
+// CloudEvents message on a subject made from the object's identity, and
+// the connection the nats-kv checkpoint shares.
+//
+// Guarantees, by mode (BRIDGE_NATS_MODE):
+//
+//   - JetStream (the default) is at least once. Publish returns nil for a
+//     message only after the stream's PubAck for it arrived, so the bridge
+//     checkpoints only what the stream has stored. Every message carries
+//     Nats-Msg-Id, the event id, and the stream drops a message whose id it
+//     stored within its duplicate window: the repeats a crash causes (what
+//     was acknowledged after the last checkpoint flush) are dropped when
+//     the bridge is back within the window.
+//   - Core NATS is at most once. Publish returns once the server has
+//     received the batch (a flush round trip), but the server keeps
+//     nothing: subscribers that are not connected, or too slow, miss
+//     messages.
+//
+// In both modes messages of one batch go out in order on one connection,
+// which the server processes in order, so changes of one object are
+// stored in order. A failure that affects the connection fails the rest
+// of the batch unsent, so that a later change of an object is never
+// stored when an earlier one was not.
+//
+// Subjects follow BRIDGE_NATS_SUBJECT, by default
+// <prefix>.<cluster>.<group>.<version>.<resource>.<namespace>.<name>. Each
+// value is escaped with EscapeToken, so no name can add a token or a
+// wildcard; UnescapeToken reverses it. docs/nats.md describes the layout,
+// the escaping, the stream settings and both content modes.
+//
+// The connection reconnects forever, with exponential backoff, once it has
+// been established; New fails if no server can be reached at start-up.
+// Passwords, tokens and credentials in URLs are never logged or returned
+// in errors.
+package nats

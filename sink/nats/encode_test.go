@@ -1,0 +1,104 @@
+package nats
+
+import (
+	"reflect"
+	"testing"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+func TestEncodeModes(t *testing.T) {
+	m := message("team-a", 7, 3)
+	m.Snapshot = true
+	m.Subject = "team-a/héllo wörld"
+	cluster := message("", 1, 0) // cluster-scoped: no namespace
+	cluster.Subject, cluster.Namespace = "cm-001", ""
+
+	for _, mode := range []string{CEStructured, CEBinary} {
+		for _, msg := range []*sink.Message{m, cluster} {
+			t.Run(mode+" "+msg.Subject, func(t *testing.T) {
+				cfg := defaults(t)
+				cfg.CEMode = mode
+				tmpl, err := ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+				if err != nil {
+					t.Fatal(err)
+				}
+				s := &Sink{cfg: cfg, tmpl: tmpl}
+				nm, err := s.encode(msg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := nm.Header.Get(MsgIDHeader); got != msg.ID {
+					t.Errorf("%s = %q, want the event id %q", MsgIDHeader, got, msg.ID)
+				}
+				switch mode {
+				case CEStructured:
+					if nm.Header.Get(ContentTypeHeader) != StructuredContentType {
+						t.Errorf("Content-Type = %q", nm.Header.Get(ContentTypeHeader))
+					}
+				case CEBinary:
+					if string(nm.Data) != string(msg.Data) {
+						t.Errorf("body = %s, want the event data %s", nm.Data, msg.Data)
+					}
+					for name, want := range map[string]string{
+						"ce-specversion": "1.0", "ce-id": msg.ID, "ce-type": msg.Type, "ce-source": msg.Source,
+						"ce-datacontenttype": "application/json", "ce-resourceversion": msg.ResourceVersion,
+						"ce-time": "2026-11-21T05:12:31.000000003Z", "ce-snapshot": "true",
+					} {
+						if msg == cluster && (name == "ce-time" || name == "ce-snapshot") {
+							continue
+						}
+						if got := nm.Header.Get(name); got != want {
+							t.Errorf("%s = %q, want %q", name, got, want)
+						}
+					}
+					if msg == m && nm.Header.Get("ce-subject") != "team-a/h%C3%A9llo%20w%C3%B6rld" {
+						t.Errorf("ce-subject = %q, want it percent-encoded", nm.Header.Get("ce-subject"))
+					}
+					if _, ok := nm.Header["ce-namespace"]; ok != (msg.Namespace != "") {
+						t.Errorf("ce-namespace present = %v for namespace %q", ok, msg.Namespace)
+					}
+					if nm.Header.Get(ContentTypeHeader) != "" {
+						t.Errorf("binary mode has Content-Type %q", nm.Header.Get(ContentTypeHeader))
+					}
+				}
+				got, err := Decode(nm)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !got.Time.Equal(msg.Time) {
+					t.Errorf("time %v, want %v", got.Time, msg.Time)
+				}
+				got.Time = msg.Time
+				if !reflect.DeepEqual(got, msg) {
+					t.Errorf("decoded\n%+v\nwant\n%+v", got, msg)
+				}
+			})
+		}
+	}
+}
+
+func TestPercentCoding(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{"plain/text", "plain/text"},
+		{`a "b" 100%`, "a%20%22b%22%20100%25"},
+		{"Euro € 😀", "Euro%20%E2%82%AC%20%F0%9F%98%80"},
+	} {
+		t.Run(tc.in, func(t *testing.T) {
+			if got := percentEncode(tc.in); got != tc.want {
+				t.Fatalf("percentEncode = %q, want %q", got, tc.want)
+			}
+			if back, err := percentDecode(tc.want); err != nil || back != tc.in {
+				t.Fatalf("percentDecode = %q, %v", back, err)
+			}
+		})
+	}
+	if got, err := percentDecode("%e2%82%ac"); err != nil || got != "€" {
+		t.Errorf("lower-case digits: %q, %v", got, err)
+	}
+	for _, bad := range []string{"%C0%A0x%", "%zz", "%C0%A0"} {
+		if _, err := percentDecode(bad); err == nil {
+			t.Errorf("percentDecode(%q) passed", bad)
+		}
+	}
+}

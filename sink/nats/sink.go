@@ -1,0 +1,254 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+// Sink publishes messages to NATS. It is safe for concurrent use: Publish
+// may be called by several goroutines at once, and Health at any time.
+type Sink struct {
+	cfg    Config
+	log    *slog.Logger
+	tmpl   *Template
+	nc     *nats.Conn
+	closed <-chan struct{}
+	js     jetstream.JetStream // nil in core mode
+
+	closeOnce sync.Once
+	closeErr  error
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New connects to NATS and, in JetStream mode, creates or updates the
+// stream (BRIDGE_NATS_CREATE_STREAM=true) or checks that it exists and
+// captures the bridge's subjects. It fails if cfg is invalid, if no server
+// can be reached, or if the stream is missing and may not be created.
+func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("nats sink: configuration: %w", err)
+	}
+	tmpl, err := ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+	if err != nil {
+		return nil, fmt.Errorf("nats sink: BRIDGE_NATS_SUBJECT: %w", err)
+	}
+	nc, closed, err := connect(ctx, cfg, log)
+	if err != nil {
+		return nil, err
+	}
+	s := &Sink{cfg: cfg, log: log, tmpl: tmpl, nc: nc, closed: closed}
+	if cfg.Mode == ModeCore {
+		log.Info("nats sink: core NATS, at most once: messages reach only subscribers connected at the time", "subject", cfg.Subject)
+		return s, nil
+	}
+	s.js, err = jetstream.New(nc,
+		jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight),
+		jetstream.WithPublishAsyncTimeout(cfg.AckTimeout),
+	)
+	if err == nil {
+		err = s.ensureStream(ctx)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// Conn is the sink's connection, for a checkpoint kept in the same NATS.
+// It stays open until Close.
+func (s *Sink) Conn() *nats.Conn { return s.nc }
+
+// Health is nil while the connection is up, and says why not otherwise;
+// a readiness probe can report it.
+func (s *Sink) Health() error {
+	if st := s.nc.Status(); st != nats.CONNECTED {
+		return fmt.Errorf("nats sink: connection is %s", st)
+	}
+	return nil
+}
+
+// Publish sends msgs and returns nil only when every one is accepted: in
+// JetStream mode, when its PubAck arrived (a repeat that the stream
+// dropped as a duplicate counts as accepted); in core mode, when the server
+// has received it. Otherwise it returns a *sink.BatchError with one entry
+// per message. Messages that can never be published (larger than the
+// server or the stream takes) fail with a sink.TerminalError.
+//
+// Messages are sent in batch order on one connection, which the server
+// processes in order. An object's messages go in successive rounds, each
+// sent only after the previous one's acks (sink.PublishInOrder), so a
+// failed message is never followed by a stored later change of the same
+// object. After a failure that affects the connection, the rest of the
+// round is not sent and fails with the same error.
+func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	// Rounds of one message per object: an object's later change is sent
+	// only once its earlier one was accepted, so a failed change is never
+	// followed by a stored later one.
+	if s.js != nil {
+		return sink.PublishInOrder(ctx, msgs, s.publishJetStream)
+	}
+	return sink.PublishInOrder(ctx, msgs, s.publishCore)
+}
+
+// publishJetStream publishes asynchronously, at most MaxInFlight awaiting
+// acks across all callers, then waits for every ack.
+func (s *Sink) publishJetStream(ctx context.Context, msgs []*sink.Message) []error {
+	errs := make([]error, len(msgs))
+	futures := make([]jetstream.PubAckFuture, len(msgs))
+	var stop error
+	conn := s.nc.Stats().Reconnects
+	for i, m := range msgs {
+		if stop == nil && ctx.Err() != nil {
+			stop = fmt.Errorf("nats sink: %w", ctx.Err())
+		}
+		if stop == nil && s.nc.Stats().Reconnects != conn {
+			// Earlier messages went out on a connection that is gone and
+			// may be lost; sending later ones on the new connection could
+			// store an object's later change before its earlier one.
+			stop = errors.New("nats sink: the connection was re-established during the batch")
+		}
+		if stop != nil {
+			errs[i] = stop
+			continue
+		}
+		nm, err := s.encode(m)
+		if err != nil {
+			errs[i] = sink.Terminal(fmt.Errorf("nats sink: encode event %s: %w", m.ID, err))
+			continue
+		}
+		f, err := s.js.PublishMsgAsync(nm,
+			jetstream.WithExpectStream(s.cfg.Stream),
+			// The library would retry a message the stream had no
+			// responder for after a pause, behind the messages sent since;
+			// the pipeline retries it with everything after it instead.
+			jetstream.WithRetryAttempts(0),
+			// Waiting for a free slot is bounded like waiting for an ack.
+			jetstream.WithStallWait(s.cfg.AckTimeout),
+		)
+		if err != nil {
+			errs[i] = publishError(nm.Subject, err)
+			if !sink.IsTerminal(errs[i]) {
+				stop = errs[i]
+			}
+			continue
+		}
+		futures[i] = f
+	}
+
+	duplicates := 0
+	for i, f := range futures {
+		if f == nil {
+			continue
+		}
+		select {
+		case ack := <-f.Ok():
+			if ack.Duplicate {
+				duplicates++
+			}
+		case err := <-f.Err():
+			errs[i] = publishError(f.Msg().Subject, err)
+		case <-ctx.Done():
+			errs[i] = fmt.Errorf("nats sink: waiting for the ack of %s: %w", f.Msg().Subject, ctx.Err())
+		}
+	}
+	if duplicates > 0 {
+		s.log.Debug("nats sink: repeats dropped by the stream's duplicate window", "count", duplicates)
+	}
+	return errs
+}
+
+// publishCore publishes on core NATS and flushes, so that the server has
+// every message when it returns.
+func (s *Sink) publishCore(ctx context.Context, msgs []*sink.Message) []error {
+	errs := make([]error, len(msgs))
+	var stop error
+	for i, m := range msgs {
+		if stop == nil && ctx.Err() != nil {
+			stop = fmt.Errorf("nats sink: %w", ctx.Err())
+		}
+		if stop != nil {
+			errs[i] = stop
+			continue
+		}
+		nm, err := s.encode(m)
+		if err != nil {
+			errs[i] = sink.Terminal(fmt.Errorf("nats sink: encode event %s: %w", m.ID, err))
+			continue
+		}
+		if err := s.nc.PublishMsg(nm); err != nil {
+			errs[i] = publishError(nm.Subject, err)
+			if !sink.IsTerminal(errs[i]) {
+				stop = errs[i]
+			}
+		}
+	}
+	fctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
+	defer cancel()
+	if err := s.nc.FlushWithContext(fctx); err != nil {
+		err = fmt.Errorf("nats sink: flush: %w", err)
+		for i := range errs {
+			if errs[i] == nil {
+				errs[i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// publishError wraps a failure to publish to subject, marking those that
+// no retry can fix as terminal.
+func publishError(subject string, err error) error {
+	if errors.Is(err, nats.ErrReconnectBufExceeded) {
+		// What nats.go says when publishing while disconnected, with the
+		// reconnect buffer off.
+		return fmt.Errorf("nats sink: publish to %s: not connected, reconnecting: %w", subject, err)
+	}
+	err = fmt.Errorf("nats sink: publish to %s: %w", subject, err)
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
+		return sink.Terminal(err)
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return sink.Terminal(err)
+	}
+	return err
+}
+
+// Close drains the connection: what was published is flushed, then the
+// connection closes. It waits at most about drainTimeout and may be
+// called more than once.
+func (s *Sink) Close() error {
+	s.closeOnce.Do(func() {
+		if err := s.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
+			s.nc.Close()
+			s.closeErr = fmt.Errorf("nats sink: close: %w", err)
+			return
+		}
+		t := time.NewTimer(drainTimeout + time.Second)
+		defer t.Stop()
+		select {
+		case <-s.closed:
+		case <-t.C:
+			s.nc.Close()
+			s.closeErr = errors.New("nats sink: close: drain did not finish in time")
+		}
+	})
+	return s.closeErr
+}

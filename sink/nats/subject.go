@@ -1,0 +1,190 @@
+package nats
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+// Tokens that stand for an empty value.
+const (
+	// CoreGroupToken is the {group} token of the core API group ("" in
+	// Kubernetes; ConfigMaps, Pods, Nodes...). No other group can produce
+	// it: groups served by CRDs and aggregated APIs contain a dot, which
+	// escapes to "_".
+	CoreGroupToken = "core"
+	// ClusterScopedToken is the {namespace} token of cluster-scoped
+	// objects. No namespace can produce it: it would have to be ".".
+	ClusterScopedToken = "_"
+)
+
+// DefaultSubject is the default of BRIDGE_NATS_SUBJECT.
+const DefaultSubject = "{prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name}"
+
+// field is what a placeholder of a subject template stands for.
+type field int
+
+const (
+	literal field = iota
+	fieldCluster
+	fieldGroup
+	fieldVersion
+	fieldResource
+	fieldKind
+	fieldNamespace
+	fieldName
+	fieldAction
+)
+
+// placeholders maps each placeholder but {prefix}, which is expanded when
+// the template is parsed, to its field.
+var placeholders = map[string]field{
+	"cluster":   fieldCluster,
+	"group":     fieldGroup,
+	"version":   fieldVersion,
+	"resource":  fieldResource,
+	"kind":      fieldKind,
+	"namespace": fieldNamespace,
+	"name":      fieldName,
+	"action":    fieldAction,
+}
+
+// Template builds the subject of each message from a layout such as
+// DefaultSubject. A Template is immutable and safe for concurrent use.
+type Template struct {
+	src   string
+	parts []part
+}
+
+// part is one token of a subject: a fixed word, or a message's field.
+type part struct {
+	lit string
+	f   field
+}
+
+// ParseTemplate parses a subject layout: tokens separated by ".", each
+// either a fixed word or exactly one placeholder. The placeholders are
+// {prefix} (the prefix, which may itself have several tokens), {cluster},
+// {group}, {version}, {resource}, {kind}, {namespace}, {name} and
+// {action}. The layout must start with {prefix}, so that every subject
+// lies under the prefix the stream captures.
+func ParseTemplate(layout, prefix string) (*Template, error) {
+	if err := checkPrefix(prefix); err != nil {
+		return nil, fmt.Errorf("prefix %q: %w", prefix, err)
+	}
+	t := &Template{src: layout}
+	for i, tok := range strings.Split(layout, ".") {
+		name, isPlaceholder := strings.CutPrefix(tok, "{")
+		if isPlaceholder {
+			var closed bool
+			name, closed = strings.CutSuffix(name, "}")
+			if !closed || strings.ContainsAny(name, "{}") {
+				return nil, fmt.Errorf("token %d %q: a placeholder must be a whole token, such as {name}", i+1, tok)
+			}
+		}
+		isPrefix := isPlaceholder && name == "prefix"
+		switch {
+		case (i == 0) != isPrefix:
+			return nil, fmt.Errorf("must start with {prefix}, and only once, so that every subject lies under the prefix the stream captures")
+		case isPrefix:
+			for p := range strings.SplitSeq(prefix, ".") {
+				t.parts = append(t.parts, part{lit: p})
+			}
+		case isPlaceholder:
+			f, ok := placeholders[name]
+			if !ok {
+				return nil, fmt.Errorf("token %d: unknown placeholder %s; use {prefix}, {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name} or {action}", i+1, tok)
+			}
+			t.parts = append(t.parts, part{f: f})
+		case strings.ContainsAny(tok, "{}"):
+			return nil, fmt.Errorf("token %d %q: a placeholder must be a whole token, such as {name}", i+1, tok)
+		case !validToken(tok):
+			return nil, fmt.Errorf("token %d %q: a fixed token must not be empty or hold \"*\", \">\", whitespace or non-ASCII bytes", i+1, tok)
+		default:
+			t.parts = append(t.parts, part{lit: tok})
+		}
+	}
+	return t, nil
+}
+
+// checkPrefix reports why prefix cannot start subjects.
+func checkPrefix(prefix string) error {
+	if prefix == "" {
+		return errors.New("must not be empty")
+	}
+	if strings.HasPrefix(prefix, "$") {
+		return errors.New("must not start with \"$\", which NATS reserves for its own subjects")
+	}
+	for tok := range strings.SplitSeq(prefix, ".") {
+		if !validToken(tok) {
+			return fmt.Errorf("token %q: tokens must not be empty or hold \"*\", \">\", whitespace or non-ASCII bytes", tok)
+		}
+	}
+	return nil
+}
+
+// String returns the layout the template was parsed from.
+func (t *Template) String() string { return t.src }
+
+// Subject returns the subject of m: each placeholder replaced by the
+// message's value, escaped with EscapeToken. The core group is written as
+// CoreGroupToken and the namespace of cluster-scoped objects as
+// ClusterScopedToken. It fails only when another value the layout uses is
+// empty.
+func (t *Template) Subject(m *sink.Message) (string, error) {
+	var b strings.Builder
+	b.Grow(128)
+	for i, p := range t.parts {
+		if i > 0 {
+			b.WriteByte('.')
+		}
+		var v string
+		switch p.f {
+		case literal:
+			b.WriteString(p.lit)
+			continue
+		case fieldCluster:
+			v = m.Cluster
+		case fieldGroup:
+			if v = m.Resource.Group; v == "" {
+				b.WriteString(CoreGroupToken)
+				continue
+			}
+		case fieldVersion:
+			v = m.Resource.Version
+		case fieldResource:
+			v = m.Resource.Resource
+		case fieldKind:
+			v = m.Kind
+		case fieldNamespace:
+			if v = m.Namespace; v == "" {
+				b.WriteString(ClusterScopedToken)
+				continue
+			}
+		case fieldName:
+			v = m.Name
+		case fieldAction:
+			v = m.Action
+		}
+		if v == "" {
+			return "", fmt.Errorf("event %s: empty %s for the subject %s", m.ID, p.f, t.src)
+		}
+		b.WriteString(EscapeToken(v))
+	}
+	return b.String(), nil
+}
+
+func (f field) String() string {
+	for name, g := range placeholders {
+		if g == f {
+			return "{" + name + "}"
+		}
+	}
+	return "fixed token"
+}
+
+// StreamSubject is the subject filter of the stream the bridge creates:
+// every subject under prefix.
+func StreamSubject(prefix string) string { return prefix + ".>" }

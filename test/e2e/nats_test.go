@@ -1,0 +1,309 @@
+package e2e
+
+import (
+	"fmt"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubebus/bridge/test/natstest"
+)
+
+// ConfigMaps created, updated and deleted reach a JetStream stream: a
+// durable consumer reads exactly those changes, in order per object, each
+// on its object's subject (dots in names escaped) with its event id as
+// Nats-Msg-Id.
+func TestNATSConfigMapStream(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	ns := namespace(t, "nats")
+	b := startBridge(t, natsEnv(srv, ns, nil), nil)
+
+	ctx := t.Context()
+	cms := kube(t).CoreV1().ConfigMaps(ns)
+	names := []string{"plain", "app.config.v1", "ip-10-0-1-5.ec2.internal", "a-b"}
+	want := map[string][]change{}
+	for _, name := range names {
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[name] = append(want[name], change{"added", cm.ResourceVersion})
+	}
+	for _, name := range names[:3] {
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "1"
+		if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = append(want[name], change{"updated", cm.ResourceVersion})
+	}
+	for _, name := range names[1:3] {
+		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = append(want[name], change{"deleted", ""})
+	}
+	total := 0
+	for _, c := range want {
+		total += len(c)
+	}
+
+	nc := srv.Conn(t)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
+		return n >= uint64(total), fmt.Sprintf("%d of %d messages in the stream", n, total)
+	})
+	b.stop(t) // a graceful stop publishes anything still queued: extras would show
+
+	events := natsConsume(t, nc, "KUBE", jetstream.ConsumerConfig{
+		Durable:       "e2e-reader",
+		FilterSubject: natsSubjects(ns),
+		AckPolicy:     jetstream.AckExplicitPolicy,
+	})
+	if len(events) != total {
+		t.Errorf("consumer read %d messages, want exactly %d", len(events), total)
+	}
+	got := map[string][]natsEvent{}
+	for _, e := range events {
+		got[e.msg.Name] = append(got[e.msg.Name], e)
+	}
+	for _, name := range names {
+		subject := "kube.e2e.core.v1.configmaps." + ns + "." + map[string]string{
+			"plain": "plain", "app.config.v1": "app_config_v1", "ip-10-0-1-5.ec2.internal": "ip-10-0-1-5_ec2_internal", "a-b": "a-b",
+		}[name]
+		seq := got[name]
+		if len(seq) != len(want[name]) {
+			t.Errorf("%s: %d messages, want %d", name, len(seq), len(want[name]))
+			continue
+		}
+		for i, c := range want[name] {
+			e := seq[i]
+			if e.msg.Action != c.action || (c.rv != "" && e.msg.ResourceVersion != c.rv) {
+				t.Errorf("%s message %d: %s at %s, want %s at %s", name, i, e.msg.Action, e.msg.ResourceVersion, c.action, c.rv)
+			}
+			if e.subject != subject {
+				t.Errorf("%s message %d: subject %s, want %s", name, i, e.subject, subject)
+			}
+			if e.msgID != e.msg.ID || e.msg.ID == "" {
+				t.Errorf("%s message %d: Nats-Msg-Id %q, event id %q", name, i, e.msgID, e.msg.ID)
+			}
+			if e.msg.Namespace != ns || e.msg.Cluster != "e2e" || e.msg.Snapshot {
+				t.Errorf("%s message %d: namespace %q cluster %q snapshot %v", name, i, e.msg.Namespace, e.msg.Cluster, e.msg.Snapshot)
+			}
+		}
+	}
+}
+
+// The NATS server stops in the middle of a stream of changes and comes
+// back with its files: the bridge, never restarted, reconnects and the
+// stream ends up with every change exactly once, in order per object.
+func TestNATSServerRestartMidStream(t *testing.T) {
+	const objects = 30
+	srv := natstest.Start(t, natstest.Options{})
+	ns := namespace(t, "nats-restart")
+	b := startBridge(t, natsEnv(srv, ns, map[string]string{
+		"BRIDGE_CHECKPOINT":              "nats-kv:e2e-restart",
+		"BRIDGE_RETRY_MAX_INTERVAL":      "500ms",
+		"BRIDGE_NATS_RECONNECT_MAX_WAIT": "500ms",
+	}), nil)
+	nc := srv.Conn(t)
+	ctx := t.Context()
+	cms := kube(t).CoreV1().ConfigMaps(ns)
+
+	var (
+		mu   sync.Mutex
+		want = map[string][]change{}
+		made atomic.Int64
+	)
+	record := func(name, action, rv string) {
+		mu.Lock()
+		want[name] = append(want[name], change{action, rv})
+		mu.Unlock()
+		made.Add(1)
+	}
+	for i := range objects {
+		name := fmt.Sprintf("cm-%02d", i)
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}, Data: map[string]string{"v": "0"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		record(name, "added", cm.ResourceVersion)
+	}
+	eventually(t, 30*time.Second, func() (bool, string) {
+		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
+		return n >= objects, fmt.Sprintf("%d of %d messages before the restart", n, objects)
+	})
+
+	// Two rounds of updates and a few deletes, made while the server
+	// goes down and comes back.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for round := 1; round <= 2; round++ {
+			for i := range objects {
+				name := fmt.Sprintf("cm-%02d", i)
+				cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				cm.Data["v"] = fmt.Sprint(round)
+				if cm, err = cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+					t.Error(err)
+					return
+				}
+				record(name, "updated", cm.ResourceVersion)
+			}
+		}
+		for i := range 5 {
+			name := fmt.Sprintf("cm-%02d", i)
+			if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+				t.Error(err)
+				return
+			}
+			record(name, "deleted", "")
+		}
+	}()
+
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return made.Load() >= objects+10, fmt.Sprintf("%d changes made", made.Load())
+	})
+	stored := natsCount(t, nc, "KUBE", natsSubjects(ns))
+	srv.Shutdown()
+	before := made.Load()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return made.Load() >= before+30, fmt.Sprintf("%d changes made while the server is down", made.Load()-before)
+	})
+	srv.Start()
+	back := time.Now()
+	<-done
+	if t.Failed() {
+		t.FailNow()
+	}
+	total := int(made.Load())
+	var firstAfter time.Duration
+	eventually(t, 60*time.Second, func() (bool, string) {
+		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
+		if firstAfter == 0 && n > stored {
+			firstAfter = time.Since(back)
+		}
+		return n >= uint64(total), fmt.Sprintf("%d of %d messages in the stream", n, total)
+	})
+	t.Logf("%d of %d changes made after the server stopped; first new message stored %s after it came back, all %d %s after",
+		total-int(before), total, firstAfter.Round(time.Millisecond), total, time.Since(back).Round(time.Millisecond))
+	b.stop(t)
+
+	events := natsRead(t, nc, "KUBE", natsSubjects(ns), 0)
+	if len(events) != total {
+		t.Errorf("stream holds %d messages, want exactly %d: lost or repeated changes", len(events), total)
+	}
+	got := map[string][]natsEvent{}
+	for _, e := range events {
+		got[e.msg.Name] = append(got[e.msg.Name], e)
+	}
+	for name, changes := range want {
+		seq := got[name]
+		if len(seq) != len(changes) {
+			t.Errorf("%s: %d messages, want %d", name, len(seq), len(changes))
+			continue
+		}
+		for i, c := range changes {
+			if seq[i].msg.Action != c.action || (c.rv != "" && seq[i].msg.ResourceVersion != c.rv) {
+				t.Errorf("%s message %d: %s at %s, want %s at %s", name, i, seq[i].msg.Action, seq[i].msg.ResourceVersion, c.action, c.rv)
+			}
+		}
+	}
+}
+
+// The resume scenario with the checkpoint in NATS KV: with the bridge
+// stopped, 5 ConfigMaps are updated, 5 deleted and 5 created; the bridge
+// started again publishes exactly those 15 changes, marked snapshot.
+func TestNATSKVResume(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	ns := namespace(t, "nats-resume")
+	env := natsEnv(srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:e2e-resume"})
+	ctx := t.Context()
+	cms := kube(t).CoreV1().ConfigMaps(ns)
+	nc := srv.Conn(t)
+
+	b := startBridge(t, env, nil)
+	for i := range 20 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "0"}}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, 30*time.Second, func() (bool, string) {
+		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
+		return n >= 20, fmt.Sprintf("%d of 20 messages", n)
+	})
+	b.stop(t)
+	firstRun := natsLastSeq(t, nc, "KUBE")
+
+	want := map[string]change{}
+	for i := range 5 {
+		name := fmt.Sprintf("cm-%02d", i)
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "1"
+		got, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[name] = change{"updated", got.ResourceVersion}
+	}
+	for i := 5; i < 10; i++ {
+		name := fmt.Sprintf("cm-%02d", i)
+		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		want[name] = change{"deleted", cm.ResourceVersion}
+	}
+	for i := 20; i < 25; i++ {
+		name := fmt.Sprintf("cm-%02d", i)
+		got, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[name] = change{"added", got.ResourceVersion}
+	}
+
+	b = startBridge(t, env, nil) // returns once the initial diff is published
+	b.stop(t)
+
+	events := natsRead(t, nc, "KUBE", natsSubjects(ns), firstRun)
+	if len(events) != 15 {
+		t.Errorf("after restart: %d messages, want exactly 15", len(events))
+	}
+	for _, e := range events {
+		m := e.msg
+		w, ok := want[m.Name]
+		switch {
+		case !ok:
+			t.Errorf("unexpected %s of unchanged %s at %s", m.Action, m.Name, m.ResourceVersion)
+		case m.Action != w.action || m.ResourceVersion != w.rv:
+			t.Errorf("%s: %s at %s, want %s at %s", m.Name, m.Action, m.ResourceVersion, w.action, w.rv)
+		}
+		if !m.Snapshot {
+			t.Errorf("%s: snapshot=false, want true", m.Name)
+		}
+		delete(want, m.Name)
+	}
+	for name, w := range want {
+		t.Errorf("missing %s of %s", w.action, name)
+	}
+}
