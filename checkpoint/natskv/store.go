@@ -31,6 +31,23 @@ const (
 
 var validBucket = regexp.MustCompile(`^[a-zA-Z0-9_-]+$`)
 
+// ValidBucket reports whether name can name a KV bucket.
+func ValidBucket(name string) error {
+	if !validBucket.MatchString(name) {
+		return fmt.Errorf("checkpoint: nats-kv: %q is not a bucket name: use letters, digits, \"-\" and \"_\"", name)
+	}
+	return nil
+}
+
+// Options say how Open treats a missing bucket.
+type Options struct {
+	// Create makes the bucket when it does not exist; otherwise a missing
+	// bucket is an error.
+	Create bool
+	// Replicas of a bucket Open creates; 0 means 1.
+	Replicas int
+}
+
 // Store is a checkpoint.Store in a JetStream key-value bucket. It is safe
 // for concurrent use; Commits are applied one at a time.
 type Store struct {
@@ -52,15 +69,15 @@ var _ checkpoint.Store = (*Store)(nil)
 // Open opens the bucket on nc, creating it (file storage, one value per
 // key) when it is absent and create is true. With create false a missing
 // bucket is an error that names it. Close does not close nc.
-func Open(ctx context.Context, nc *nats.Conn, bucket string, create bool, log *slog.Logger) (*Store, error) {
+func Open(ctx context.Context, nc *nats.Conn, bucket string, opts Options, log *slog.Logger) (*Store, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
 	if nc == nil {
 		return nil, errors.New("checkpoint: nats-kv: no connection")
 	}
-	if !validBucket.MatchString(bucket) {
-		return nil, fmt.Errorf("checkpoint: nats-kv: %q is not a bucket name: use letters, digits, \"-\" and \"_\"", bucket)
+	if err := ValidBucket(bucket); err != nil {
+		return nil, err
 	}
 	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
 	if err != nil {
@@ -68,11 +85,11 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, create bool, log *s
 	}
 	kv, err := js.KeyValue(ctx, bucket)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		if !create {
+		if !opts.Create {
 			return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s does not exist and BRIDGE_NATS_CREATE_STREAM=false: create it (nats kv add %s --history 1), or let the bridge create it: %w",
 				bucket, bucket, err)
 		}
-		kv, err = createBucket(ctx, js, bucket)
+		kv, err = createBucket(ctx, js, bucket, opts.Replicas)
 		if err == nil {
 			log.Info("checkpoint: nats-kv: created bucket", "bucket", bucket)
 		}
@@ -100,9 +117,10 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, create bool, log *s
 	return s, nil
 }
 
-func createBucket(ctx context.Context, js jetstream.JetStream, bucket string) (jetstream.KeyValue, error) {
+func createBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {
 	cfg := jetstream.KeyValueConfig{
 		Bucket:         bucket,
+		Replicas:       replicas,
 		Description:    "kubebus bridge checkpoint",
 		History:        1,
 		Storage:        jetstream.FileStorage,

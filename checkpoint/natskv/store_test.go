@@ -24,7 +24,7 @@ func testLogger(t testing.TB) *slog.Logger {
 
 func open(t testing.TB, nc *nats.Conn, bucket string) *Store {
 	t.Helper()
-	s, err := Open(t.Context(), nc, bucket, true, testLogger(t))
+	s, err := Open(t.Context(), nc, bucket, Options{Create: true}, testLogger(t))
 	if err != nil {
 		t.Fatalf("Open: %v", err)
 	}
@@ -142,11 +142,11 @@ func TestOpen(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	nc := srv.Conn(t)
 
-	_, err := Open(t.Context(), nc, "absent", false, testLogger(t))
+	_, err := Open(t.Context(), nc, "absent", Options{}, testLogger(t))
 	if err == nil || !strings.Contains(err.Error(), "bucket absent does not exist") || !strings.Contains(err.Error(), "BRIDGE_NATS_CREATE_STREAM=false") {
 		t.Fatalf("missing bucket with create=false: %v", err)
 	}
-	if _, err := Open(t.Context(), nc, "a.b", true, testLogger(t)); err == nil || !strings.Contains(err.Error(), `"a.b" is not a bucket name`) {
+	if _, err := Open(t.Context(), nc, "a.b", Options{Create: true}, testLogger(t)); err == nil || !strings.Contains(err.Error(), `"a.b" is not a bucket name`) {
 		t.Fatalf("bad name: %v", err)
 	}
 
@@ -169,7 +169,7 @@ func TestOpen(t *testing.T) {
 	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "theirs"}); err != nil {
 		t.Fatal(err)
 	}
-	theirs, err := Open(t.Context(), nc, "theirs", false, testLogger(t))
+	theirs, err := Open(t.Context(), nc, "theirs", Options{}, testLogger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -241,7 +241,7 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 			}
 			nc, release = c, c.Close
 		}
-		s, err := natskv.Open(ctx, nc, arg, b.cfg.NATS.CreateStream, log)
+		s, err := natskv.Open(ctx, nc, arg, natskv.Options{Create: b.cfg.NATS.CreateStream, Replicas: b.cfg.NATS.StreamReplicas}, log)
 		if err != nil {
 			release()
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)

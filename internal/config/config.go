@@ -23,6 +23,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/sink/nats"
 )
@@ -165,6 +166,11 @@ func (c *Config) problems() []*VarError {
 	kind, arg := c.CheckpointKind()
 	if kind == "" || (kind != CheckpointNone && arg == "") {
 		bad("BRIDGE_CHECKPOINT", "%q is not a checkpoint; use file:<path>, nats-kv:<bucket>, kafka:<topic> or none", c.Checkpoint)
+	}
+	if kind == CheckpointNATSKV && arg != "" {
+		if err := natskv.ValidBucket(arg); err != nil {
+			bad("BRIDGE_CHECKPOINT", "%v", err)
+		}
 	}
 	// A sink's settings are checked only when something uses them.
 	if c.Sink == SinkNATS || kind == CheckpointNATSKV {
