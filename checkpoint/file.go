@@ -151,7 +151,7 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 			if !seen {
 				cur = string(meta.Get([]byte(r.Resource)))
 			}
-			last[r.Resource] = laterResourceVersion(cur, r.ResourceVersion)
+			last[r.Resource] = LaterResourceVersion(cur, r.ResourceVersion)
 		}
 		for resource, rv := range last {
 			if rv == "" {

@@ -2,14 +2,15 @@ package checkpoint
 
 import "strconv"
 
-// laterResourceVersion returns the LastResourceVersion that results from
-// committing a record with resourceVersion next after cur.
+// LaterResourceVersion returns the LastResourceVersion that results from
+// committing a record with resourceVersion next after cur. Every Store
+// keeps LastResourceVersion by this rule.
 //
 // resourceVersions are opaque strings in Kubernetes, but in practice decimal
 // integers from etcd: when both parse as unsigned integers the higher one is
 // kept, otherwise next (the newer record) wins. An empty next carries no
 // information and keeps cur.
-func laterResourceVersion(cur, next string) string {
+func LaterResourceVersion(cur, next string) string {
 	if next == "" {
 		return cur
 	}

@@ -22,8 +22,8 @@ func TestLaterResourceVersion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := laterResourceVersion(tt.cur, tt.next); got != tt.want {
-				t.Errorf("laterResourceVersion(%q, %q) = %q, want %q", tt.cur, tt.next, got, tt.want)
+			if got := LaterResourceVersion(tt.cur, tt.next); got != tt.want {
+				t.Errorf("LaterResourceVersion(%q, %q) = %q, want %q", tt.cur, tt.next, got, tt.want)
 			}
 		})
 	}

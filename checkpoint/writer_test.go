@@ -505,7 +505,7 @@ func TestWriterConcurrent(t *testing.T) {
 			if !r.Deleted {
 				s.Objects[key] = r.Position
 			}
-			s.LastResourceVersion = laterResourceVersion(s.LastResourceVersion, r.ResourceVersion)
+			s.LastResourceVersion = LaterResourceVersion(s.LastResourceVersion, r.ResourceVersion)
 			wantSnap[r.Resource] = s
 		}
 	}

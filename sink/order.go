@@ -17,8 +17,9 @@ type RoundFunc func(ctx context.Context, msgs []*Message) []error
 // PublishInOrder publishes a batch with publish so that, for every key, a
 // message is accepted only after every earlier message with that key was.
 // It sends the batch in rounds: round r holds the r-th message of each key.
-// Once a key's message fails, its later messages are not sent and fail
-// with ErrEarlierFailed.
+// Once a key's message fails in a way a retry may fix, its later messages
+// are not sent and fail with ErrEarlierFailed. A terminal failure does not
+// hold them back: the bridge skips that message and goes on.
 //
 // Sinks that publish asynchronously use it to keep the Sink contract: a
 // failure is never followed by an accepted later message of the same key,
@@ -28,7 +29,8 @@ type RoundFunc func(ctx context.Context, msgs []*Message) []error
 // It returns nil when every message was accepted, otherwise a *BatchError.
 func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) error {
 	errs := make([]error, len(msgs))
-	failedKeys := map[string]bool{}
+	failed := false
+	failedKeys := map[string]bool{} // keys whose later messages wait
 	for _, round := range rounds(msgs) {
 		var (
 			batch []*Message
@@ -53,11 +55,14 @@ func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) err
 				errs[i] = errors.New("sink: publisher returned no result for this message")
 			}
 			if errs[i] != nil {
-				failedKeys[identity(msgs[i])] = true
+				failed = true
+				if !IsTerminal(errs[i]) {
+					failedKeys[identity(msgs[i])] = true
+				}
 			}
 		}
 	}
-	if len(failedKeys) == 0 {
+	if !failed {
 		return nil
 	}
 	return &BatchError{Errors: errs}

@@ -66,6 +66,28 @@ func TestPublishInOrder(t *testing.T) {
 		}
 	})
 
+	t.Run("a terminal failure does not hold back later messages", func(t *testing.T) {
+		var accepted []string
+		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+			errs := make([]error, len(ms))
+			for i, m := range ms {
+				if m.Key() == "a" && m.ResourceVersion == "1" {
+					errs[i] = Terminal(errors.New("too large"))
+					continue
+				}
+				accepted = append(accepted, m.Key()+m.ResourceVersion)
+			}
+			return errs
+		})
+		var be *BatchError
+		if !errors.As(err, &be) || !IsTerminal(be.Errors[0]) || be.Errors[2] != nil || be.Errors[4] != nil {
+			t.Fatalf("error %v: want only the first message failed, terminally", err)
+		}
+		if len(accepted) != 5 {
+			t.Errorf("accepted %v, want the 5 other messages", accepted)
+		}
+	})
+
 	t.Run("same key in different resources is not ordered together", func(t *testing.T) {
 		other := msg("a", "9")
 		other.Resource.Resource = "secrets"

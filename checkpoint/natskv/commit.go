@@ -68,7 +68,7 @@ func (s *Store) commit(ctx context.Context, records []checkpoint.Record) error {
 			}
 			order = append(order, r.Resource)
 		}
-		last[r.Resource] = laterResourceVersion(cur, r.ResourceVersion)
+		last[r.Resource] = checkpoint.LaterResourceVersion(cur, r.ResourceVersion)
 
 		m := nats.NewMsg(s.subjects + objectKey(r.Resource, r.Key))
 		if r.Deleted {

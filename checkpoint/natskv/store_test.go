@@ -133,7 +133,7 @@ func TestLastResourceVersion(t *testing.T) {
 			}
 		})
 	}
-	if got := laterResourceVersion("", "7"); got != "7" {
+	if got := checkpoint.LaterResourceVersion("", "7"); got != "7" {
 		t.Errorf("laterResourceVersion from nothing = %q", got)
 	}
 }
