@@ -1,29 +1,265 @@
-// Package kafkastore keeps the checkpoint in a compacted Kafka topic.
 package kafkastore
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"maps"
+	"strings"
+	"sync"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/sink/kafka"
 )
 
-// Store is a checkpoint.Store in a compacted topic. Placeholder until
-// written.
-type Store struct{}
+const (
+	// openTimeout bounds Open's talk with the brokers when its context has
+	// no deadline of its own, so that an unresponsive cluster fails the
+	// start-up instead of hanging it.
+	openTimeout = 2 * time.Minute
+	// writeAttempts is how often kafka-go tries a produce request before
+	// Commit fails; the checkpoint Writer retries on its next flush.
+	writeAttempts = 3
+	// writeTimeout bounds one produce request.
+	writeTimeout = 30 * time.Second
+	// batchSize bounds the records of one produce request. A flush holds
+	// one record per object changed since the last one: thousands at most.
+	batchSize = 5000
+)
+
+// Store is a checkpoint.Store kept in a compacted Kafka topic. It is safe
+// for concurrent use; Commits are applied one at a time, and Load does not
+// wait for a Commit's write.
+type Store struct {
+	topic     string
+	log       *slog.Logger
+	transport *kafkago.Transport
+	stop      context.CancelFunc
+	w         *kafkago.Writer
+
+	// commitMu serialises Commits, so that they land in order. Only a
+	// Commit changes objects and last, under mu, so a Commit may read them
+	// without mu.
+	commitMu sync.Mutex
+	mu       sync.RWMutex
+	objects  map[string]map[string]checkpoint.Position
+	last     map[string]string
+
+	closeOnce sync.Once
+}
 
 var _ checkpoint.Store = (*Store)(nil)
 
-// Open reads topic to its end, creating it (compacted) when the
-// configuration allows and it is absent.
+// Open makes sure topic exists and is compacted, creating it (one
+// partition, cleanup.policy=compact, BRIDGE_KAFKA_REPLICATION_FACTOR) when
+// it is absent and BRIDGE_KAFKA_CREATE_TOPICS allows; a missing topic is
+// otherwise an error that names it. It then reads every partition up to
+// the end offsets it finds, so that Load can answer from memory.
 func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger) (*Store, error) {
-	return nil, errors.New("checkpoint: kafka: not built yet")
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("checkpoint: kafka: %w", err)
+	}
+	if err := kafka.CheckTopicName(topic); err != nil {
+		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	dialer, err := kafka.NewDialer(cfg)
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	// The transport outlives Open's context: the final flush runs after
+	// the bridge's context has ended.
+	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	transport, err := kafka.NewTransport(tctx, cfg, []string{topic})
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("checkpoint: %w", err)
+	}
+	s := &Store{
+		topic:     topic,
+		log:       log,
+		transport: transport,
+		stop:      stop,
+		objects:   map[string]map[string]checkpoint.Position{},
+		last:      map[string]string{},
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, openTimeout)
+		defer cancel()
+	}
+	start := time.Now()
+	records, err := s.load(ctx, cfg, dialer)
+	if err != nil {
+		s.closeTransport()
+		return nil, fmt.Errorf("checkpoint: kafka: topic %s: %w", topic, err)
+	}
+	s.w = &kafkago.Writer{
+		Addr:         kafka.Addr(cfg),
+		Transport:    transport,
+		Balancer:     kafkago.Murmur2Balancer{Consistent: true},
+		RequiredAcks: kafkago.RequireAll, // a checkpoint must survive a broker
+		MaxAttempts:  writeAttempts,
+		BatchSize:    batchSize,
+		BatchBytes:   int64(cfg.MaxMessageBytes),
+		BatchTimeout: cfg.BatchTimeout,
+		WriteTimeout: writeTimeout,
+	}
+	log.Info("checkpoint read", "topic", topic, "records", records, "resources", len(s.last),
+		"took", time.Since(start).Round(time.Millisecond))
+	return s, nil
 }
 
-func (s *Store) Load(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
-	return checkpoint.Snapshot{}, nil
+// load ensures the topic and reads it to its end, returning the number of
+// records read.
+func (s *Store) load(ctx context.Context, cfg kafka.Config, dialer *kafkago.Dialer) (int, error) {
+	client := &kafkago.Client{Addr: kafka.Addr(cfg), Transport: s.transport}
+	if err := ensureTopic(ctx, client, cfg, s.topic, s.log); err != nil {
+		return 0, err
+	}
+	sps, err := spans(ctx, client, s.topic)
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, sp := range sps {
+		err := readSpan(ctx, dialer, cfg.BrokerList(), s.topic, sp, func(m kafkago.Message) error {
+			n++
+			p, err := parse(m.Key, m.Value)
+			if err != nil {
+				return err
+			}
+			s.apply(p)
+			return nil
+		})
+		if err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
 }
-func (s *Store) Commit(ctx context.Context, records []checkpoint.Record) error { return nil }
-func (s *Store) Close() error                                                  { return nil }
+
+// apply puts a record read from the topic into memory. Records of a key
+// come in offset order, so the last one wins.
+func (s *Store) apply(p parsed) {
+	switch {
+	case p.key == "":
+		s.last[p.resource] = p.last
+	case p.deleted:
+		delete(s.objects[p.resource], p.key)
+	default:
+		objs := s.objects[p.resource]
+		if objs == nil {
+			objs = map[string]checkpoint.Position{}
+			s.objects[p.resource] = objs
+		}
+		objs[p.key] = p.pos
+	}
+}
+
+// Load implements checkpoint.Store, from memory.
+func (s *Store) Load(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
+	if resource == "" {
+		return checkpoint.Snapshot{}, errors.New("checkpoint: kafka: load: empty resource name")
+	}
+	if err := ctx.Err(); err != nil {
+		return checkpoint.Snapshot{}, fmt.Errorf("checkpoint: kafka: load %s: %w", resource, err)
+	}
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	snap := checkpoint.Snapshot{Objects: maps.Clone(s.objects[resource]), LastResourceVersion: s.last[resource]}
+	if snap.Objects == nil {
+		snap.Objects = map[string]checkpoint.Position{}
+	}
+	return snap, nil
+}
+
+// Commit implements checkpoint.Store. It writes one record per record
+// given (a tombstone for a delete) and one per resource touched, in one
+// batched write acknowledged by every in-sync replica, and applies them to
+// memory only once the write succeeded. See the package documentation for
+// what a failed Commit leaves in the topic.
+func (s *Store) Commit(ctx context.Context, records []checkpoint.Record) error {
+	if len(records) == 0 {
+		return nil
+	}
+	for i, r := range records {
+		switch {
+		case r.Resource == "" || strings.Contains(r.Resource, "/"):
+			return fmt.Errorf("checkpoint: kafka: record %d (key %q): resource %q is empty or holds a '/'", i, r.Key, r.Resource)
+		case r.Key == "":
+			return fmt.Errorf("checkpoint: kafka: record %d (resource %q): empty key", i, r.Resource)
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("checkpoint: kafka: commit: %w", err)
+	}
+	s.commitMu.Lock()
+	defer s.commitMu.Unlock()
+
+	msgs := make([]kafkago.Message, 0, len(records)+1)
+	last := map[string]string{}
+	var touched []string
+	for _, r := range records {
+		m := kafkago.Message{Key: objectKey(r.Resource, r.Key)}
+		if !r.Deleted {
+			v, err := json.Marshal(r.Position)
+			if err != nil {
+				return fmt.Errorf("checkpoint: kafka: encode %s %q: %w", r.Resource, r.Key, err)
+			}
+			m.Value = v
+		}
+		msgs = append(msgs, m)
+		cur, seen := last[r.Resource]
+		if !seen {
+			cur = s.last[r.Resource]
+			touched = append(touched, r.Resource)
+		}
+		last[r.Resource] = checkpoint.LaterResourceVersion(cur, r.ResourceVersion)
+	}
+	for _, res := range touched {
+		if last[res] == s.last[res] {
+			continue
+		}
+		v, err := json.Marshal(resourceValue{LastResourceVersion: last[res]})
+		if err != nil {
+			return fmt.Errorf("checkpoint: kafka: encode %s: %w", res, err)
+		}
+		msgs = append(msgs, kafkago.Message{Key: resourceKey(res), Value: v})
+	}
+	for i := range msgs {
+		msgs[i].Topic = s.topic
+	}
+	if err := s.w.WriteMessages(ctx, msgs...); err != nil {
+		return fmt.Errorf("checkpoint: kafka: commit %d records to topic %s: %w", len(records), s.topic, err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, r := range records {
+		s.apply(parsed{resource: r.Resource, key: r.Key, deleted: r.Deleted, pos: r.Position})
+	}
+	maps.Copy(s.last, last)
+	return nil
+}
+
+// Close implements checkpoint.Store: it waits for writes in flight and
+// releases the connections. Calling it more than once is harmless.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		_ = s.w.Close() // kafka-go's Close always returns nil
+		s.closeTransport()
+	})
+	return nil
+}
+
+func (s *Store) closeTransport() {
+	s.stop()
+	s.transport.CloseIdleConnections()
+}

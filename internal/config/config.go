@@ -172,6 +172,11 @@ func (c *Config) problems() []*VarError {
 			bad("BRIDGE_CHECKPOINT", "%v", err)
 		}
 	}
+	if kind == CheckpointKafka && arg != "" {
+		if err := kafka.CheckTopicName(arg); err != nil {
+			bad("BRIDGE_CHECKPOINT", "%v", err)
+		}
+	}
 	// A sink's settings are checked only when something uses them.
 	if c.Sink == SinkNATS || kind == CheckpointNATSKV {
 		errs = append(errs, varErrors(c.NATS.Validate())...)

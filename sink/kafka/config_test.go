@@ -1,0 +1,169 @@
+package kafka
+
+import (
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kubebus/bridge/test/kafkatest"
+)
+
+func TestDefaultsAreValid(t *testing.T) {
+	c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka:9092"})
+	if err := c.Validate(); err != nil {
+		t.Fatalf("defaults with a broker: %v", err)
+	}
+	want := Config{
+		Brokers: []string{"kafka:9092"}, ClientID: "kubebus-bridge", TopicPrefix: "kube", CreateTopics: true,
+		Partitions: -1, ReplicationFactor: -1, CEMode: ModeStructured, Tombstones: true, RequiredAcks: AcksAll,
+		BatchSize: 500, BatchTimeout: 10 * time.Millisecond, Compression: "none", MaxMessageBytes: 1048576,
+	}
+	if fmt.Sprintf("%#v", c) != fmt.Sprintf("%#v", want) {
+		t.Errorf("defaults:\n got %#v\nwant %#v", c, want)
+	}
+	if tc, err := c.TLSConfig(); tc != nil || err != nil {
+		t.Errorf("TLS is on by default: %v, %v", tc, err)
+	}
+	if m, err := c.SASL(); m != nil || err != nil {
+		t.Errorf("SASL is on by default: %v, %v", m, err)
+	}
+}
+
+func TestValidate(t *testing.T) {
+	pki := kafkatest.NewPKI(t)
+	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		vars map[string]string
+		want []string // each error must start with one of these, in order
+	}{
+		{"valid everything", map[string]string{
+			"BRIDGE_KAFKA_TOPIC": "all-changes", "BRIDGE_KAFKA_PARTITIONS": "6", "BRIDGE_KAFKA_REPLICATION_FACTOR": "3",
+			"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=compact,delete,retention.ms=1", "BRIDGE_KAFKA_CE_MODE": "binary",
+			"BRIDGE_KAFKA_REQUIRED_ACKS": "one", "BRIDGE_KAFKA_COMPRESSION": "zstd", "BRIDGE_KAFKA_TLS_CA_FILE": pki.CAFile,
+			"BRIDGE_KAFKA_TLS_CERT_FILE": pki.CertFile, "BRIDGE_KAFKA_TLS_KEY_FILE": pki.KeyFile,
+			"BRIDGE_KAFKA_SASL_MECHANISM": "SCRAM-SHA-512", "BRIDGE_KAFKA_SASL_USERNAME": "u", "BRIDGE_KAFKA_SASL_PASSWORD": "s3cr3t-pw",
+		}, nil},
+		{"no brokers", map[string]string{"BRIDGE_KAFKA_BROKERS": " , "}, []string{"BRIDGE_KAFKA_BROKERS: required"}},
+		{"bad brokers", map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka,:9092,kafka:http,kafka:0"},
+			[]string{"BRIDGE_KAFKA_BROKERS: \"kafka\"", "BRIDGE_KAFKA_BROKERS: \":9092\"", "BRIDGE_KAFKA_BROKERS: \"kafka:http\"", "BRIDGE_KAFKA_BROKERS: \"kafka:0\""}},
+		{"bad prefix", map[string]string{"BRIDGE_KAFKA_TOPIC_PREFIX": "kube/x"}, []string{"BRIDGE_KAFKA_TOPIC_PREFIX: "}},
+		{"bad topic", map[string]string{"BRIDGE_KAFKA_TOPIC": ".."}, []string{"BRIDGE_KAFKA_TOPIC: "}},
+		{"partitions", map[string]string{"BRIDGE_KAFKA_PARTITIONS": "0"}, []string{"BRIDGE_KAFKA_PARTITIONS: "}},
+		{"replication", map[string]string{"BRIDGE_KAFKA_REPLICATION_FACTOR": "-2"}, []string{"BRIDGE_KAFKA_REPLICATION_FACTOR: "}},
+		{"topic configs", map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "compact"}, []string{"BRIDGE_KAFKA_TOPIC_CONFIGS: "}},
+		{"mode", map[string]string{"BRIDGE_KAFKA_CE_MODE": "json"}, []string{"BRIDGE_KAFKA_CE_MODE: "}},
+		{"acks", map[string]string{"BRIDGE_KAFKA_REQUIRED_ACKS": "-1"}, []string{"BRIDGE_KAFKA_REQUIRED_ACKS: "}},
+		{"batch", map[string]string{"BRIDGE_KAFKA_BATCH_SIZE": "0", "BRIDGE_KAFKA_BATCH_TIMEOUT": "0s"},
+			[]string{"BRIDGE_KAFKA_BATCH_SIZE: ", "BRIDGE_KAFKA_BATCH_TIMEOUT: "}},
+		{"compression", map[string]string{"BRIDGE_KAFKA_COMPRESSION": "brotli"}, []string{"BRIDGE_KAFKA_COMPRESSION: "}},
+		{"max message bytes", map[string]string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES": "10"}, []string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES: "}},
+		{"ca missing", map[string]string{"BRIDGE_KAFKA_TLS_CA_FILE": "/nonexistent/ca.pem"}, []string{"BRIDGE_KAFKA_TLS_CA_FILE: "}},
+		{"ca not pem", map[string]string{"BRIDGE_KAFKA_TLS_CA_FILE": notPEM}, []string{"BRIDGE_KAFKA_TLS_CA_FILE: "}},
+		{"cert without key", map[string]string{"BRIDGE_KAFKA_TLS_CERT_FILE": pki.CertFile}, []string{"BRIDGE_KAFKA_TLS_KEY_FILE: "}},
+		{"key without cert", map[string]string{"BRIDGE_KAFKA_TLS_KEY_FILE": pki.KeyFile}, []string{"BRIDGE_KAFKA_TLS_CERT_FILE: "}},
+		{"bad key pair", map[string]string{"BRIDGE_KAFKA_TLS_CERT_FILE": pki.CAFile, "BRIDGE_KAFKA_TLS_KEY_FILE": pki.KeyFile},
+			[]string{"BRIDGE_KAFKA_TLS_CERT_FILE: "}},
+		{"mechanism", map[string]string{"BRIDGE_KAFKA_SASL_MECHANISM": "gssapi", "BRIDGE_KAFKA_SASL_USERNAME": "u", "BRIDGE_KAFKA_SASL_PASSWORD": "s3cr3t-pw"},
+			[]string{"BRIDGE_KAFKA_SASL_MECHANISM: "}},
+		{"credentials missing", map[string]string{"BRIDGE_KAFKA_SASL_MECHANISM": "plain"},
+			[]string{"BRIDGE_KAFKA_SASL_USERNAME: ", "BRIDGE_KAFKA_SASL_PASSWORD: "}},
+		{"credentials without mechanism", map[string]string{"BRIDGE_KAFKA_SASL_USERNAME": "u"}, []string{"BRIDGE_KAFKA_SASL_MECHANISM: "}},
+		{"scram rejects the password", map[string]string{"BRIDGE_KAFKA_SASL_MECHANISM": "scram-sha-256", "BRIDGE_KAFKA_SASL_USERNAME": "u",
+			"BRIDGE_KAFKA_SASL_PASSWORD": "bad\u0007secret"}, []string{"BRIDGE_KAFKA_SASL_USERNAME: "}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vars := map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka-0:9092,kafka-1:9092"}
+			for k, v := range tt.vars {
+				vars[k] = v
+			}
+			c := loadConfig(t, vars)
+			err := c.Validate()
+			var got []string
+			if err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			if len(got) != len(tt.want) {
+				t.Fatalf("Validate: %d errors, want %d:\n%v", len(got), len(tt.want), err)
+			}
+			for i, w := range tt.want {
+				if !strings.HasPrefix(got[i], w) {
+					t.Errorf("error %d: %q, want it to start with %q", i, got[i], w)
+				}
+			}
+			if pw := vars["BRIDGE_KAFKA_SASL_PASSWORD"]; pw != "" && err != nil && strings.Contains(err.Error(), pw) {
+				t.Errorf("error shows the password: %v", err)
+			}
+		})
+	}
+}
+
+// The password shows nowhere: not in fmt's verbs, slog or JSON.
+func TestPasswordNeverShown(t *testing.T) {
+	const pw = "hunter2-very-secret"
+	c := loadConfig(t, map[string]string{
+		"BRIDGE_KAFKA_BROKERS": "kafka:9092", "BRIDGE_KAFKA_SASL_MECHANISM": "plain",
+		"BRIDGE_KAFKA_SASL_USERNAME": "bridge", "BRIDGE_KAFKA_SASL_PASSWORD": pw,
+	})
+	if string(c.SASLPassword) != pw {
+		t.Fatalf("password not read: %q", c.SASLPassword)
+	}
+	var logged strings.Builder
+	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "config", c, "password", c.SASLPassword)
+	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "config", c, "password", c.SASLPassword)
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{
+		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c), "Sprint": fmt.Sprint(c.SASLPassword),
+		"slog": logged.String(), "json": string(js),
+	} {
+		if strings.Contains(out, pw) {
+			t.Errorf("%s shows the password: %s", name, out)
+		}
+		if !strings.Contains(out, redacted) {
+			t.Errorf("%s does not say the password is redacted: %s", name, out)
+		}
+	}
+}
+
+func TestParseTopicConfigs(t *testing.T) {
+	tests := []struct {
+		in, want string // want: name=value;... or "error"
+	}{
+		{"", ""},
+		{"cleanup.policy=compact", "cleanup.policy=compact"},
+		{"cleanup.policy=compact,delete,retention.ms=60000", "cleanup.policy=compact,delete;retention.ms=60000"},
+		{" max.message.bytes =4194304, min.insync.replicas=2", "max.message.bytes=4194304;min.insync.replicas=2"},
+		{"a=", "a="},
+		{"compact", "error"},
+		{"=1", "error"},
+		{"a=1,a=2", "error"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			entries, err := ParseTopicConfigs(tt.in)
+			var parts []string
+			for _, e := range entries {
+				parts = append(parts, e.ConfigName+"="+e.ConfigValue)
+			}
+			got := strings.Join(parts, ";")
+			if err != nil {
+				got = "error"
+			}
+			if got != tt.want {
+				t.Errorf("ParseTopicConfigs(%q) = %q (%v), want %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}

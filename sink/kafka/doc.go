@@ -1,0 +1,30 @@
+// Package kafka is a sink that publishes change events to Apache Kafka (or
+// any broker that speaks the Kafka protocol), with
+// github.com/segmentio/kafka-go.
+//
+// Guarantees:
+//
+//   - Delivered means acknowledged. Publish reports a message accepted only
+//     when every record it became (the event, and for deletes the
+//     tombstone) was written and acknowledged with the configured acks (all
+//     in-sync replicas by default). Anything else is an error for that
+//     message, indexed to the batch in a *sink.BatchError.
+//   - Order per object. Every record of one object carries the object's key
+//     and goes to the partition that key hashes to (see [PartitionFor]), so
+//     they are read back in the order they were written. Within one Publish,
+//     a record is sent only after the previous record of the same key was
+//     acknowledged, and once a record of a key fails no later record of that
+//     key is sent in that call. A record that failed but reached the log
+//     anyway (a timeout after the broker appended it) may therefore appear
+//     twice in a row, never after a newer record of its object.
+//   - No stall. A message too large for the configured or broker limit is a
+//     terminal failure of that message alone (sink.Terminal): the pipeline
+//     counts and logs it and carries on.
+//   - Secrets stay secret. The SASL password is never logged, printed or
+//     put in an error.
+//
+// Topics are "<prefix>.<resource>" for the core group and
+// "<prefix>.<resource>.<group>" for others, or one topic for everything
+// (see [TopicFor]). They are checked, and created if configured to, when the
+// sink starts.
+package kafka

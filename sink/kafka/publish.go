@@ -1,0 +1,207 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+// pending is one record to write and the message of the batch it belongs
+// to. A deleted event becomes two records: the event and its tombstone.
+type pending struct {
+	msg int
+	rec kafkago.Message
+}
+
+// chain is the records of one key (in one topic), in the order they must
+// reach the log.
+type chain struct {
+	recs []pending
+}
+
+// Publish writes the records of msgs and returns nil only when every one
+// of them was acknowledged. Otherwise it returns a *sink.BatchError with
+// one error per message; a delete fails when its event or its tombstone
+// failed.
+//
+// Records are written in rounds: each round writes the next record of
+// every key at once, so a key's record is sent only after the one before
+// it was acknowledged. When a record fails, the later records of its key
+// are not sent (their messages fail too), so that a retry can never put
+// them in front of it. A record too large for the producer limit or the
+// broker is a terminal failure of its message; the key's later records
+// are still sent, as the pipeline skips such a message and goes on.
+func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
+	if len(msgs) == 0 {
+		return nil
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	errs := make([]error, len(msgs))
+	chains := s.chains(msgs, errs)
+	for len(chains) > 0 {
+		heads := make([]kafkago.Message, len(chains))
+		for i, c := range chains {
+			heads[i] = c.recs[0].rec
+		}
+		results := s.write(ctx, heads)
+		live := chains[:0]
+		for i, c := range chains {
+			head, err := c.recs[0], results[i]
+			errs[head.msg] = worse(errs[head.msg], err)
+			if err != nil && !sink.IsTerminal(err) {
+				for _, later := range c.recs[1:] {
+					errs[later.msg] = worse(errs[later.msg], fmt.Errorf("kafka sink: not sent after an earlier record of key %q failed: %w", later.rec.Key, err))
+				}
+				continue
+			}
+			if c.recs = c.recs[1:]; len(c.recs) > 0 {
+				live = append(live, c)
+			}
+		}
+		chains = live
+	}
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return &sink.BatchError{Errors: errs}
+	}
+	return nil
+}
+
+// chains encodes msgs into records grouped by key, in batch order. A
+// message that cannot be encoded, or whose event is over the size limit,
+// fails terminally; a delete's tombstone is still written, so compacted
+// topics forget the object.
+func (s *Sink) chains(msgs []*sink.Message, errs []error) []*chain {
+	byKey := map[string]*chain{}
+	var out []*chain
+	for i, m := range msgs {
+		topic := s.cfg.TopicOf(m.Resource)
+		key := []byte(s.cfg.KeyOf(m))
+		var recs []pending
+		rec, err := s.encode(m, topic, key)
+		switch {
+		case err != nil:
+			errs[i] = sink.Terminal(fmt.Errorf("kafka sink: %w", err))
+		case recordSize(&rec) > s.cfg.MaxMessageBytes:
+			errs[i] = errTooLarge(recordSize(&rec), s.cfg.MaxMessageBytes)
+		default:
+			recs = append(recs, pending{msg: i, rec: rec})
+		}
+		if s.cfg.Tombstones && m.Action == actionDeleted {
+			recs = append(recs, pending{msg: i, rec: tombstone(topic, key)})
+		}
+		if len(recs) == 0 {
+			continue
+		}
+		id := topic + "\x00" + string(key)
+		c := byKey[id]
+		if c == nil {
+			c = &chain{}
+			byKey[id] = c
+			out = append(out, c)
+		}
+		c.recs = append(c.recs, recs...)
+	}
+	return out
+}
+
+// write writes recs, which all have different keys, and returns one error
+// per record.
+func (s *Sink) write(ctx context.Context, recs []kafkago.Message) []error {
+	out := make([]error, len(recs))
+	todo := make([]int, len(recs)) // indexes into recs still to write
+	for i := range todo {
+		todo[i] = i
+	}
+	for len(todo) > 0 {
+		batch := make([]kafkago.Message, len(todo))
+		for j, i := range todo {
+			batch[j] = recs[i]
+			batch[j].WriterData = i
+		}
+		err := s.w.WriteMessages(ctx, batch...)
+		var (
+			perRecord kafkago.WriteErrors
+			tooLarge  kafkago.MessageTooLargeError
+		)
+		switch {
+		case err == nil:
+		case errors.As(err, &perRecord) && len(perRecord) == len(todo):
+			for j, e := range perRecord {
+				out[todo[j]] = e
+			}
+		case errors.As(err, &tooLarge):
+			// kafka-go refuses the whole call for a record over its batch
+			// limit. recordSize checks that limit first, so this is only
+			// a safety net: fail that record and write the others.
+			if i, ok := tooLarge.Message.WriterData.(int); ok && slices.Contains(todo, i) {
+				out[i] = errTooLarge(recordSize(&recs[i]), s.cfg.MaxMessageBytes)
+				todo = slices.DeleteFunc(todo, func(k int) bool { return k == i })
+				continue
+			}
+			fallthrough
+		default:
+			for _, i := range todo {
+				out[i] = err
+			}
+		}
+		break
+	}
+	for i, err := range out {
+		switch {
+		case err == nil || sink.IsTerminal(err):
+		case brokerTooLarge(err):
+			out[i] = s.writeAlone(ctx, recs[i])
+		default:
+			out[i] = fmt.Errorf("kafka sink: write to topic %s: %w", recs[i].Topic, err)
+		}
+	}
+	return out
+}
+
+// writeAlone writes rec in a produce request of its own. The broker
+// refuses a whole request when it finds the batch too large, so only a
+// record refused on its own is known to be too large: that is terminal.
+func (s *Sink) writeAlone(ctx context.Context, rec kafkago.Message) error {
+	err := s.alone.WriteMessages(ctx, rec)
+	var perRecord kafkago.WriteErrors
+	if errors.As(err, &perRecord) && len(perRecord) == 1 {
+		err = perRecord[0]
+	}
+	switch {
+	case err == nil:
+		return nil
+	case brokerTooLarge(err):
+		return sink.Terminal(fmt.Errorf("kafka sink: topic %s refused a record of %d bytes as too large (topic max.message.bytes, broker message.max.bytes): %w",
+			rec.Topic, recordSize(&rec), err))
+	default:
+		return fmt.Errorf("kafka sink: write to topic %s: %w", rec.Topic, err)
+	}
+}
+
+// brokerTooLarge reports whether the broker refused a produce request for
+// its size.
+func brokerTooLarge(err error) bool {
+	return errors.Is(err, kafkago.MessageSizeTooLarge) || errors.Is(err, kafkago.RecordListTooLarge)
+}
+
+// worse keeps the error that matters more for a message: a retryable one
+// over a terminal one (so the message is retried), and the first over a
+// later one.
+func worse(cur, next error) error {
+	switch {
+	case cur == nil:
+		return next
+	case next == nil:
+		return cur
+	case sink.IsTerminal(cur) && !sink.IsTerminal(next):
+		return next
+	}
+	return cur
+}

@@ -1,0 +1,112 @@
+package kafka
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+// Record headers. In both modes every event carries HeaderContentType,
+// HeaderID, HeaderType and HeaderResourceVersion, so consumers can filter
+// and deduplicate without reading the value. Binary mode adds the other
+// attributes as "ce_<attribute>" headers, as the CloudEvents Kafka binding
+// says. Tombstones carry no headers.
+const (
+	HeaderContentType     = "content-type"
+	HeaderID              = "ce_id"
+	HeaderType            = "ce_type"
+	HeaderResourceVersion = "ce_resourceversion"
+
+	headerPrefix = "ce_"
+)
+
+// ContentTypeStructured is the content-type of a structured-mode event.
+const ContentTypeStructured = "application/cloudevents+json; charset=UTF-8"
+
+// actionDeleted is the Action of a message about a deleted object.
+const actionDeleted = "deleted"
+
+// encode builds the record of m's event.
+func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Message, error) {
+	rec := kafkago.Message{Topic: topic, Key: key}
+	if s.cfg.CEMode == ModeBinary {
+		rec.Value = m.Data
+		rec.Headers = binaryHeaders(m)
+		return rec, nil
+	}
+	value, err := m.MarshalJSON()
+	if err != nil {
+		return rec, err
+	}
+	rec.Value = value
+	rec.Headers = []kafkago.Header{
+		{Key: HeaderContentType, Value: []byte(ContentTypeStructured)},
+		{Key: HeaderID, Value: []byte(m.ID)},
+		{Key: HeaderType, Value: []byte(m.Type)},
+		{Key: HeaderResourceVersion, Value: []byte(m.ResourceVersion)},
+	}
+	return rec, nil
+}
+
+// binaryHeaders are m's attributes as CloudEvents Kafka binding headers:
+// "ce_" and the attribute's name, with datacontenttype as content-type.
+// An empty namespace is left out, as in structured mode.
+func binaryHeaders(m *sink.Message) []kafkago.Header {
+	h := make([]kafkago.Header, 0, 15)
+	add := func(name, value string) {
+		h = append(h, kafkago.Header{Key: headerPrefix + name, Value: []byte(value)})
+	}
+	add("specversion", sink.SpecVersion)
+	add("id", m.ID)
+	add("source", m.Source)
+	add("type", m.Type)
+	add("subject", m.Subject)
+	add("time", m.Time.UTC().Format(time.RFC3339Nano))
+	add("resourceversion", m.ResourceVersion)
+	add("uid", m.UID)
+	add("kind", m.Kind)
+	add("apiversion", m.APIVersion)
+	if m.Namespace != "" {
+		add("namespace", m.Namespace)
+	}
+	add("name", m.Name)
+	add("cluster", m.Cluster)
+	add("snapshot", strconv.FormatBool(m.Snapshot))
+	return append(h, kafkago.Header{Key: HeaderContentType, Value: []byte(sink.ContentType)})
+}
+
+// tombstone is the record that tells a compacted topic to forget key.
+func tombstone(topic string, key []byte) kafkago.Message {
+	return kafkago.Message{Topic: topic, Key: key}
+}
+
+// recordSize is the size kafka-go gives a record when it checks it against
+// its batch limit (Writer.BatchBytes): the key, the value and the headers
+// with their length prefixes, and 22 bytes of fixed overhead. Records up to
+// the limit are accepted by WriteMessages; a larger one would fail the
+// whole call, so the sink checks first.
+func recordSize(rec *kafkago.Message) int {
+	n := 4 + 1 + 1 + 8 + 4 + len(rec.Key) + 4 + len(rec.Value)
+	n += varintLen(len(rec.Headers))
+	for _, h := range rec.Headers {
+		n += varintLen(len(h.Key)) + len(h.Key) + varintLen(len(h.Value)) + len(h.Value)
+	}
+	return n
+}
+
+// varintLen is the length of n as a zig-zag varint.
+func varintLen(n int) int {
+	var buf [binary.MaxVarintLen64]byte
+	return binary.PutVarint(buf[:], int64(n))
+}
+
+// errTooLarge is the terminal error of a record over the producer limit.
+func errTooLarge(size, limit int) error {
+	return sink.Terminal(fmt.Errorf("kafka sink: record of %d bytes is larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES (%d): %w",
+		size, limit, kafkago.MessageSizeTooLarge))
+}

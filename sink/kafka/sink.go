@@ -1,0 +1,195 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+const (
+	// startTimeout bounds New's talk with the brokers, so that a cluster
+	// that accepts connections but never answers fails the start-up
+	// instead of hanging it.
+	startTimeout = 30 * time.Second
+	// healthTimeout bounds Health's round trip.
+	healthTimeout = 5 * time.Second
+	// writeAttempts is how often kafka-go tries a produce request before
+	// it reports the failure. A few quick tries ride out a leader election;
+	// after them the pipeline retries with its own, longer, backoff.
+	writeAttempts = 3
+	// writeTimeout bounds one produce request, like the Java producer's
+	// request.timeout.ms.
+	writeTimeout = 30 * time.Second
+)
+
+// Sink publishes messages to Kafka. It is safe for concurrent use: each
+// Publish writes its own batch, and batches of different goroutines share
+// produce requests when they go to the same partition at the same time.
+type Sink struct {
+	cfg  Config
+	log  *slog.Logger
+	addr net.Addr
+
+	transport *kafkago.Transport
+	stop      context.CancelFunc // ends the transport's background work
+	// w writes every record. alone writes one record per produce request:
+	// it tells which record of a batch the broker found too large.
+	w, alone *kafkago.Writer
+
+	closeOnce sync.Once
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New connects to the brokers and makes sure the topic of every resource
+// (or the single BRIDGE_KAFKA_TOPIC) exists, creating missing ones when
+// BRIDGE_KAFKA_CREATE_TOPICS is true. A missing topic otherwise fails New
+// with an error that names it.
+func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResource, log *slog.Logger) (*Sink, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	topics, err := topicsOf(&cfg, resources)
+	if err != nil {
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	configs, _ := ParseTopicConfigs(cfg.TopicConfigs) // checked by Validate
+	acks, _ := cfg.requiredAcks()
+	codec, _ := cfg.compression()
+
+	// The transport outlives New's context: the pipeline drains after the
+	// bridge's context has ended.
+	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	transport, err := NewTransport(tctx, cfg, topics)
+	if err != nil {
+		stop()
+		return nil, fmt.Errorf("kafka sink: %w", err)
+	}
+	s := &Sink{cfg: cfg, log: log, addr: Addr(cfg), transport: transport, stop: stop}
+
+	sctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	specs := make([]kafkago.TopicConfig, len(topics))
+	for i, t := range topics {
+		specs[i] = kafkago.TopicConfig{
+			Topic:             t,
+			NumPartitions:     cfg.Partitions,
+			ReplicationFactor: cfg.ReplicationFactor,
+			ConfigEntries:     configs,
+		}
+	}
+	created, err := EnsureTopics(sctx, s.client(startTimeout), cfg.CreateTopics, specs)
+	if err != nil {
+		s.closeTransport()
+		return nil, fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(cfg.BrokerList(), ","), err)
+	}
+	for _, t := range created {
+		log.Info("created topic", "topic", t, "partitions", cfg.Partitions, "replicationFactor", cfg.ReplicationFactor)
+	}
+
+	s.w = s.writer(acks, codec, cfg.BatchSize, cfg.BatchTimeout)
+	s.alone = s.writer(acks, codec, 1, cfg.BatchTimeout)
+	if acks != kafkago.RequireAll {
+		log.Warn("BRIDGE_KAFKA_REQUIRED_ACKS is not all: a broker failure can lose changes the bridge counted as delivered", "acks", cfg.RequiredAcks)
+	}
+	tlsConfig, _ := cfg.TLSConfig()
+	if cfg.saslMechanism() == SASLPlain && tlsConfig == nil {
+		log.Warn("SASL PLAIN without TLS sends the password in clear text; set BRIDGE_KAFKA_TLS=true")
+	}
+	log.Info("kafka sink ready", "brokers", cfg.BrokerList(), "topics", topics, "mode", cfg.CEMode,
+		"tombstones", cfg.Tombstones, "acks", cfg.RequiredAcks, "compression", cfg.Compression,
+		"tls", tlsConfig != nil, "sasl", cfg.saslMechanism())
+	return s, nil
+}
+
+// topicsOf lists the topics of resources, each once: the single
+// BRIDGE_KAFKA_TOPIC, or one per resource.
+func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, error) {
+	var topics []string
+	if cfg.Topic != "" {
+		topics = append(topics, cfg.Topic)
+	}
+	for _, r := range resources {
+		if t := cfg.TopicOf(r); !slices.Contains(topics, t) {
+			topics = append(topics, t)
+		}
+	}
+	for _, t := range topics {
+		if err := CheckTopicName(t); err != nil {
+			return nil, fmt.Errorf("BRIDGE_KAFKA_TOPIC_PREFIX: %w", err)
+		}
+	}
+	return topics, nil
+}
+
+// writer returns a kafka-go writer with the sink's delivery settings.
+func (s *Sink) writer(acks kafkago.RequiredAcks, codec kafkago.Compression, batchSize int, batchTimeout time.Duration) *kafkago.Writer {
+	return &kafkago.Writer{
+		Addr:         s.addr,
+		Balancer:     balancer,
+		MaxAttempts:  writeAttempts,
+		BatchSize:    batchSize,
+		BatchBytes:   int64(s.cfg.MaxMessageBytes),
+		BatchTimeout: batchTimeout,
+		WriteTimeout: writeTimeout,
+		RequiredAcks: acks,
+		Compression:  codec,
+		Transport:    s.transport,
+		Logger:       logger(s.log, slog.LevelDebug),
+		ErrorLogger:  logger(s.log, slog.LevelWarn),
+	}
+}
+
+func (s *Sink) client(timeout time.Duration) *kafkago.Client {
+	return &kafkago.Client{Addr: s.addr, Transport: s.transport, Timeout: timeout}
+}
+
+// Health reports whether a broker answers, within a few seconds.
+func (s *Sink) Health() error {
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	if _, err := s.client(healthTimeout).ApiVersions(ctx, &kafkago.ApiVersionsRequest{}); err != nil {
+		return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.BrokerList(), ","), err)
+	}
+	return nil
+}
+
+// Close waits for writes in flight and releases the connections. Calling
+// it more than once is harmless.
+func (s *Sink) Close() error {
+	s.closeOnce.Do(func() {
+		if s.w != nil {
+			_ = s.w.Close() // kafka-go's Close always returns nil
+			_ = s.alone.Close()
+		}
+		s.closeTransport()
+	})
+	return nil
+}
+
+func (s *Sink) closeTransport() {
+	s.stop()
+	s.transport.CloseIdleConnections()
+}
+
+// logger adapts slog to kafka-go's Logger at one level.
+func logger(log *slog.Logger, level slog.Level) kafkago.LoggerFunc {
+	return func(format string, args ...any) {
+		if log.Enabled(context.Background(), level) {
+			log.Log(context.Background(), level, "kafka-go: "+fmt.Sprintf(format, args...))
+		}
+	}
+}

@@ -1,0 +1,69 @@
+package kafka
+
+import (
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+func TestTopicFor(t *testing.T) {
+	tests := []struct {
+		prefix string
+		gvr    schema.GroupVersionResource
+		want   string
+	}{
+		{"kube", configmaps, "kube.configmaps"},
+		{"kube", deployments, "kube.deployments.apps"},
+		{"prod-eu", schema.GroupVersionResource{Group: "example.com", Version: "v1alpha1", Resource: "widgets"}, "prod-eu.widgets.example.com"},
+		{"kube", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "kube.namespaces"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.want, func(t *testing.T) {
+			if got := TopicFor(tt.prefix, tt.gvr); got != tt.want {
+				t.Errorf("TopicFor(%q, %v) = %q, want %q", tt.prefix, tt.gvr, got, tt.want)
+			}
+			if err := CheckTopicName(tt.want); err != nil {
+				t.Errorf("CheckTopicName(%q): %v", tt.want, err)
+			}
+		})
+	}
+}
+
+func TestTopicAndKeyOf(t *testing.T) {
+	cm := message(configmaps, "ns", "a", "added", 1)
+	ns := message(schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "", "kube-system", "added", 1)
+	dep := message(deployments, "ns", "a", "added", 1)
+	tests := []struct {
+		name, topic string
+		want        [][2]string // topic, key of cm, ns and dep
+	}{
+		{"topic per resource", "", [][2]string{{"kube.configmaps", "ns/a"}, {"kube.namespaces", "kube-system"}, {"kube.deployments.apps", "ns/a"}}},
+		{"one topic", "everything", [][2]string{{"everything", "configmaps/ns/a"}, {"everything", "namespaces/kube-system"}, {"everything", "deployments.apps/ns/a"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092", "BRIDGE_KAFKA_TOPIC": tt.topic})
+			for i, m := range []*sink.Message{cm, ns, dep} {
+				if got := [2]string{c.TopicOf(m.Resource), c.KeyOf(m)}; got != tt.want[i] {
+					t.Errorf("%s: topic, key = %v, want %v", m.Subject, got, tt.want[i])
+				}
+			}
+		})
+	}
+}
+
+func TestCheckTopicName(t *testing.T) {
+	for _, bad := range []string{"", ".", "..", "a/b", "a b", "ü", strings.Repeat("x", 250)} {
+		if CheckTopicName(bad) == nil {
+			t.Errorf("CheckTopicName(%q) = nil, want an error", bad)
+		}
+	}
+	for _, good := range []string{"kube", "a.b_c-D9", strings.Repeat("x", 249)} {
+		if err := CheckTopicName(good); err != nil {
+			t.Errorf("CheckTopicName(%q): %v", good, err)
+		}
+	}
+}
