@@ -32,3 +32,10 @@ type Sink interface {
 	Publish(ctx context.Context, msgs []*Message) error
 	Close() error
 }
+
+// HealthChecker is implemented by sinks that know whether they can reach
+// their bus. Health returns nil while they can, and says why not
+// otherwise. It must be cheap and safe to call at any time.
+type HealthChecker interface {
+	Health() error
+}

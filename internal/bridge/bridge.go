@@ -73,6 +73,22 @@ func New(cfg *config.Config, rc *rest.Config, log *slog.Logger, opts ...Option) 
 // been published.
 func (b *Bridge) Ready() <-chan struct{} { return b.ready }
 
+// Readiness is nil once the bridge is ready (see Ready) and while its sink
+// reports itself healthy; otherwise it says what is missing.
+func (b *Bridge) Readiness() error {
+	select {
+	case <-b.ready:
+	default:
+		return errors.New("bridge: initial state not published yet")
+	}
+	if hc, ok := b.sink.(sink.HealthChecker); ok {
+		if err := hc.Health(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // Run runs the bridge until ctx ends. Errors that come from the
 // configuration wrap source.ErrUnknownResource or source.ErrBadSelector.
 func (b *Bridge) Run(ctx context.Context) error {
@@ -93,9 +109,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 
 	if b.sink == nil {
-		if b.sink, err = b.openSink(ctx, resources); err != nil {
+		s, err := b.openSink(ctx, resources)
+		if err != nil {
 			return err
 		}
+		b.sink = s
 	}
 	defer b.sink.Close()
 	if b.store == nil {

@@ -49,7 +49,10 @@ type Sink struct {
 	closeOnce sync.Once
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink          = (*Sink)(nil)
+	_ sink.HealthChecker = (*Sink)(nil)
+)
 
 // New connects to the brokers and makes sure the topic of every resource
 // (or the single BRIDGE_KAFKA_TOPIC) exists, creating missing ones when

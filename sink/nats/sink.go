@@ -28,7 +28,10 @@ type Sink struct {
 	closeErr  error
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink          = (*Sink)(nil)
+	_ sink.HealthChecker = (*Sink)(nil)
+)
 
 // New connects to NATS and, in JetStream mode, creates or updates the
 // stream (BRIDGE_NATS_CREATE_STREAM=true) or checks that it exists and

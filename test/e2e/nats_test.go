@@ -177,13 +177,23 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 		return made.Load() >= objects+10, fmt.Sprintf("%d changes made", made.Load())
 	})
 	stored := natsCount(t, nc, "KUBE", natsSubjects(ns))
+	if err := b.b.Readiness(); err != nil {
+		t.Fatalf("not ready before the outage: %v", err)
+	}
 	srv.Shutdown()
 	before := made.Load()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return b.b.Readiness() != nil, "still ready with the NATS server down"
+	})
 	eventually(t, 30*time.Second, func() (bool, string) {
 		return made.Load() >= before+30, fmt.Sprintf("%d changes made while the server is down", made.Load()-before)
 	})
 	srv.Start()
 	back := time.Now()
+	eventually(t, 30*time.Second, func() (bool, string) {
+		err := b.b.Readiness()
+		return err == nil, fmt.Sprintf("not ready after the server came back: %v", err)
+	})
 	<-done
 	if t.Failed() {
 		t.FailNow()
