@@ -5,11 +5,13 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync"
 	"sync/atomic"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
@@ -73,8 +75,9 @@ func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *
 // the deletes found by the initial diff have been handed to the Handler.
 func (s *Source) Synced() <-chan struct{} { return s.synced }
 
-// Relists reports how many times a watch ended in a way that makes the
-// informer list its resource again (for example, 410 Gone).
+// Relists reports how many times an informer listed its resource again
+// after its first list, because its watch could not resume (for example,
+// 410 Gone after etcd compaction).
 func (s *Source) Relists() int64 { return s.relists.Load() }
 
 // Check lists each resource once, with the configured selectors, in each
@@ -113,11 +116,36 @@ func (s *Source) Run(ctx context.Context) error {
 		trackers[i] = newTracker(res, snap.Objects, s.handler, s.opts.OldObject, s.log)
 	}
 
+	byGVR := map[schema.GroupVersionResource]*tracker{}
+	for _, t := range trackers {
+		byGVR[t.res.GroupVersionResource] = t
+	}
+	var (
+		listsMu sync.Mutex
+		lists   = map[string]int{}
+	)
+	client := listingClient{Interface: s.client, on: func(gvr schema.GroupVersionResource, ns, rv string) {
+		t := byGVR[gvr]
+		if t == nil {
+			return
+		}
+		listsMu.Lock()
+		lists[gvr.String()+"|"+ns]++
+		again := lists[gvr.String()+"|"+ns] > 1
+		listsMu.Unlock()
+		if again {
+			s.relists.Add(1)
+			s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",
+				"resource", t.res.Name(), "namespace", ns, "resourceVersion", rv)
+		}
+		t.listed(ns, rv, again)
+	}}
+
 	factories := map[string]dynamicinformer.DynamicSharedInformerFactory{}
 	factory := func(ns string) dynamicinformer.DynamicSharedInformerFactory {
 		f, ok := factories[ns]
 		if !ok {
-			f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(s.client, 0, ns, func(o *metav1.ListOptions) {
+			f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, ns, func(o *metav1.ListOptions) {
 				o.LabelSelector = s.opts.LabelSelector
 				o.FieldSelector = s.opts.FieldSelector
 			})
@@ -180,12 +208,7 @@ func (s *Source) onWatchError(ctx context.Context, res Resource, ns string, err 
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		return
 	}
-	if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
-		s.relists.Add(1)
-		s.log.Warn("watch expired; relisting", "resource", res.Name(), "namespace", ns, "err", err)
-		return
-	}
-	s.log.Warn("watch failed; retrying", "resource", res.Name(), "namespace", ns, "err", err)
+	s.log.Warn("list or watch failed; retrying", "resource", res.Name(), "namespace", ns, "err", err)
 }
 
 // namespacesFor returns the namespaces to run informers in for res; ""

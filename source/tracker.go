@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -29,13 +30,66 @@ type tracker struct {
 	// prior holds checkpointed positions not yet matched by a listed
 	// object. It is nil once the initial diff is done.
 	prior map[string]checkpoint.Position
+	// listRV is the resourceVersion of the latest list of each informer,
+	// by its namespace ("" for all namespaces); relisted marks informers
+	// that listed again after their first list.
+	listRV   map[string]string
+	relisted map[string]bool
 }
 
 func newTracker(res Resource, prior map[string]checkpoint.Position, h Handler, keepOld bool, log *slog.Logger) *tracker {
 	if prior == nil {
 		prior = map[string]checkpoint.Position{}
 	}
-	return &tracker{res: res, prior: prior, handler: h, keepOld: keepOld, log: log, now: time.Now}
+	return &tracker{res: res, prior: prior, handler: h, keepOld: keepOld, log: log, now: time.Now,
+		listRV: map[string]string{}, relisted: map[string]bool{}}
+}
+
+// listed records a complete list by the informer of namespace ns ("" for
+// all namespaces) at resourceVersion rv; again is true for a relist.
+func (t *tracker) listed(ns, rv string, again bool) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.listRV[ns] = rv
+	if again {
+		t.relisted[ns] = true
+	}
+}
+
+// fromRelist reports whether a change to u came from a relist rather than
+// the watch: its informer has relisted, and u is no newer than that list.
+// Changes the watch reports after the list are newer than it. Called with
+// t.mu held.
+func (t *tracker) fromRelist(u *unstructured.Unstructured) bool {
+	ns := u.GetNamespace()
+	if _, ok := t.listRV[ns]; !ok {
+		ns = ""
+	}
+	if !t.relisted[ns] {
+		return false
+	}
+	return !rvBefore(t.listRV[ns], u.GetResourceVersion())
+}
+
+// newestList is the highest resourceVersion of the informers' latest
+// lists. Called with t.mu held.
+func (t *tracker) newestList() string {
+	newest := ""
+	for _, rv := range t.listRV {
+		if newest == "" || rvBefore(newest, rv) {
+			newest = rv
+		}
+	}
+	return newest
+}
+
+// rvBefore reports whether resourceVersion a is older than b. They are
+// opaque strings to Kubernetes clients, but etcd makes them integers; when
+// either does not parse, nothing is known and rvBefore is false.
+func rvBefore(a, b string) bool {
+	x, err1 := strconv.ParseUint(a, 10, 64)
+	y, err2 := strconv.ParseUint(b, 10, 64)
+	return err1 == nil && err2 == nil && x < y
 }
 
 // eventHandler returns the informer event handler for this resource.
@@ -57,6 +111,9 @@ func (t *tracker) onAdd(obj any, initial bool) {
 
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if !initial && t.fromRelist(u) {
+		d.Snapshot = true
+	}
 	if t.prior != nil {
 		if pos, found := t.prior[d.Key()]; found {
 			delete(t.prior, d.Key())
@@ -66,8 +123,9 @@ func (t *tracker) onAdd(obj any, initial bool) {
 			case pos.UID == string(d.UID):
 				d.Type, d.Snapshot = Updated, true
 			default:
-				// Deleted and created again while the bridge was away.
-				t.handler.OnDelta(t.vanished(d.Key(), pos))
+				// Deleted and created again while the bridge was away: the
+				// old object was gone before the new one was made.
+				t.handler.OnDelta(t.vanished(d.Key(), pos, d.ResourceVersion))
 				d.Snapshot = true
 			}
 		}
@@ -91,6 +149,7 @@ func (t *tracker) onUpdate(oldObj, newObj any) {
 	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	d.Snapshot = t.fromRelist(u)
 	t.handler.OnDelta(d)
 }
 
@@ -109,7 +168,7 @@ func (t *tracker) onDelete(obj any) {
 			}
 			t.mu.Lock()
 			defer t.mu.Unlock()
-			t.handler.OnDelta(t.vanished(ObjectKey(ns, name), checkpoint.Position{}))
+			t.handler.OnDelta(t.vanished(ObjectKey(ns, name), checkpoint.Position{}, t.newestList()))
 			return
 		}
 	}
@@ -126,7 +185,10 @@ func (t *tracker) onDelete(obj any) {
 
 // finishInitialList reports every checkpointed object that no informer
 // listed as deleted, and ends the initial diff. It returns how many deletes
-// it reported.
+// it reported. The deletes carry the resourceVersion of the list that
+// found the objects gone, so that an object's resourceVersions never go
+// backwards in the stream, even when its live delete was published before
+// a crash and not checkpointed.
 func (t *tracker) finishInitialList() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -135,8 +197,9 @@ func (t *tracker) finishInitialList() int {
 		keys = append(keys, k)
 	}
 	slices.Sort(keys)
+	rv := t.newestList()
 	for _, k := range keys {
-		t.handler.OnDelta(t.vanished(k, t.prior[k]))
+		t.handler.OnDelta(t.vanished(k, t.prior[k], rv))
 	}
 	t.prior = nil
 	return len(keys)
@@ -157,8 +220,13 @@ func (t *tracker) delta(typ DeltaType, u *unstructured.Unstructured, snapshot bo
 }
 
 // vanished is the delete of an object known only by its key and the
-// position last published for it. Its object carries that identity.
-func (t *tracker) vanished(key string, pos checkpoint.Position) Delta {
+// position last published for it. Its object carries that identity; the
+// delta carries rv, a resourceVersion by which the object was gone (the
+// last published one when rv is empty).
+func (t *tracker) vanished(key string, pos checkpoint.Position, rv string) Delta {
+	if rv == "" {
+		rv = pos.ResourceVersion
+	}
 	ns, name, _ := cache.SplitMetaNamespaceKey(key)
 	u := &unstructured.Unstructured{}
 	u.SetAPIVersion(t.res.APIVersion())
@@ -177,7 +245,7 @@ func (t *tracker) vanished(key string, pos checkpoint.Position) Delta {
 		Namespace:       ns,
 		Name:            name,
 		UID:             types.UID(pos.UID),
-		ResourceVersion: pos.ResourceVersion,
+		ResourceVersion: rv,
 		Observed:        t.now(),
 		Snapshot:        true,
 		Object:          u,

@@ -66,6 +66,7 @@ func TestInitialListDiff(t *testing.T) {
 	// Created again after the list, before the diff ended: its old
 	// incarnation's delete must come first.
 	h.OnAdd(cm("late", "u8", "23"), false)
+	tr.listed("", "30", false)
 	if n := tr.finishInitialList(); n != 2 {
 		t.Errorf("finishInitialList reported %d deletes, want 2", n)
 	}
@@ -74,19 +75,22 @@ func TestInitialListDiff(t *testing.T) {
 
 	want := []string{
 		"updated ns/changed u2@20 snapshot",
-		"deleted ns/recreate u3@12 snapshot",
+		"deleted ns/recreate u3@21 snapshot",
 		"added ns/recreate u9@21 snapshot",
 		"added ns/new u7@22 snapshot",
-		"deleted ns/late u6@15 snapshot",
+		"deleted ns/late u6@23 snapshot",
 		"added ns/late u8@23 snapshot",
-		"deleted ns/gone-a u5@14 snapshot",
-		"deleted ns/gone-b u4@13 snapshot",
+		"deleted ns/gone-a u5@30 snapshot",
+		"deleted ns/gone-b u4@30 snapshot",
 		"added ns/after u10@24",
 	}
 	if s := got.summary(); !slices.Equal(s, want) {
 		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
 	}
 	for _, d := range *got {
+		if d.Type == Deleted && d.Name == "gone-a" && d.Object.GetResourceVersion() != "14" {
+			t.Errorf("gone-a: object at %s, want its last published state, 14", d.Object.GetResourceVersion())
+		}
 		if d.Object.GetUID() != d.UID || d.Object.GetName() != d.Name || d.Object.GetKind() != "ConfigMap" {
 			t.Errorf("%s %s: object does not carry the identity: %v", d.Type, d.Key(), d.Object.Object)
 		}
@@ -125,6 +129,31 @@ func TestWatchEvents(t *testing.T) {
 	}
 	if (*got)[3].Object.GetResourceVersion() != "4" {
 		t.Errorf("tombstone delete does not carry the last known state")
+	}
+}
+
+// After a relist, the changes it found are marked snapshot; changes the
+// watch reports afterwards are not.
+func TestRelistMarksSnapshot(t *testing.T) {
+	tr, got := newTestTracker(nil, false)
+	tr.listed("", "5", false)
+	tr.finishInitialList()
+	h := tr.eventHandler()
+	h.OnUpdate(cm("a", "u1", "3"), cm("a", "u1", "4")) // before any relist
+	tr.listed("", "10", true)
+	h.OnUpdate(cm("a", "u1", "4"), cm("a", "u1", "8")) // found by the relist
+	h.OnAdd(cm("b", "u2", "9"), false)                 // found by the relist
+	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/c", Obj: cm("c", "u3", "2")})
+	h.OnUpdate(cm("a", "u1", "8"), cm("a", "u1", "11")) // the watch after it
+	want := []string{
+		"updated ns/a u1@4",
+		"updated ns/a u1@8 snapshot",
+		"added ns/b u2@9 snapshot",
+		"deleted ns/c u3@2 snapshot",
+		"updated ns/a u1@11",
+	}
+	if s := got.summary(); !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
 	}
 }
 

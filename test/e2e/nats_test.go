@@ -305,7 +305,7 @@ func TestNATSKVResume(t *testing.T) {
 		switch {
 		case !ok:
 			t.Errorf("unexpected %s of unchanged %s at %s", m.Action, m.Name, m.ResourceVersion)
-		case m.Action != w.action || m.ResourceVersion != w.rv:
+		case !sameChange(m, w.action, w.rv):
 			t.Errorf("%s: %s at %s, want %s at %s", m.Name, m.Action, m.ResourceVersion, w.action, w.rv)
 		}
 		if !m.Snapshot {
