@@ -48,6 +48,8 @@ type WriterStats struct {
 	Failures uint64 // failed commits
 	Dropped  uint64 // invalid records (empty Resource or Key) that Record discarded
 	Pending  int    // records not committed yet, including those being committed
+	// LastFlush is when the last successful commit ended; zero before it.
+	LastFlush time.Time
 }
 
 type pendingKey struct{ resource, key string }
@@ -127,6 +129,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 		return err
 	}
 	w.stats.Flushes++
+	w.stats.LastFlush = time.Now()
 	w.stats.Records += uint64(len(batch))
 	return nil
 }

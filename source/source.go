@@ -35,11 +35,27 @@ type Options struct {
 	// it is dropped before objects enter the informer cache: it is large,
 	// and consumers rarely want it.
 	KeepManagedFields bool
+	// Observer, when set, is told of relists, watch errors and syncs.
+	Observer Observer
 	// OldObject adds the previous state to Updated deltas. It keeps nothing
 	// extra in memory while the delta waits to be published, beyond the
 	// old object itself.
 	OldObject bool
 }
+
+// Observer is told of events in the life of the informers, for metrics.
+// Its methods must not block.
+type Observer interface {
+	Relisted(Resource)
+	WatchError(Resource)
+	Synced(Resource, bool)
+}
+
+type noObserver struct{}
+
+func (noObserver) Relisted(Resource)     {}
+func (noObserver) WatchError(Resource)   {}
+func (noObserver) Synced(Resource, bool) {}
 
 // Loader reads what was published before for one resource.
 type Loader interface {
@@ -61,6 +77,9 @@ type Source struct {
 
 // New returns a Source. Nothing is contacted until Run.
 func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *slog.Logger) *Source {
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
+	}
 	return &Source{
 		client:  client,
 		opts:    opts,
@@ -114,6 +133,7 @@ func (s *Source) Run(ctx context.Context) error {
 		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
 			"lastResourceVersion", snap.LastResourceVersion)
 		trackers[i] = newTracker(res, snap.Objects, s.handler, s.opts.OldObject, s.log)
+		s.opts.Observer.Synced(res, false)
 	}
 
 	byGVR := map[schema.GroupVersionResource]*tracker{}
@@ -135,6 +155,7 @@ func (s *Source) Run(ctx context.Context) error {
 		listsMu.Unlock()
 		if again {
 			s.relists.Add(1)
+			s.opts.Observer.Relisted(t.res)
 			s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",
 				"resource", t.res.Name(), "namespace", ns, "resourceVersion", rv)
 		}
@@ -195,6 +216,7 @@ func (s *Source) Run(ctx context.Context) error {
 		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
 			return nil // ctx ended before the initial list was in
 		}
+		s.opts.Observer.Synced(t.res, true)
 		gone := t.finishInitialList()
 		s.log.Info("initial list done", "resource", t.res.Name(), "deletedWhileAway", gone)
 	}
@@ -208,6 +230,7 @@ func (s *Source) onWatchError(ctx context.Context, res Resource, ns string, err 
 	if errors.Is(err, context.Canceled) || ctx.Err() != nil {
 		return
 	}
+	s.opts.Observer.WatchError(res)
 	s.log.Warn("list or watch failed; retrying", "resource", res.Name(), "namespace", ns, "err", err)
 }
 

@@ -14,14 +14,21 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/klog/v2"
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
+	"github.com/kubebus/bridge/internal/httpserver"
+	"github.com/kubebus/bridge/internal/leader"
+	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -63,17 +70,99 @@ func run(args []string, environ []string, stderr io.Writer) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
 
-	err = bridge.New(cfg, rc, log).Run(ctx)
+	m := metrics.New()
+	b := bridge.New(cfg, rc, log, bridge.WithMetrics(m))
+	var leading atomic.Bool
+	ready := b.Readiness
+	if cfg.LeaderElection {
+		ready = func() error {
+			if !leading.Load() {
+				return nil // a healthy standby
+			}
+			return b.Readiness()
+		}
+	}
+
+	var wg sync.WaitGroup
+	srvCtx, stopServer := context.WithCancel(context.Background())
+	defer func() { stopServer(); wg.Wait() }()
+	if cfg.MetricsAddr != "" {
+		srv, err := httpserver.New(cfg.MetricsAddr, m.Registry, ready, log)
+		if err != nil {
+			log.Error("invalid configuration", "variable", "BRIDGE_METRICS_ADDR", "err", err)
+			return 2
+		}
+		log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr())
+		wg.Go(func() {
+			if err := srv.Run(srvCtx); err != nil {
+				log.Error("http server failed", "err", err)
+			}
+		})
+	}
+
+	if cfg.LeaderElection {
+		le, err := leaderConfig(cfg)
+		if err != nil {
+			log.Error("invalid configuration", "err", err)
+			return 2
+		}
+		kc, err := kubernetes.NewForConfig(rc)
+		if err != nil {
+			log.Error("kubernetes client", "err", err)
+			return 1
+		}
+		err = leader.Run(ctx, kc, le, log.With("component", "leader"), b.Run, func(l bool) {
+			leading.Store(l)
+			m.Leader(l)
+		})
+		return exitCode(log, err)
+	}
+	m.Leader(true)
+	return exitCode(log, b.Run(ctx))
+}
+
+func exitCode(log *slog.Logger, err error) int {
 	switch {
 	case err == nil:
 		return 0
 	case errors.Is(err, source.ErrUnknownResource) || errors.Is(err, source.ErrBadSelector):
 		log.Error("invalid configuration", "err", err)
 		return 2
+	case errors.Is(err, leader.ErrLostLeadership):
+		log.Error("lost the lease; exiting so that this replica restarts as a standby", "err", err)
+		return 1
 	default:
 		log.Error("bridge failed", "err", err)
 		return 1
 	}
+}
+
+// leaderConfig fills in the Lease's namespace and this replica's identity
+// where the configuration leaves them to the pod.
+func leaderConfig(cfg *config.Config) (leader.Config, error) {
+	lc := leader.Config{
+		Namespace:     cfg.LeaderElectionNamespace,
+		Name:          cfg.LeaderElectionName,
+		Identity:      cfg.LeaderElectionIdentity,
+		LeaseDuration: cfg.LeaseDuration,
+		RenewDeadline: cfg.RenewDeadline,
+		RetryPeriod:   cfg.RetryPeriod,
+	}
+	if lc.Namespace == "" {
+		ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+		if err != nil {
+			return lc, fmt.Errorf("BRIDGE_LEADER_ELECTION_NAMESPACE: not set, and not running in a pod: %w", err)
+		}
+		lc.Namespace = strings.TrimSpace(string(ns))
+	}
+	if lc.Identity == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return lc, fmt.Errorf("BRIDGE_LEADER_ELECTION_IDENTITY: not set, and no host name: %w", err)
+		}
+		lc.Identity = host
+	}
+	return lc, nil
 }
 
 // restConfig uses KUBECONFIG when set; otherwise the in-cluster service

@@ -62,6 +62,7 @@ func run() error {
 		"BRIDGE_CLUSTER_NAME=demo",
 		"BRIDGE_CHECKPOINT=file:" + filepath.Join(cp.Dir(), "bridge-checkpoint.db"),
 		"BRIDGE_LOG_FORMAT=json",
+		"BRIDGE_METRICS_ADDR=127.0.0.1:0",
 	}
 
 	say("starting the bridge: BRIDGE_RESOURCES=configmaps,deploy BRIDGE_NAMESPACES=demo BRIDGE_SINK=stdout")

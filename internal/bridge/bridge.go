@@ -31,6 +31,8 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/internal/leader"
+	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
@@ -41,12 +43,13 @@ import (
 
 // Bridge is one configured bridge.
 type Bridge struct {
-	cfg   *config.Config
-	rest  *rest.Config
-	log   *slog.Logger
-	sink  sink.Sink
-	store checkpoint.Store
-	ready chan struct{}
+	cfg     *config.Config
+	rest    *rest.Config
+	log     *slog.Logger
+	sink    sink.Sink
+	store   checkpoint.Store
+	metrics *metrics.Metrics
+	ready   chan struct{}
 }
 
 // Option changes how New builds a Bridge.
@@ -59,11 +62,17 @@ func WithSink(s sink.Sink) Option { return func(b *Bridge) { b.sink = s } }
 // configuration names.
 func WithStore(s checkpoint.Store) Option { return func(b *Bridge) { b.store = s } }
 
+// WithMetrics records the bridge's metrics in m.
+func WithMetrics(m *metrics.Metrics) Option { return func(b *Bridge) { b.metrics = m } }
+
 // New returns a bridge for cfg that talks to the API server rc points at.
 func New(cfg *config.Config, rc *rest.Config, log *slog.Logger, opts ...Option) *Bridge {
 	b := &Bridge{cfg: cfg, rest: rc, log: log, ready: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
+	}
+	if b.metrics == nil {
+		b.metrics = metrics.New()
 	}
 	return b
 }
@@ -132,7 +141,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 		BatchSize:           b.cfg.BatchSize,
 		MaxPendingPerObject: b.cfg.MaxPendingPerObject,
 		MaxRetryInterval:    b.cfg.RetryMaxInterval,
+		Observer:            b.metrics,
 	}, b.log.With("component", "pipeline"))
+	b.metrics.Watch(metrics.Gauges{
+		PendingDeltas:  func() float64 { return float64(pipe.Stats().Pending) },
+		CheckpointLag:  func() float64 { return float64(writer.Stats().Pending) },
+		LastCheckpoint: func() time.Time { return writer.Stats().LastFlush },
+		SinkUp: func() float64 {
+			if hc, ok := b.sink.(sink.HealthChecker); ok && hc.Health() != nil {
+				return 0
+			}
+			return 1
+		},
+	})
 	src := source.New(dyn, source.Options{
 		Resources:         resources,
 		Namespaces:        b.cfg.Namespaces,
@@ -140,7 +161,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 		FieldSelector:     b.cfg.FieldSelector,
 		KeepManagedFields: b.cfg.KeepManagedFields,
 		OldObject:         b.cfg.OldObject,
-	}, b.store, pipe, b.log.With("component", "source"))
+		Observer:          b.metrics,
+	}, b.store, source.HandlerFunc(func(d source.Delta) {
+		b.metrics.Observed(&d)
+		pipe.OnDelta(d)
+	}), b.log.With("component", "source"))
 
 	if err := src.Check(ctx); err != nil {
 		if errors.Is(err, source.ErrBadSelector) {
@@ -175,13 +200,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	srcErr := src.Run(srcCtx)
 
-	// Soft stop: publish what is queued, up to the deadline.
+	// Soft stop: publish what is queued, up to the deadline; unless the
+	// lease was lost, when another replica is about to publish and this
+	// one must stop at once.
 	start := time.Now()
-	drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
-	drainErr := pipe.Drain(drainCtx)
-	cancel()
-	if drainErr != nil {
-		b.log.Warn("shutdown deadline reached; stopping with deltas unpublished", "err", drainErr)
+	if cause := context.Cause(ctx); errors.Is(cause, leader.ErrLostLeadership) {
+		b.log.Warn("lost the lease: stopping without draining; the new leader publishes what is left", "pending", pipe.Stats().Pending)
+	} else {
+		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
+		drainErr := pipe.Drain(drainCtx)
+		cancel()
+		if drainErr != nil {
+			b.log.Warn("shutdown deadline reached; stopping with deltas unpublished", "err", drainErr)
+		}
 	}
 	// Hard stop.
 	stopPipe()

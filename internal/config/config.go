@@ -59,6 +59,20 @@ type Config struct {
 	// Within Kubernetes' default 30s grace period, leaving time to flush.
 	ShutdownTimeout time.Duration `env:"BRIDGE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long a shutdown waits for messages in flight before it stops anyway"`
 
+	// Prometheus' customary exporter port range starts at 9090.
+	MetricsAddr string `env:"BRIDGE_METRICS_ADDR" envDefault:":9090" help:"address of the HTTP server for /metrics, /healthz and /readyz; empty turns it off"`
+
+	LeaderElection          bool   `env:"BRIDGE_LEADER_ELECTION" envDefault:"false" help:"run only on the replica that holds a Lease; the others stand by"`
+	LeaderElectionNamespace string `env:"BRIDGE_LEADER_ELECTION_NAMESPACE" help:"namespace of the Lease; by default the pod's own namespace"`
+	LeaderElectionName      string `env:"BRIDGE_LEADER_ELECTION_NAME" envDefault:"kubebus-bridge" help:"name of the Lease"`
+	LeaderElectionIdentity  string `env:"BRIDGE_LEADER_ELECTION_IDENTITY" help:"this replica's name in the Lease; by default the host name (the pod's name)"`
+	// client-go's customary timings: a new leader takes over within about
+	// 15s of the old one's last renewal, and the old one stops publishing
+	// 5s before that.
+	LeaseDuration time.Duration `env:"BRIDGE_LEADER_ELECTION_LEASE_DURATION" envDefault:"15s" help:"how long a lease lasts without renewal before another replica may take it"`
+	RenewDeadline time.Duration `env:"BRIDGE_LEADER_ELECTION_RENEW_DEADLINE" envDefault:"10s" help:"how long the leader keeps trying to renew before it stops publishing"`
+	RetryPeriod   time.Duration `env:"BRIDGE_LEADER_ELECTION_RETRY_PERIOD" envDefault:"2s" help:"how often replicas try to acquire or renew the lease"`
+
 	LogLevel  string `env:"BRIDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	LogFormat string `env:"BRIDGE_LOG_FORMAT" envDefault:"json" help:"json or text"`
 
@@ -201,6 +215,15 @@ func (c *Config) problems() []*VarError {
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("BRIDGE_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)
+	}
+	if c.LeaderElection {
+		if c.LeaderElectionName == "" {
+			bad("BRIDGE_LEADER_ELECTION_NAME", "required with BRIDGE_LEADER_ELECTION=true")
+		}
+		if c.RetryPeriod <= 0 || c.RenewDeadline <= c.RetryPeriod || c.LeaseDuration <= c.RenewDeadline {
+			bad("BRIDGE_LEADER_ELECTION_LEASE_DURATION", "the lease duration (%s) must exceed BRIDGE_LEADER_ELECTION_RENEW_DEADLINE (%s), which must exceed BRIDGE_LEADER_ELECTION_RETRY_PERIOD (%s), which must be positive",
+				c.LeaseDuration, c.RenewDeadline, c.RetryPeriod)
+		}
 	}
 	if _, err := c.Level(); err != nil {
 		bad("BRIDGE_LOG_LEVEL", "%q is not a level; use debug, info, warn or error", c.LogLevel)

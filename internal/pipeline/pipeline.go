@@ -45,8 +45,27 @@ type Recorder interface {
 	Record(recs ...checkpoint.Record)
 }
 
+// Observer is told what happens to deltas, for metrics. Its methods are
+// called from worker goroutines and must not block.
+type Observer interface {
+	// Published: the sink accepted d.
+	Published(d *source.Delta)
+	// Failed: publishing d failed; terminal when it is skipped for good.
+	Failed(d *source.Delta, terminal bool)
+	// PublishDuration: one Publish call took this long.
+	PublishDuration(time.Duration)
+}
+
+type noObserver struct{}
+
+func (noObserver) Published(*source.Delta)       {}
+func (noObserver) Failed(*source.Delta, bool)    {}
+func (noObserver) PublishDuration(time.Duration) {}
+
 // Options tune a Pipeline. Zero values take the defaults above.
 type Options struct {
+	// Observer, when set, is told of every outcome.
+	Observer            Observer
 	Workers             int
 	BatchSize           int
 	MaxPendingPerObject int
@@ -119,6 +138,9 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	}
 	if opts.MaxRetryInterval <= 0 {
 		opts.MaxRetryInterval = DefaultMaxRetryInterval
+	}
+	if opts.Observer == nil {
+		opts.Observer = noObserver{}
 	}
 	if opts.NewBackOff == nil {
 		maxInterval := opts.MaxRetryInterval
@@ -347,7 +369,9 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 		for i, it := range items {
 			msgs[i] = it.msg
 		}
+		start := time.Now()
 		errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
+		p.opts.Observer.PublishDuration(time.Since(start))
 
 		var (
 			acked []checkpoint.Record
@@ -364,11 +388,13 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 				retry = append(retry, it)
 			case err == nil:
 				acked = append(acked, record(it.delta))
+				p.opts.Observer.Published(it.delta)
 			case sink.IsTerminal(err):
 				p.skip(it, err)
 			default:
 				failed[it.key] = true
 				retry = append(retry, it)
+				p.opts.Observer.Failed(it.delta, false)
 				if first == nil {
 					first = err
 				}
@@ -399,6 +425,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 
 func (p *Pipeline) skip(it item, err error) {
 	p.skipped.Add(1)
+	p.opts.Observer.Failed(it.delta, true)
 	p.log.Error("skipping delta that cannot be published",
 		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", it.delta.Name,
 		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)

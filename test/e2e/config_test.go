@@ -34,7 +34,7 @@ func TestInvalidConfigExits2(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bridgeBin)
-			cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_CHECKPOINT=none"}, tc.env...)
+			cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_CHECKPOINT=none", "BRIDGE_METRICS_ADDR=127.0.0.1:0"}, tc.env...)
 			cmd.Dir = t.TempDir()
 			var out bytes.Buffer
 			cmd.Stdout, cmd.Stderr = &out, &out

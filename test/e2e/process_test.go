@@ -35,7 +35,7 @@ func startProc(t *testing.T, env []string, out string) *proc {
 	t.Cleanup(func() { f.Close() })
 	p := &proc{ready: make(chan struct{}), done: make(chan struct{})}
 	p.cmd = exec.Command(bridgeBin)
-	p.cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_LOG_FORMAT=json", "PATH=" + os.Getenv("PATH")}, env...)
+	p.cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_LOG_FORMAT=json", "BRIDGE_METRICS_ADDR=127.0.0.1:0", "PATH=" + os.Getenv("PATH")}, env...)
 	p.cmd.Stdout = f
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := p.cmd.StderrPipe()

@@ -1,0 +1,161 @@
+// Package metrics defines the bridge's Prometheus metrics. Every name
+// starts with bridge_. The metrics live in their own registry, served on
+// BRIDGE_METRICS_ADDR at /metrics, never in the global one.
+package metrics
+
+import (
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kubebus/bridge/source"
+)
+
+// Metrics are the bridge's counters, gauges and histograms. Its methods
+// are safe for concurrent use and never block.
+type Metrics struct {
+	Registry *prometheus.Registry
+
+	observed  *prometheus.CounterVec
+	published *prometheus.CounterVec
+	failed    *prometheus.CounterVec
+	latency   prometheus.Histogram
+	relists   *prometheus.CounterVec
+	watchErrs *prometheus.CounterVec
+	synced    *prometheus.GaugeVec
+	leader    prometheus.Gauge
+}
+
+// Gauges read state that other parts of the bridge own, at scrape time.
+type Gauges struct {
+	// PendingDeltas is the number of deltas waiting or in flight.
+	PendingDeltas func() float64
+	// CheckpointLag is the number of published positions not yet
+	// checkpointed.
+	CheckpointLag func() float64
+	// LastCheckpoint is when the checkpoint was last flushed.
+	LastCheckpoint func() time.Time
+	// SinkUp is 1 while the sink can reach its bus, else 0.
+	SinkUp func() float64
+}
+
+// New makes the metrics and registers them, with Go and process metrics,
+// in a new registry.
+func New() *Metrics {
+	m := &Metrics{
+		Registry: prometheus.NewRegistry(),
+		observed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_deltas_observed_total",
+			Help: "Deltas the informers reported, by resource and type.",
+		}, []string{"resource", "type"}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_deltas_published_total",
+			Help: "Deltas the sink acknowledged, by resource and type.",
+		}, []string{"resource", "type"}),
+		failed: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_deltas_failed_total",
+			Help: "Failed attempts to publish a delta, by resource, type and whether the failure was terminal (the delta was skipped) or retried.",
+		}, []string{"resource", "type", "reason"}),
+		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name: "bridge_publish_duration_seconds",
+			Help: "Time from handing a batch to the sink until it returned.",
+			// 1 ms to about 16 s: a healthy bus acknowledges in
+			// milliseconds; the top buckets catch a struggling one.
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 15),
+		}),
+		relists: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_relists_total",
+			Help: "Lists after the first, made because a watch could not resume (for example 410 Gone), by resource.",
+		}, []string{"resource"}),
+		watchErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_watch_errors_total",
+			Help: "Failed lists or watches, by resource.",
+		}, []string{"resource"}),
+		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bridge_informer_synced",
+			Help: "1 once the resource's initial list was delivered, else 0.",
+		}, []string{"resource"}),
+		leader: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "bridge_leader",
+			Help: "1 while this replica holds the lease and publishes, else 0.",
+		}),
+	}
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.leader,
+		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	return m
+}
+
+// Watch registers the gauges that read g at scrape time. Call it once.
+func (m *Metrics) Watch(g Gauges) {
+	m.Registry.MustRegister(
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bridge_pending_deltas",
+			Help: "Deltas waiting to be published or in flight.",
+		}, g.PendingDeltas),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bridge_checkpoint_lag",
+			Help: "Positions the sink acknowledged that are not checkpointed yet.",
+		}, g.CheckpointLag),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bridge_checkpoint_last_flush_timestamp_seconds",
+			Help: "When the checkpoint was last flushed, in seconds since the epoch; 0 before the first flush.",
+		}, func() float64 {
+			t := g.LastCheckpoint()
+			if t.IsZero() {
+				return 0
+			}
+			return float64(t.UnixNano()) / 1e9
+		}),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bridge_sink_up",
+			Help: "1 while the sink can reach its bus, else 0.",
+		}, g.SinkUp),
+	)
+}
+
+// Observed counts a delta the source reported.
+func (m *Metrics) Observed(d *source.Delta) {
+	m.observed.WithLabelValues(d.Resource.Name(), string(d.Type)).Inc()
+}
+
+// Published counts a delta the sink acknowledged.
+func (m *Metrics) Published(d *source.Delta) {
+	m.published.WithLabelValues(d.Resource.Name(), string(d.Type)).Inc()
+}
+
+// Failed counts a failed attempt to publish d.
+func (m *Metrics) Failed(d *source.Delta, terminal bool) {
+	reason := "retried"
+	if terminal {
+		reason = "terminal"
+	}
+	m.failed.WithLabelValues(d.Resource.Name(), string(d.Type), reason).Inc()
+}
+
+// PublishDuration records how long one Publish call took.
+func (m *Metrics) PublishDuration(d time.Duration) { m.latency.Observe(d.Seconds()) }
+
+// Relisted counts a relist of res.
+func (m *Metrics) Relisted(res source.Resource) { m.relists.WithLabelValues(res.Name()).Inc() }
+
+// WatchError counts a failed list or watch of res.
+func (m *Metrics) WatchError(res source.Resource) { m.watchErrs.WithLabelValues(res.Name()).Inc() }
+
+// Synced records whether res delivered its initial list.
+func (m *Metrics) Synced(res source.Resource, synced bool) {
+	v := 0.0
+	if synced {
+		v = 1
+	}
+	m.synced.WithLabelValues(res.Name()).Set(v)
+}
+
+// Leader records whether this replica leads.
+func (m *Metrics) Leader(leading bool) {
+	v := 0.0
+	if leading {
+		v = 1
+	}
+	m.leader.Set(v)
+}
