@@ -39,6 +39,8 @@ type Writer struct {
 	inFlight int    // records taken by a flush that has not finished yet
 	stats    WriterStats
 	dropErr  error // why the last dropped record was invalid
+	// lastFlush is when the last successful commit ended.
+	lastFlush time.Time
 }
 
 // WriterStats are cumulative counters of a Writer.
@@ -48,8 +50,6 @@ type WriterStats struct {
 	Failures uint64 // failed commits
 	Dropped  uint64 // invalid records (empty Resource or Key) that Record discarded
 	Pending  int    // records not committed yet, including those being committed
-	// LastFlush is when the last successful commit ended; zero before it.
-	LastFlush time.Time
 }
 
 type pendingKey struct{ resource, key string }
@@ -129,7 +129,7 @@ func (w *Writer) Flush(ctx context.Context) error {
 		return err
 	}
 	w.stats.Flushes++
-	w.stats.LastFlush = time.Now()
+	w.lastFlush = time.Now()
 	w.stats.Records += uint64(len(batch))
 	return nil
 }
@@ -195,6 +195,14 @@ func (w *Writer) logDropped(seen uint64) uint64 {
 		w.logger.Warn("checkpoint: dropped invalid records", "count", n-seen, "last_err", err)
 	}
 	return n
+}
+
+// LastFlush is when the last successful commit ended; zero before the
+// first.
+func (w *Writer) LastFlush() time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.lastFlush
 }
 
 // Stats returns the Writer's counters. While a flush is in progress, a key

@@ -120,6 +120,10 @@ func (t *tracker) onAdd(obj any, initial bool) {
 			switch {
 			case pos.UID == string(d.UID) && pos.ResourceVersion == d.ResourceVersion:
 				return // published before, unchanged since
+			case pos.UID == string(d.UID) && pos.ResourceVersion == "":
+				// An intent: the object may or may not have been
+				// published; publish it as created.
+				d.Snapshot = true
 			case pos.UID == string(d.UID):
 				d.Type, d.Snapshot = Updated, true
 			default:

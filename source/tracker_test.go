@@ -183,3 +183,19 @@ func TestDropManagedFields(t *testing.T) {
 }
 
 func typesUID(s string) types.UID { return types.UID(s) }
+
+// An intent (a uid without a resourceVersion) means the object may have
+// been published: listed, it is published as created; missing, as deleted.
+func TestIntentsInTheCheckpoint(t *testing.T) {
+	tr, got := newTestTracker(map[string]checkpoint.Position{
+		"ns/listed":  {UID: "u1"},
+		"ns/missing": {UID: "u2"},
+	}, false)
+	tr.eventHandler().OnAdd(cm("listed", "u1", "5"), true)
+	tr.listed("", "9", false)
+	tr.finishInitialList()
+	want := []string{"added ns/listed u1@5 snapshot", "deleted ns/missing u2@9 snapshot"}
+	if s := got.summary(); !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
+}

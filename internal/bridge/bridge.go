@@ -146,7 +146,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	b.metrics.Watch(metrics.Gauges{
 		PendingDeltas:  func() float64 { return float64(pipe.Stats().Pending) },
 		CheckpointLag:  func() float64 { return float64(writer.Stats().Pending) },
-		LastCheckpoint: func() time.Time { return writer.Stats().LastFlush },
+		LastCheckpoint: writer.LastFlush,
 		SinkUp: func() float64 {
 			if hc, ok := b.sink.(sink.HealthChecker); ok && hc.Health() != nil {
 				return 0
@@ -193,8 +193,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return
 		}
 		if pipe.Drain(srcCtx) == nil {
-			b.log.Info("ready: initial state published")
 			close(b.ready)
+			b.log.Info("ready: initial state published")
 		}
 	}()
 

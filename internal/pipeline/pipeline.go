@@ -39,6 +39,14 @@ type Encoder interface {
 	Encode(d *source.Delta) (*sink.Message, error)
 }
 
+// Flusher is implemented by recorders that can make what they were given
+// durable on demand, like checkpoint.Writer. With one, the pipeline records
+// an intent for every created object, durably, before publishing it: see
+// publish.
+type Flusher interface {
+	Flush(ctx context.Context) error
+}
+
 // Recorder takes acknowledged deltas for the checkpoint. Record must not
 // block on I/O.
 type Recorder interface {
@@ -364,6 +372,10 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 	if len(items) == 0 {
 		return
 	}
+	if !p.recordIntents(ctx, items) {
+		p.abandoned.Add(int64(len(items)))
+		return
+	}
 	op := func() error {
 		msgs := make([]*sink.Message, len(items))
 		for i, it := range items {
@@ -421,6 +433,41 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 		// Only the end of ctx stops the retries: what is left is abandoned.
 		p.abandoned.Add(int64(len(items)))
 	}
+}
+
+// recordIntents makes the checkpoint know of every object the batch
+// creates before the batch is published. A position is recorded only
+// after the sink acknowledged it, and checkpoints are flushed on an
+// interval; without intents, an object published and then deleted around
+// a crash would be in the stream but not in the checkpoint, and the
+// restart diff could not tell consumers it is gone. An intent is a
+// position with the object's uid and no resourceVersion: on restart, an
+// object listed with an intent is published again as added, and one
+// missing from the list is published as deleted. It returns false when ctx
+// ended before the intents were durable.
+func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
+	f, ok := p.rec.(Flusher)
+	if !ok {
+		return true
+	}
+	var intents []checkpoint.Record
+	for _, it := range items {
+		if it.delta.Type == source.Added {
+			intents = append(intents, checkpoint.Record{
+				Resource: it.delta.Resource.Name(),
+				Key:      it.delta.Key(),
+				Position: checkpoint.Position{UID: string(it.delta.UID)},
+			})
+		}
+	}
+	if len(intents) == 0 {
+		return true
+	}
+	p.rec.Record(intents...)
+	notify := func(err error, wait time.Duration) {
+		p.log.Warn("checkpoint flush before publishing new objects failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
+	}
+	return backoff.RetryNotify(func() error { return f.Flush(ctx) }, backoff.WithContext(p.opts.NewBackOff(), ctx), notify) == nil
 }
 
 func (p *Pipeline) skip(it item, err error) {

@@ -1,0 +1,103 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+)
+
+// flushingRecorder keeps what was flushed, in order, apart from what is
+// only recorded.
+type flushingRecorder struct {
+	mu      sync.Mutex
+	pending []checkpoint.Record
+	durable []checkpoint.Record
+}
+
+func (r *flushingRecorder) Record(recs ...checkpoint.Record) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.pending = append(r.pending, recs...)
+}
+
+func (r *flushingRecorder) Flush(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.durable = append(r.durable, r.pending...)
+	r.pending = nil
+	return nil
+}
+
+func (r *flushingRecorder) isDurable(key, uid string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, rec := range r.durable {
+		if rec.Key == key && rec.UID == uid {
+			return true
+		}
+	}
+	return false
+}
+
+// checkingSink fails the test if an added object is published before the
+// checkpoint durably knows of it.
+type checkingSink struct {
+	t   *testing.T
+	rec *flushingRecorder
+	mu  sync.Mutex
+	n   int
+}
+
+func (s *checkingSink) Publish(_ context.Context, msgs []*sink.Message) error {
+	for _, m := range msgs {
+		if m.Action == "added" && !s.rec.isDurable(m.Subject, m.UID) {
+			s.t.Errorf("%s published before its intent was durable", m.Subject)
+		}
+	}
+	s.mu.Lock()
+	s.n += len(msgs)
+	s.mu.Unlock()
+	return nil
+}
+
+func (s *checkingSink) Close() error { return nil }
+
+// Before an object's creation is published, the checkpoint durably holds
+// an intent for it (its uid, no resourceVersion); updates need none.
+func TestIntentsBeforeCreates(t *testing.T) {
+	rec := &flushingRecorder{}
+	s := &checkingSink{t: t, rec: rec}
+	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
+		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	}), rec, Options{}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	p.OnDelta(mkDelta(source.Added, "a", "ua", 1))
+	p.OnDelta(mkDelta(source.Added, "b", "ub", 2))
+	p.OnDelta(mkDelta(source.Updated, "a", "ua", 3))
+	dctx, dcancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer dcancel()
+	if err := p.Drain(dctx); err != nil {
+		t.Fatal(err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	intents := 0
+	for _, r := range rec.durable {
+		if r.ResourceVersion == "" {
+			intents++
+		}
+	}
+	if intents != 2 {
+		t.Errorf("%d intents made durable, want 2 (one per created object): %+v", intents, rec.durable)
+	}
+}
