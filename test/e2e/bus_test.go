@@ -1,8 +1,16 @@
 package e2e
 
 import (
+	"errors"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
@@ -40,7 +48,10 @@ func forEachBus(t *testing.T, f func(t *testing.T, b bus)) {
 	}
 }
 
-type natsBus struct{ srv *natstest.Server }
+type natsBus struct {
+	srv *natstest.Server
+	nc  *nats.Conn // the reader's connection, made on first read
+}
 
 func newNATSBus(t *testing.T) *natsBus { return &natsBus{srv: natstest.Start(t, natstest.Options{})} }
 
@@ -52,7 +63,11 @@ func (b *natsBus) env(ns string) map[string]string {
 
 func (b *natsBus) read(t *testing.T, ns string) []*sink.Message {
 	var out []*sink.Message
-	for _, e := range natsRead(t, b.srv.Conn(t), "KUBE", natsSubjects(ns), 0) {
+	cfg := jetstream.ConsumerConfig{FilterSubject: natsSubjects(ns), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
+	if b.nc == nil {
+		b.nc = b.srv.Conn(t)
+	}
+	for _, e := range natsFetch(t, b.nc, "KUBE", cfg, false) {
 		out = append(out, e.msg)
 	}
 	return out
@@ -62,8 +77,12 @@ func (b *natsBus) stop(t *testing.T)  { b.srv.Shutdown() }
 func (b *natsBus) start(t *testing.T) { b.srv.Start() }
 
 type kafkaBus struct {
-	c    *kafkatest.Cluster
-	down bool
+	c *kafkatest.Cluster
+	// down is true during an outage; refused counts the requests the
+	// cluster turned away meanwhile.
+	down    atomic.Bool
+	refused atomic.Int64
+	control sync.Once
 }
 
 func newKafkaBus(t *testing.T) *kafkaBus { return &kafkaBus{c: kafkatest.Start(t)} }
@@ -89,7 +108,27 @@ func (b *kafkaBus) read(t *testing.T, ns string) []*sink.Message {
 	return out
 }
 
-// stop and start are filled in by the outage scenario: kfake keeps no data
-// across a restart, so an outage is made by refusing requests.
-func (b *kafkaBus) stop(t *testing.T)  { t.Fatal("kafka bus: stop not implemented yet") }
-func (b *kafkaBus) start(t *testing.T) { t.Fatal("kafka bus: start not implemented yet") }
+// errBrokerDown is what the cluster answers every request with during an
+// outage: kfake then closes the client's connection.
+var errBrokerDown = errors.New("kafka bus: outage")
+
+// stop makes every broker drop each connection a request arrives on, as a
+// cluster that went away does: produce, metadata, ApiVersions and the rest
+// all fail, so writes fail and health checks report it. kfake keeps no
+// data across a restart, so the outage refuses requests instead of closing
+// the cluster; start lets them through again, to what was stored before.
+func (b *kafkaBus) stop(t *testing.T) {
+	b.control.Do(func() {
+		b.c.Control(func(kmsg.Request) (kmsg.Response, error, bool) {
+			if !b.down.Load() {
+				return nil, nil, false // served as usual
+			}
+			b.c.KeepControl()
+			b.refused.Add(1)
+			return nil, errBrokerDown, true
+		})
+	})
+	b.down.Store(true)
+}
+
+func (b *kafkaBus) start(t *testing.T) { b.down.Store(false) }

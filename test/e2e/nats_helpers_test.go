@@ -47,6 +47,14 @@ type natsEvent struct {
 // checks that none is left pending.
 func natsConsume(t *testing.T, nc *nats.Conn, stream string, cfg jetstream.ConsumerConfig) []natsEvent {
 	t.Helper()
+	return natsFetch(t, nc, stream, cfg, true)
+}
+
+// natsFetch reads what the consumer has pending when it is made. With
+// strict, nothing may be pending afterwards; without, the stream may be
+// growing meanwhile. A consumer without a durable name is deleted after.
+func natsFetch(t *testing.T, nc *nats.Conn, stream string, cfg jetstream.ConsumerConfig, strict bool) []natsEvent {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	js, err := jetstream.New(nc)
@@ -56,6 +64,9 @@ func natsConsume(t *testing.T, nc *nats.Conn, stream string, cfg jetstream.Consu
 	cons, err := js.CreateOrUpdateConsumer(ctx, stream, cfg)
 	if err != nil {
 		t.Fatalf("consumer on %s: %v", stream, err)
+	}
+	if cfg.Durable == "" {
+		defer js.DeleteConsumer(context.WithoutCancel(ctx), stream, cons.CachedInfo().Name)
 	}
 	want := cons.CachedInfo().NumPending
 	var out []natsEvent
@@ -85,6 +96,9 @@ func natsConsume(t *testing.T, nc *nats.Conn, stream string, cfg jetstream.Consu
 		if batch.Error() != nil || got == 0 {
 			t.Fatalf("fetch after %d of %d messages: got %d, %v", len(out), want, got, batch.Error())
 		}
+	}
+	if !strict {
+		return out
 	}
 	info, err := cons.Info(ctx)
 	if err != nil {

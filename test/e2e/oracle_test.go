@@ -28,12 +28,18 @@ func oracle(t *testing.T, ns string, msgs []*sink.Message) verdict {
 	v := verdict{events: len(msgs)}
 	view := map[string]string{}
 	last := map[string]string{} // key -> newest resourceVersion seen
+	history := map[string][]string{}
 	ids := map[string]bool{}
 	for _, m := range msgs {
 		if ids[m.ID] {
 			v.duplicates++
 		}
 		ids[m.ID] = true
+		h := fmt.Sprintf("%s@%s/%.6s", m.Action, m.ResourceVersion, m.UID)
+		if m.Snapshot {
+			h += "(s)"
+		}
+		history[m.Key()] = append(history[m.Key()], h)
 		if prev, ok := last[m.Key()]; ok && rvLess(m.ResourceVersion, prev) {
 			v.backwards = append(v.backwards, fmt.Sprintf("%s: %s %s after %s", m.Key(), m.Action, m.ResourceVersion, prev))
 		} else {
@@ -65,6 +71,12 @@ func oracle(t *testing.T, ns string, msgs []*sink.Message) verdict {
 	for key := range view {
 		if !live[key] {
 			diffs = append(diffs, key+" in the view but deleted in the API server")
+		}
+	}
+	for i, d := range diffs {
+		key, _, _ := strings.Cut(d, " ")
+		if hist := history[key]; len(hist) > 0 {
+			diffs[i] += fmt.Sprintf(" (stream: %s)", strings.Join(hist[max(0, len(hist)-4):], " "))
 		}
 	}
 	if len(diffs) > 5 {

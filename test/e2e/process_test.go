@@ -17,23 +17,31 @@ import (
 // proc is the bridge binary running as a child process, its events going
 // to a file.
 type proc struct {
-	cmd   *exec.Cmd
-	ready chan struct{}
-	done  chan struct{}
-	mu    sync.Mutex
-	logs  bytes.Buffer
+	cmd         *exec.Cmd
+	readyPrefix string
+	ready       chan struct{}
+	done        chan struct{}
+	mu          sync.Mutex
+	logs        bytes.Buffer
 }
 
 // startProc runs the bridge with env (plus KUBECONFIG) writing events to
 // out, and waits until it logs that it is ready.
 func startProc(t *testing.T, env []string, out string) *proc {
 	t.Helper()
+	return startProcUntil(t, env, out, "ready")
+}
+
+// startProcUntil is startProc, waiting for a log message that starts with
+// prefix instead.
+func startProcUntil(t *testing.T, env []string, out, prefix string) *proc {
+	t.Helper()
 	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { f.Close() })
-	p := &proc{ready: make(chan struct{}), done: make(chan struct{})}
+	p := &proc{ready: make(chan struct{}), done: make(chan struct{}), readyPrefix: prefix}
 	p.cmd = exec.Command(bridgeBin)
 	p.cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_LOG_FORMAT=json", "BRIDGE_METRICS_ADDR=127.0.0.1:0", "PATH=" + os.Getenv("PATH")}, env...)
 	p.cmd.Stdout = f
@@ -77,7 +85,7 @@ func (p *proc) watchLogs(r io.Reader) {
 		p.logs.WriteByte('\n')
 		p.mu.Unlock()
 		var rec struct{ Msg string }
-		if !isReady && json.Unmarshal(line, &rec) == nil && strings.HasPrefix(rec.Msg, "ready") {
+		if !isReady && json.Unmarshal(line, &rec) == nil && strings.HasPrefix(rec.Msg, p.readyPrefix) {
 			isReady = true
 			close(p.ready)
 		}
