@@ -5,15 +5,26 @@ GO          ?= go
 BIN         := $(CURDIR)/.bin
 K8S_VERSION := v1.37.1
 STATICCHECK := honnef.co/go/tools/cmd/staticcheck@v0.8.2
+HELM_VERSION := v3.22.0
+HELM        := $(BIN)/helm
+# helm renders for Kubernetes 1.20 unless told otherwise.
+KUBE_VERSION := $(K8S_VERSION:v%=%)
+IMAGE       ?= ghcr.io/kubebus/bridge:dev
 # Tests and the demo find kube-apiserver and etcd here.
 export BRIDGE_TEST_BIN_DIR := $(BIN)
 
-.PHONY: all build controlplane test unit e2e demo lint clean
+.PHONY: all build image controlplane helm chart-lint test unit e2e demo lint clean
 
 all: build
 
+# A static binary, built exactly as the Dockerfile builds it.
 build:
-	$(GO) build -o $(BIN)/bridge ./cmd/bridge
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/bridge ./cmd/bridge
+
+# The container image (needs Docker): the static binary on distroless, as
+# a non-root user.
+image:
+	docker build -t $(IMAGE) .
 
 # kube-apiserver and etcd, for tests and the demo. A cold build takes a few
 # minutes; afterwards the binaries are reused until the tools module changes.
@@ -25,9 +36,30 @@ $(BIN)/kube-apiserver: test/tools/go.mod test/tools/go.sum
 $(BIN)/etcd: test/tools/go.mod test/tools/go.sum
 	cd test/tools && $(GO) build -o $@ go.etcd.io/etcd/server/v3
 
+# helm, for the chart's lint and tests, built from the module proxy (a few
+# minutes cold). The version stamp makes a new HELM_VERSION rebuild it.
+helm: $(HELM)
+
+$(HELM): $(BIN)/.helm-$(HELM_VERSION)
+	GOBIN=$(BIN) $(GO) install helm.sh/helm/v3/cmd/helm@$(HELM_VERSION)
+	@touch $@
+
+$(BIN)/.helm-$(HELM_VERSION):
+	@mkdir -p $(BIN)
+	@rm -f $(BIN)/.helm-*
+	@touch $@
+
+chart-lint: $(HELM)
+	$(HELM) lint --strict --kube-version $(KUBE_VERSION) charts/bridge
+	@for f in charts/bridge/ci/*-values.yaml; do \
+		echo "$(HELM) lint --strict --kube-version $(KUBE_VERSION) charts/bridge -f $$f"; \
+		$(HELM) lint --strict --kube-version $(KUBE_VERSION) --quiet charts/bridge -f $$f || exit 1; \
+	done
+
 # Unit tests with the race detector, then end-to-end tests against a real
-# kube-apiserver and etcd started on loopback.
-test: controlplane
+# kube-apiserver and etcd started on loopback, and the chart's tests (with
+# helm, and against a kube-apiserver too).
+test: controlplane helm
 	$(GO) test -race -count=1 ./...
 
 unit:
@@ -41,7 +73,7 @@ e2e: controlplane
 demo: build controlplane
 	$(GO) run ./examples/demo
 
-lint:
+lint: chart-lint
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi

@@ -1,0 +1,173 @@
+{{/*
+The bridge's environment. A value that is "" or null leaves its variable
+unset, so the bridge's default applies; booleans are always set.
+*/}}
+
+{{/* bridge.env (list NAME value): one variable with a literal value. */}}
+{{- define "bridge.env" -}}
+{{- $v := index . 1 }}
+{{- if and (not (kindIs "invalid" $v)) (ne (toString $v) "") }}
+- name: {{ index . 0 }}
+  value: {{ toString $v | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+bridge.envInt (list NAME value): an integer. Numbers from values files may
+arrive as floats, which toString would print as 1.048576e+06.
+*/}}
+{{- define "bridge.envInt" -}}
+{{- $v := index . 1 }}
+{{- if not (kindIs "invalid" $v) }}
+- name: {{ index . 0 }}
+  value: {{ int64 $v | toString | quote }}
+{{- end }}
+{{- end }}
+
+{{/* bridge.envSecret (list NAME secret key): a variable from a Secret key. */}}
+{{- define "bridge.envSecret" -}}
+{{- if index . 2 }}
+- name: {{ index . 0 }}
+  valueFrom:
+    secretKeyRef:
+      name: {{ index . 1 | quote }}
+      key: {{ index . 2 | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
+{secret, key, path, env}. path is relative to bridge.credentialsDir.
+*/}}
+{{- define "bridge.credentialFiles" -}}
+{{- $v := .Values }}
+{{- $files := list }}
+{{- if include "bridge.usesNATS" . }}
+{{- $tlsSecret := default $v.existingSecret $v.nats.tls.existingSecret }}
+{{- range $f := list
+    (list $v.existingSecret $v.nats.credsKey "nats.creds" "BRIDGE_NATS_CREDS_FILE")
+    (list $v.existingSecret $v.nats.nkeySeedKey "nats.nk" "BRIDGE_NATS_NKEY_SEED_FILE")
+    (list $tlsSecret $v.nats.tls.caKey "nats-ca.pem" "BRIDGE_NATS_TLS_CA_FILE")
+    (list $tlsSecret $v.nats.tls.certKey "nats-cert.pem" "BRIDGE_NATS_TLS_CERT_FILE")
+    (list $tlsSecret $v.nats.tls.keyKey "nats-key.pem" "BRIDGE_NATS_TLS_KEY_FILE") }}
+{{- if index $f 1 }}
+{{- $files = append $files (dict "secret" (index $f 0) "key" (index $f 1) "path" (index $f 2) "env" (index $f 3)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- if include "bridge.usesKafka" . }}
+{{- $tlsSecret := default $v.existingSecret $v.kafka.tls.existingSecret }}
+{{- range $f := list
+    (list $tlsSecret $v.kafka.tls.caKey "kafka-ca.pem" "BRIDGE_KAFKA_TLS_CA_FILE")
+    (list $tlsSecret $v.kafka.tls.certKey "kafka-cert.pem" "BRIDGE_KAFKA_TLS_CERT_FILE")
+    (list $tlsSecret $v.kafka.tls.keyKey "kafka-key.pem" "BRIDGE_KAFKA_TLS_KEY_FILE") }}
+{{- if index $f 1 }}
+{{- $files = append $files (dict "secret" (index $f 0) "key" (index $f 1) "path" (index $f 2) "env" (index $f 3)) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- toJson $files }}
+{{- end }}
+
+{{- define "bridge.containerEnv" -}}
+{{- $v := .Values }}
+{{- $w := $v.watch }}
+{{- include "bridge.env" (list "BRIDGE_RESOURCES" (concat $w.resources $w.clusterResources | join ",")) }}
+{{- include "bridge.env" (list "BRIDGE_NAMESPACES" (join "," $w.namespaces)) }}
+{{- include "bridge.env" (list "BRIDGE_LABEL_SELECTOR" $w.labelSelector) }}
+{{- include "bridge.env" (list "BRIDGE_FIELD_SELECTOR" $w.fieldSelector) }}
+{{- include "bridge.env" (list "BRIDGE_CLUSTER_NAME" $v.clusterName) }}
+{{- include "bridge.env" (list "BRIDGE_SINK" $v.sink) }}
+{{- include "bridge.env" (list "BRIDGE_CHECKPOINT" (include "bridge.checkpoint" .)) }}
+{{- include "bridge.env" (list "BRIDGE_CHECKPOINT_INTERVAL" $v.checkpoint.interval) }}
+{{- include "bridge.env" (list "BRIDGE_KEEP_MANAGED_FIELDS" $v.keepManagedFields) }}
+{{- include "bridge.env" (list "BRIDGE_OLD_OBJECT" $v.oldObject) }}
+{{- include "bridge.envInt" (list "BRIDGE_WORKERS" $v.pipeline.workers) }}
+{{- include "bridge.envInt" (list "BRIDGE_BATCH_SIZE" $v.pipeline.batchSize) }}
+{{- include "bridge.envInt" (list "BRIDGE_MAX_PENDING_PER_OBJECT" $v.pipeline.maxPendingPerObject) }}
+{{- include "bridge.env" (list "BRIDGE_RETRY_MAX_INTERVAL" $v.pipeline.retryMaxInterval) }}
+{{- include "bridge.env" (list "BRIDGE_SHUTDOWN_TIMEOUT" $v.pipeline.shutdownTimeout) }}
+{{- include "bridge.env" (list "BRIDGE_LOG_LEVEL" $v.log.level) }}
+{{- include "bridge.env" (list "BRIDGE_LOG_FORMAT" $v.log.format) }}
+{{- include "bridge.env" (list "BRIDGE_METRICS_ADDR" (printf ":%d" (int $v.metrics.port))) }}
+{{- if include "bridge.leaderElection" . }}
+- name: BRIDGE_LEADER_ELECTION
+  value: "true"
+- name: BRIDGE_LEADER_ELECTION_NAMESPACE
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.namespace
+- name: BRIDGE_LEADER_ELECTION_NAME
+  value: {{ include "bridge.fullname" . | quote }}
+- name: BRIDGE_LEADER_ELECTION_IDENTITY
+  valueFrom:
+    fieldRef:
+      fieldPath: metadata.name
+{{- include "bridge.env" (list "BRIDGE_LEADER_ELECTION_LEASE_DURATION" $v.leaderElection.leaseDuration) }}
+{{- include "bridge.env" (list "BRIDGE_LEADER_ELECTION_RENEW_DEADLINE" $v.leaderElection.renewDeadline) }}
+{{- include "bridge.env" (list "BRIDGE_LEADER_ELECTION_RETRY_PERIOD" $v.leaderElection.retryPeriod) }}
+{{- else }}
+- name: BRIDGE_LEADER_ELECTION
+  value: "false"
+{{- end }}
+{{- if include "bridge.usesNATS" . }}
+{{- $n := $v.nats }}
+{{- include "bridge.env" (list "BRIDGE_NATS_URL" (join "," $n.urls)) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_USER" $n.user) }}
+{{- include "bridge.envSecret" (list "BRIDGE_NATS_PASSWORD" $v.existingSecret $n.passwordKey) }}
+{{- include "bridge.envSecret" (list "BRIDGE_NATS_TOKEN" $v.existingSecret $n.tokenKey) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_MODE" $n.mode) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_SUBJECT_PREFIX" $n.subjectPrefix) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_SUBJECT" $n.subject) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_CE_MODE" $n.ceMode) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_STREAM" $n.stream) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_CREATE_STREAM" $n.createStream) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_STREAM_MAX_AGE" $n.streamMaxAge) }}
+{{- include "bridge.envInt" (list "BRIDGE_NATS_STREAM_REPLICAS" $n.streamReplicas) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_DUPLICATE_WINDOW" $n.duplicateWindow) }}
+{{- include "bridge.envInt" (list "BRIDGE_NATS_MAX_IN_FLIGHT" $n.maxInFlight) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_ACK_TIMEOUT" $n.ackTimeout) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_RECONNECT_MAX_WAIT" $n.reconnectMaxWait) }}
+{{- end }}
+{{- if include "bridge.usesKafka" . }}
+{{- $k := $v.kafka }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_BROKERS" (join "," $k.brokers)) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_CLIENT_ID" $k.clientId) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_TOPIC_PREFIX" $k.topicPrefix) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_TOPIC" $k.topic) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_CREATE_TOPICS" $k.createTopics) }}
+{{- include "bridge.envInt" (list "BRIDGE_KAFKA_PARTITIONS" $k.partitions) }}
+{{- include "bridge.envInt" (list "BRIDGE_KAFKA_REPLICATION_FACTOR" $k.replicationFactor) }}
+{{- $configs := list }}
+{{- range $name := keys $k.topicConfigs | sortAlpha }}
+{{- $value := get $k.topicConfigs $name }}
+{{- /* YAML numbers arrive as floats: 604800000 would print as 6.048e+08. */}}
+{{- if and (kindIs "float64" $value) (eq (float64 (int64 $value)) $value) }}
+{{- $value = int64 $value }}
+{{- end }}
+{{- $configs = append $configs (printf "%s=%v" $name $value) }}
+{{- end }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_TOPIC_CONFIGS" (join "," $configs)) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_CE_MODE" $k.ceMode) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_TOMBSTONES" $k.tombstones) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_REQUIRED_ACKS" $k.requiredAcks) }}
+{{- include "bridge.envInt" (list "BRIDGE_KAFKA_BATCH_SIZE" $k.batchSize) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_BATCH_TIMEOUT" $k.batchTimeout) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_COMPRESSION" $k.compression) }}
+{{- include "bridge.envInt" (list "BRIDGE_KAFKA_MAX_MESSAGE_BYTES" $k.maxMessageBytes) }}
+{{- $tls := $k.tls }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_TLS" (not (not (or $tls.enabled $tls.caKey $tls.certKey $tls.keyKey $tls.serverName)))) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_TLS_SERVER_NAME" $k.tls.serverName) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_SASL_MECHANISM" $k.sasl.mechanism) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_SASL_USERNAME" $k.sasl.username) }}
+{{- include "bridge.envSecret" (list "BRIDGE_KAFKA_SASL_USERNAME" $v.existingSecret $k.sasl.usernameKey) }}
+{{- include "bridge.envSecret" (list "BRIDGE_KAFKA_SASL_PASSWORD" $v.existingSecret $k.sasl.passwordKey) }}
+{{- end }}
+{{- range $f := include "bridge.credentialFiles" . | fromJsonArray }}
+- name: {{ $f.env }}
+  value: {{ printf "%s/%s" (include "bridge.credentialsDir" $) $f.path | quote }}
+{{- end }}
+{{- with $v.extraEnv }}
+{{ toYaml . }}
+{{- end }}
+{{- end }}

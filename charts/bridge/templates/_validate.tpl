@@ -1,0 +1,112 @@
+{{/*
+bridge.validate fails the render with every problem the values have that
+values.schema.json cannot see, each naming the value at fault.
+*/}}
+{{- define "bridge.validate" -}}
+{{- $v := .Values }}
+{{- $w := $v.watch }}
+{{- $errs := list }}
+
+{{- $all := concat $w.resources $w.clusterResources }}
+{{- if not $all }}
+{{- $errs = append $errs "watch.resources or watch.clusterResources must name at least one resource" }}
+{{- end }}
+{{- if ne (len $all) (len (uniq $all)) }}
+{{- $errs = append $errs (printf "watch: a resource is listed twice in %s" (toJson $all)) }}
+{{- end }}
+
+{{- /* Built-in resources must be listed under the key of their scope. */}}
+{{- $builtin := .Files.Get "files/builtin-resources.yaml" | fromYaml }}
+{{- range $key, $names := dict "resources" $w.resources "clusterResources" $w.clusterResources }}
+{{- range $name := $names }}
+{{- $parts := splitn "." 2 $name }}
+{{- $plural := $parts._0 }}
+{{- $group := default "" $parts._1 }}
+{{- if hasKey $builtin $group }}
+{{- $g := get $builtin $group }}
+{{- $namespaced := has $plural (default (list) $g.namespaced) }}
+{{- $cluster := has $plural (default (list) $g.cluster) }}
+{{- if and $namespaced (eq $key "clusterResources") }}
+{{- $errs = append $errs (printf "watch.clusterResources: %s is namespaced; list it under watch.resources" $name) }}
+{{- else if and $cluster (eq $key "resources") }}
+{{- $errs = append $errs (printf "watch.resources: %s is cluster-scoped; list it under watch.clusterResources" $name) }}
+{{- else if and (not $namespaced) (not $cluster) (eq $group "") }}
+{{- $errs = append $errs (printf "watch.%s: %q is not a core resource that can be watched; name resources <plural>.<group>, like deployments.apps (short names, kinds and versions are not accepted)" $key $name) }}
+{{- end }}
+{{- end }}
+{{- end }}
+{{- end }}
+
+{{- if gt (int $v.replicaCount) 1 }}
+{{- if eq $v.checkpoint.type "file" }}
+{{- $errs = append $errs (printf "checkpoint.type=file cannot be used with replicaCount=%d: only one pod can use the checkpoint file (a bbolt file on a ReadWriteOnce volume). Use checkpoint.type=nats-kv or kafka, or replicaCount=1" (int $v.replicaCount)) }}
+{{- end }}
+{{- if eq (toString $v.leaderElection.enabled) "false" }}
+{{- $errs = append $errs (printf "leaderElection.enabled=false cannot be used with replicaCount=%d: every replica would publish every change and move the same checkpoint. Leave leaderElection.enabled unset (on with more than one replica) or set replicaCount=1" (int $v.replicaCount)) }}
+{{- end }}
+{{- end }}
+
+{{- if and (include "bridge.usesNATS" .) (not $v.nats.urls) }}
+{{- $errs = append $errs (printf "nats.urls is required with sink=%s and checkpoint.type=%s" $v.sink $v.checkpoint.type) }}
+{{- end }}
+{{- if and (include "bridge.usesKafka" .) (not $v.kafka.brokers) }}
+{{- $errs = append $errs (printf "kafka.brokers is required with sink=%s and checkpoint.type=%s" $v.sink $v.checkpoint.type) }}
+{{- end }}
+
+{{- /* Credentials come from existing Secrets only. */}}
+{{- $secretKeys := list }}
+{{- $tlsKeys := list }}
+{{- if include "bridge.usesNATS" . }}
+{{- $n := $v.nats }}
+{{- $secretKeys = concat $secretKeys (list (list "nats.passwordKey" $n.passwordKey) (list "nats.tokenKey" $n.tokenKey) (list "nats.credsKey" $n.credsKey) (list "nats.nkeySeedKey" $n.nkeySeedKey)) }}
+{{- $tlsKeys = concat $tlsKeys (list (list "nats.tls" $n.tls)) }}
+{{- if and $n.passwordKey (not $n.user) }}
+{{- $errs = append $errs "nats.passwordKey needs nats.user" }}
+{{- end }}
+{{- end }}
+{{- if include "bridge.usesKafka" . }}
+{{- $s := $v.kafka.sasl }}
+{{- $secretKeys = concat $secretKeys (list (list "kafka.sasl.usernameKey" $s.usernameKey) (list "kafka.sasl.passwordKey" $s.passwordKey)) }}
+{{- $tlsKeys = concat $tlsKeys (list (list "kafka.tls" $v.kafka.tls)) }}
+{{- if and $s.username $s.usernameKey }}
+{{- $errs = append $errs "kafka.sasl: set username or usernameKey, not both" }}
+{{- end }}
+{{- if $s.mechanism }}
+{{- if not (or $s.username $s.usernameKey) }}
+{{- $errs = append $errs (printf "kafka.sasl.mechanism=%s needs kafka.sasl.username or kafka.sasl.usernameKey" $s.mechanism) }}
+{{- end }}
+{{- if not $s.passwordKey }}
+{{- $errs = append $errs (printf "kafka.sasl.mechanism=%s needs kafka.sasl.passwordKey, the key of existingSecret that holds the password" $s.mechanism) }}
+{{- end }}
+{{- else if or $s.username $s.usernameKey $s.passwordKey }}
+{{- $errs = append $errs "kafka.sasl: a username or password is set but kafka.sasl.mechanism is not" }}
+{{- end }}
+{{- end }}
+{{- range $k := $secretKeys }}
+{{- if and (index $k 1) (not $v.existingSecret) }}
+{{- $errs = append $errs (printf "%s needs existingSecret, the Secret that holds key %q" (index $k 0) (index $k 1)) }}
+{{- end }}
+{{- end }}
+{{- range $t := $tlsKeys }}
+{{- $name := index $t 0 }}
+{{- $tls := index $t 1 }}
+{{- if and (or $tls.caKey $tls.certKey $tls.keyKey) (not (or $tls.existingSecret $v.existingSecret)) }}
+{{- $errs = append $errs (printf "%s: the TLS keys need %s.existingSecret or existingSecret" $name $name) }}
+{{- end }}
+{{- if ne (not $tls.certKey) (not $tls.keyKey) }}
+{{- $errs = append $errs (printf "%s: certKey and keyKey go together" $name) }}
+{{- end }}
+{{- end }}
+
+{{- if and $v.metrics.serviceMonitor.enabled (not $v.metrics.service.enabled) }}
+{{- $errs = append $errs "metrics.serviceMonitor.enabled needs metrics.service.enabled" }}
+{{- end }}
+
+{{- if and (not $v.serviceAccount.create) (not $v.serviceAccount.name) }}
+{{- $errs = append $errs "serviceAccount.name is required when serviceAccount.create is false" }}
+{{- end }}
+
+{{- if $errs }}
+{{- fail (printf "invalid values:\n- %s" (join "\n- " $errs)) }}
+{{- end }}
+{{- end }}

@@ -1,0 +1,148 @@
+package chart
+
+import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"math/big"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/kubebus/bridge/internal/config"
+)
+
+// environment builds the bridge's environment as the kubelet would: the
+// downward API and Secret values resolved, and the projected credential
+// files written to a directory standing in for their mount. It fails t on
+// a variable the bridge does not know.
+func environment(t *testing.T, s valueSet, d *appsv1.Deployment, known map[string]bool) []string {
+	t.Helper()
+	pod := d.Spec.Template.Spec
+	ctr := pod.Containers[0]
+	mounts := map[string]string{} // mount path -> stand-in directory
+	for _, m := range ctr.VolumeMounts {
+		for _, vol := range pod.Volumes {
+			if vol.Name != m.Name || vol.Projected == nil {
+				continue
+			}
+			if !m.ReadOnly {
+				t.Errorf("credentials volume %s is mounted writable", m.Name)
+			}
+			dir := t.TempDir()
+			for _, src := range vol.Projected.Sources {
+				if src.Secret == nil {
+					continue
+				}
+				for _, item := range src.Secret.Items {
+					if err := os.WriteFile(filepath.Join(dir, item.Path), fileContent(t, item.Path), 0o600); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			mounts[m.MountPath] = dir
+		}
+	}
+
+	var environ []string
+	for _, e := range ctr.Env {
+		if strings.HasPrefix(e.Name, "BRIDGE_") && !known[e.Name] {
+			t.Errorf("the chart sets %s, which the bridge does not know", e.Name)
+		}
+		val := e.Value
+		if f := e.ValueFrom; f != nil {
+			switch {
+			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.namespace":
+				val = s.namespace
+			case f.FieldRef != nil && f.FieldRef.FieldPath == "metadata.name":
+				val = podName
+			case f.SecretKeyRef != nil:
+				val = "secret:" + f.SecretKeyRef.Key
+			default:
+				t.Fatalf("%s: unexpected valueFrom %+v", e.Name, f)
+			}
+		}
+		if strings.HasSuffix(e.Name, "_FILE") {
+			found := false
+			for mount, dir := range mounts {
+				if rest, ok := strings.CutPrefix(val, mount+"/"); ok {
+					val, found = filepath.Join(dir, rest), true
+				}
+			}
+			if !found {
+				t.Errorf("%s=%s is not in a mounted Secret", e.Name, val)
+			}
+		}
+		environ = append(environ, e.Name+"="+val)
+	}
+	return environ
+}
+
+// bridgeVariables are the variables bridge --help lists.
+func bridgeVariables(t *testing.T) map[string]bool {
+	t.Helper()
+	var help strings.Builder
+	if err := config.Help(&help); err != nil {
+		t.Fatal(err)
+	}
+	vars := map[string]bool{}
+	for _, line := range strings.Split(help.String(), "\n")[1:] {
+		if f := strings.Fields(line); len(f) > 0 {
+			vars[f[0]] = true
+		}
+	}
+	if !vars["BRIDGE_RESOURCES"] {
+		t.Fatalf("cannot read the variables from config.Help:\n%s", help.String())
+	}
+	return vars
+}
+
+func envValue(env []corev1.EnvVar, name string) string {
+	for _, e := range env {
+		if e.Name == name {
+			return e.Value
+		}
+	}
+	return ""
+}
+
+// fileContent stands in for a Secret's file: a PEM certificate or key for
+// the TLS files, which the bridge parses at start-up; text otherwise.
+func fileContent(t *testing.T, path string) []byte {
+	t.Helper()
+	if !strings.HasSuffix(path, ".pem") {
+		return []byte("stand-in for " + path)
+	}
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(path, "-key.pem") {
+		der, err := x509.MarshalPKCS8PrivateKey(key)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: der})
+	}
+	tmpl := &x509.Certificate{
+		SerialNumber:          big.NewInt(1),
+		Subject:               pkix.Name{CommonName: "chart test"},
+		NotBefore:             time.Now().Add(-time.Hour),
+		NotAfter:              time.Now().Add(time.Hour),
+		IsCA:                  true,
+		BasicConstraintsValid: true,
+	}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der})
+}

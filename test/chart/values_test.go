@@ -1,0 +1,119 @@
+package chart
+
+import (
+	"strings"
+	"testing"
+)
+
+// TestSchemaRejects: values.schema.json refuses values the bridge cannot
+// use, and helm's message points at the value.
+func TestSchemaRejects(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name string
+		set  string
+		want string // in helm's message, after the schema error header
+	}{
+		{"short name", "watch.resources={deploy}", "at '/watch/resources/0': value must be one of 'configmaps'"},
+		{"singular", "watch.resources={pod}", "at '/watch/resources/0'"},
+		{"short name of a cluster resource", "watch.clusterResources={no}", "at '/watch/clusterResources/0'"},
+		{"kind", "watch.resources={Deployment}", "at '/watch/resources/0'"},
+		{"version", "watch.resources={deployments.v1.apps}", "at '/watch/resources/0'"},
+		{"core version", "watch.resources={configmaps.v1}", "at '/watch/resources/0'"},
+		{"repeated resource", "watch.resources={pods,pods}", "at '/watch/resources'"},
+		{"unknown sink", "sink=redis", "at '/sink': value must be one of 'stdout', 'nats', 'kafka'"},
+		{"unknown checkpoint", "checkpoint.type=etcd", "at '/checkpoint/type'"},
+		{"misspelled value", "replicas=2", "additional properties 'replicas' not allowed"},
+		{"no replicas", "replicaCount=0", "at '/replicaCount'"},
+		{"namespace", "watch.namespaces={Team_A}", "at '/watch/namespaces/0'"},
+		{"log level", "log.level=verbose", "at '/log/level'"},
+		{"duration", "pipeline.shutdownTimeout=25", "at '/pipeline/shutdownTimeout'"},
+		{"nats url", "nats.urls={nats.example.com:4222}", "at '/nats/urls/0'"},
+		{"broker", "kafka.brokers={kafka.example.com}", "at '/kafka/brokers/0'"},
+		{"sasl mechanism", "kafka.sasl.mechanism=gssapi", "at '/kafka/sasl/mechanism'"},
+		{"bucket", "checkpoint.natsKV.bucket=a.b", "at '/checkpoint/natsKV/bucket'"},
+		{"stream replicas", "nats.streamReplicas=7", "at '/nats/streamReplicas'"},
+		{"leader election", "leaderElection.enabled=maybe", "at '/leaderElection/enabled'"},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := template(t, "x", "default", "--set", c.set)
+			if err == nil {
+				t.Fatalf("--set %s rendered; want the schema to refuse it", c.set)
+			}
+			msg := err.Error()
+			if !strings.Contains(msg, "values don't meet the specifications of the schema") || !strings.Contains(msg, c.want) {
+				t.Errorf("--set %s: want a schema error with %q, got:\n%s", c.set, c.want, msg)
+			}
+		})
+	}
+}
+
+// TestChartRefuses: the chart's own checks, for what the schema cannot see,
+// refuse with a message naming the values and what to do instead, and
+// report every problem at once.
+func TestChartRefuses(t *testing.T) {
+	t.Parallel()
+	nats := []string{"--set", "sink=nats", "--set", "nats.urls={nats://nats:4222}"}
+	cases := []struct {
+		name string
+		args []string
+		want []string
+	}{
+		{"file checkpoint with two replicas", []string{"--set", "replicaCount=2"},
+			[]string{"checkpoint.type=file cannot be used with replicaCount=2: only one pod can use the checkpoint file (a bbolt file on a ReadWriteOnce volume). Use checkpoint.type=nats-kv or kafka, or replicaCount=1"}},
+		{"file checkpoint without a volume, two replicas", []string{"--set", "replicaCount=2", "--set", "checkpoint.file.persistence.enabled=false"},
+			[]string{"checkpoint.type=file cannot be used with replicaCount=2"}},
+		{"two replicas without leader election", append([]string{"--set", "replicaCount=2", "--set", "checkpoint.type=nats-kv", "--set", "leaderElection.enabled=false"}, nats...),
+			[]string{"leaderElection.enabled=false cannot be used with replicaCount=2"}},
+		{"cluster-scoped resource as namespaced", []string{"--set", "watch.resources={configmaps,nodes}"},
+			[]string{"watch.resources: nodes is cluster-scoped; list it under watch.clusterResources"}},
+		{"cluster-scoped resource of a group as namespaced", []string{"--set", "watch.resources={storageclasses.storage.k8s.io}"},
+			[]string{"watch.resources: storageclasses.storage.k8s.io is cluster-scoped"}},
+		{"namespaced resource as cluster-scoped", []string{"--set", "watch.clusterResources={deployments.apps}"},
+			[]string{"watch.clusterResources: deployments.apps is namespaced; list it under watch.resources"}},
+		{"short name, without the schema", []string{"--skip-schema-validation", "--set", "watch.resources={deploy}"},
+			[]string{`watch.resources: "deploy" is not a core resource that can be watched; name resources <plural>.<group>, like deployments.apps`}},
+		{"nothing to watch", []string{"--set-json", "watch.resources=[]"},
+			[]string{"watch.resources or watch.clusterResources must name at least one resource"}},
+		{"listed under both keys", []string{"--set", "watch.resources={widgets.example.com}", "--set", "watch.clusterResources={widgets.example.com}"},
+			[]string{"a resource is listed twice"}},
+		{"nats without servers", []string{"--set", "sink=nats"},
+			[]string{"nats.urls is required with sink=nats"}},
+		{"kafka checkpoint without brokers", []string{"--set", "checkpoint.type=kafka"},
+			[]string{"kafka.brokers is required with sink=stdout and checkpoint.type=kafka"}},
+		{"secret key without a secret", append([]string{"--set", "nats.user=bridge", "--set", "nats.passwordKey=password"}, nats...),
+			[]string{`nats.passwordKey needs existingSecret, the Secret that holds key "password"`}},
+		{"TLS key without a secret", append([]string{"--set", "nats.tls.caKey=ca.crt"}, nats...),
+			[]string{"nats.tls: the TLS keys need nats.tls.existingSecret or existingSecret"}},
+		{"client certificate without its key", append([]string{"--set", "existingSecret=s", "--set", "nats.tls.certKey=tls.crt"}, nats...),
+			[]string{"nats.tls: certKey and keyKey go together"}},
+		{"SASL without a password", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k:9092}", "--set", "kafka.sasl.mechanism=plain", "--set", "kafka.sasl.username=u"},
+			[]string{"kafka.sasl.mechanism=plain needs kafka.sasl.passwordKey"}},
+		{"SASL user twice", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k:9092}", "--set", "existingSecret=s", "--set", "kafka.sasl.mechanism=plain", "--set", "kafka.sasl.username=u", "--set", "kafka.sasl.usernameKey=user", "--set", "kafka.sasl.passwordKey=p"},
+			[]string{"kafka.sasl: set username or usernameKey, not both"}},
+		{"SASL password without a mechanism", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k:9092}", "--set", "existingSecret=s", "--set", "kafka.sasl.passwordKey=p"},
+			[]string{"kafka.sasl: a username or password is set but kafka.sasl.mechanism is not"}},
+		{"ServiceMonitor without its Service", []string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.service.enabled=false"},
+			[]string{"metrics.serviceMonitor.enabled needs metrics.service.enabled"}},
+		{"no ServiceAccount", []string{"--set", "serviceAccount.create=false"},
+			[]string{"serviceAccount.name is required when serviceAccount.create is false"}},
+		{"every problem at once", []string{"--set", "replicaCount=3", "--set", "watch.resources={nodes}", "--set", "sink=kafka"},
+			[]string{"checkpoint.type=file cannot be used with replicaCount=3", "nodes is cluster-scoped", "kafka.brokers is required"}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			t.Parallel()
+			_, err := template(t, "x", "default", c.args...)
+			if err == nil {
+				t.Fatalf("%v rendered; want the chart to refuse it", c.args)
+			}
+			for _, want := range c.want {
+				if !strings.Contains(err.Error(), want) {
+					t.Errorf("%v: want the message to hold %q, got:\n%s", c.args, want, err)
+				}
+			}
+		})
+	}
+}
