@@ -92,7 +92,10 @@ func run(args []string, environ []string, stderr io.Writer) int {
 			log.Error("invalid configuration", "variable", "BRIDGE_METRICS_ADDR", "err", err)
 			return 2
 		}
-		log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr())
+		if cfg.Pprof {
+			srv.ServeProfiles()
+		}
+		log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr(), "pprof", cfg.Pprof)
 		wg.Go(func() {
 			if err := srv.Run(srvCtx); err != nil {
 				log.Error("http server failed", "err", err)

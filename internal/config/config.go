@@ -61,6 +61,7 @@ type Config struct {
 
 	// Prometheus' customary exporter port range starts at 9090.
 	MetricsAddr string `env:"BRIDGE_METRICS_ADDR" envDefault:":9090" help:"address of the HTTP server for /metrics, /healthz and /readyz; empty turns it off"`
+	Pprof       bool   `env:"BRIDGE_PPROF" envDefault:"false" help:"also serve Go's profiles under /debug/pprof/ on the metrics address (for diagnosis; do not expose it publicly)"`
 
 	LeaderElection          bool   `env:"BRIDGE_LEADER_ELECTION" envDefault:"false" help:"run only on the replica that holds a Lease; the others stand by"`
 	LeaderElectionNamespace string `env:"BRIDGE_LEADER_ELECTION_NAMESPACE" help:"namespace of the Lease; by default the pod's own namespace"`

@@ -3,7 +3,8 @@
 //   - /healthz answers 200 while the process runs;
 //   - /readyz answers 200 when the bridge is ready, 503 with the reason
 //     otherwise;
-//   - /metrics serves the Prometheus metrics of one registry.
+//   - /metrics serves the Prometheus metrics of one registry;
+//   - /debug/pprof/ serves Go's runtime profiles, only when asked for.
 package httpserver
 
 import (
@@ -13,6 +14,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -25,6 +27,7 @@ const shutdownTimeout = 5 * time.Second
 
 // Server is the operational HTTP server.
 type Server struct {
+	mux *http.ServeMux
 	ln  net.Listener
 	srv *http.Server
 	log *slog.Logger
@@ -50,10 +53,22 @@ func New(addr string, reg *prometheus.Registry, ready func() error, log *slog.Lo
 	})
 	mux.Handle("GET /metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return &Server{
+		mux: mux,
 		ln:  ln,
 		srv: &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second},
 		log: log,
 	}, nil
+}
+
+// ServeProfiles adds Go's runtime profiles under /debug/pprof/ (heap,
+// CPU, goroutines and the rest). They reveal the program's internals, so
+// they are served only when asked for. Call it before Run.
+func (s *Server) ServeProfiles() {
+	s.mux.HandleFunc("GET /debug/pprof/", pprof.Index)
+	s.mux.HandleFunc("GET /debug/pprof/cmdline", pprof.Cmdline)
+	s.mux.HandleFunc("GET /debug/pprof/profile", pprof.Profile)
+	s.mux.HandleFunc("GET /debug/pprof/symbol", pprof.Symbol)
+	s.mux.HandleFunc("GET /debug/pprof/trace", pprof.Trace)
 }
 
 // Addr is the address the server listens on.
