@@ -13,7 +13,7 @@ IMAGE       ?= ghcr.io/kubebus/bridge:dev
 # Tests and the demo find kube-apiserver and etcd here.
 export BRIDGE_TEST_BIN_DIR := $(BIN)
 
-.PHONY: all build image controlplane helm chart-lint test unit e2e demo lint clean
+.PHONY: all build image controlplane helm chart-lint test unit e2e demo bench lint clean
 
 all: build
 
@@ -72,6 +72,12 @@ e2e: controlplane
 # applies, updates and deletes a few objects, and shows the stream.
 demo: build controlplane
 	$(GO) run ./examples/demo
+
+# The benchmark suite: throughput, latency, memory and restart cost, each
+# next to a baseline measured in the same run, plus the hot path's
+# micro-benchmarks; writes docs/benchmarks.md. Not part of `make test`.
+bench: build controlplane
+	$(GO) run ./test/bench/cmd/benchreport -out docs/benchmarks.md
 
 lint: chart-lint
 	$(GO) vet ./...

@@ -1,0 +1,152 @@
+// Command benchreport runs the bridge's benchmark suite and writes the
+// figures as a markdown report (docs/benchmarks.md from `make bench`).
+//
+// It runs the scenario benchmarks of test/bench once each, then the
+// micro-benchmarks of the hot path with -benchmem, and writes both, with the
+// machine's description and the commands that produced them.
+package main
+
+import (
+	"bytes"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/kubebus/bridge/test/bench"
+)
+
+// microPackages hold the micro-benchmarks of the hot path.
+var microPackages = []string{
+	"./internal/event",
+	"./sink/nats",
+	"./sink/kafka",
+	"./checkpoint/...",
+}
+
+func main() {
+	out := flag.String("out", "docs/benchmarks.md", "report to write")
+	run := flag.String("bench", ".", "which scenario benchmarks to run (a go test -bench pattern)")
+	micro := flag.Bool("micro", true, "run the micro-benchmarks too")
+	flag.Parse()
+	if err := report(*out, *run, *micro); err != nil {
+		fmt.Fprintln(os.Stderr, "benchreport:", err)
+		os.Exit(1)
+	}
+}
+
+func report(out, pattern string, micro bool) error {
+	began := time.Now()
+	dir, err := os.MkdirTemp("", "bench-results-")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+
+	scenarioArgs := []string{"test", "-run", "^$", "-bench", pattern, "-benchtime", "1x", "-count", "1", "-timeout", "90m", "./test/bench"}
+	if _, err := goCmd(scenarioArgs, bench.ResultsEnv+"="+dir); err != nil {
+		return fmt.Errorf("scenarios: %w", err)
+	}
+	figures, err := bench.LoadFigures(dir)
+	if err != nil {
+		return err
+	}
+	var microOut []byte
+	microArgs := append([]string{"test", "-run", "^$", "-bench", ".", "-benchmem", "-count", "1"}, microPackages...)
+	if micro {
+		if microOut, err = goCmd(microArgs); err != nil {
+			return fmt.Errorf("micro-benchmarks: %w", err)
+		}
+	}
+
+	var b bytes.Buffer
+	writeReport(&b, bench.ThisMachine(), figures, scenarioArgs, microArgs, microOut, time.Since(began))
+	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
+		return err
+	}
+	fmt.Printf("wrote %s (%d figures)\n", out, len(figures))
+	for _, f := range figures {
+		if f.Target != "" && !f.Met {
+			fmt.Printf("target missed: %s, %s: %s\n", f.Scenario, f.Name, f.Target)
+		}
+	}
+	return nil
+}
+
+// goCmd runs the go command with args, its output shown as it runs, and
+// returns its standard output.
+func goCmd(args []string, env ...string) ([]byte, error) {
+	fmt.Println("go", strings.Join(args, " "))
+	cmd := exec.Command("go", args...)
+	cmd.Env = append(os.Environ(), env...)
+	var stdout bytes.Buffer
+	cmd.Stdout = io.MultiWriter(os.Stdout, &stdout)
+	cmd.Stderr = os.Stderr
+	err := cmd.Run()
+	return stdout.Bytes(), err
+}
+
+func writeReport(w io.Writer, m bench.Machine, figures []bench.Figure, scenarioArgs, microArgs []string, micro []byte, took time.Duration) {
+	fmt.Fprintf(w, "# Benchmarks\n\n")
+	fmt.Fprintf(w, "Written by `make bench` (%s). Every figure is the bridge next to a baseline measured in the same run on the same machine; the ratio is bridge ÷ baseline.\n\n", took.Round(time.Second))
+	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB memory, %s %s/%s.\n\n", m.CPUs, orUnknown(m.CPUModel), m.MemoryGiB, m.GoVersion, m.OS, m.Arch)
+	fmt.Fprintf(w, "To rerun: `make bench`, which runs\n\n```\ngo %s\ngo %s\n```\n\n", strings.Join(scenarioArgs, " "), strings.Join(microArgs, " "))
+
+	slices.SortStableFunc(figures, func(a, b bench.Figure) int {
+		return strings.Compare(a.Scenario+"\x00"+a.Name, b.Scenario+"\x00"+b.Name)
+	})
+	fmt.Fprintf(w, "## Scenarios\n\n")
+	fmt.Fprintf(w, "| Scenario | Measured | Bridge | Baseline | Ratio | Target | Met |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---|---|\n")
+	for _, f := range figures {
+		met := ""
+		if f.Target != "" {
+			met = "no"
+			if f.Met {
+				met = "yes"
+			}
+		}
+		fmt.Fprintf(w, "| %s | %s | %s %s | %s %s (%s) | %.3f | %s | %s |\n",
+			f.Scenario, f.Name, num(f.Bridge), f.Unit, num(f.Baseline), f.Unit, f.BaselineName, f.Ratio(), f.Target, met)
+	}
+	var notes []string
+	for _, f := range figures {
+		if f.Note != "" {
+			notes = append(notes, fmt.Sprintf("- %s, %s: %s", f.Scenario, f.Name, f.Note))
+		}
+	}
+	if len(notes) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(notes, "\n"))
+	}
+	if len(micro) > 0 {
+		fmt.Fprintf(w, "\n## Micro-benchmarks\n\nThe hot path, with allocations (`-benchmem`).\n\n```\n")
+		for line := range strings.Lines(string(micro)) {
+			if strings.HasPrefix(line, "Benchmark") || strings.HasPrefix(line, "pkg:") {
+				fmt.Fprint(w, line)
+			}
+		}
+		fmt.Fprintf(w, "```\n")
+	}
+}
+
+func num(v float64) string {
+	switch {
+	case v >= 100:
+		return fmt.Sprintf("%.0f", v)
+	case v >= 1:
+		return fmt.Sprintf("%.2f", v)
+	default:
+		return fmt.Sprintf("%.3g", v)
+	}
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "model unknown"
+	}
+	return s
+}
