@@ -52,8 +52,10 @@ type Delta struct {
 	// than reported by a watch.
 	Snapshot bool
 
-	// Object is the object's state after the change, or its last known state
-	// for Deleted. It is shared with the informer's cache: never modify it.
+	// Object is the object's state after the change, or its final state for
+	// Deleted (for a delete found by a list, only its identity). Never
+	// modify it: with Options.OldObject it becomes the next update's
+	// OldObject.
 	Object *unstructured.Unstructured
 	// OldObject is the state before an update, when the source is configured
 	// to keep it; otherwise nil.

@@ -1,23 +1,30 @@
-// Package source watches Kubernetes resources with shared informers and turns
-// every change into a typed Delta.
+// Package source watches Kubernetes resources with client-go reflectors and
+// turns every change into a typed Delta.
+//
+// Each resource (and namespace, when namespaces are configured) has one
+// client-go Reflector, which lists, watches, resumes its watch after a
+// dropped connection and lists again when it cannot. Its store keeps no
+// objects: the source remembers only each object's uid and resourceVersion,
+// so the memory it holds grows with the number of objects watched, not with
+// their size. Objects are handed on in deltas and forgotten.
 //
 // Guarantees:
 //
 //   - Every change the API server reports for a watched object becomes
-//     exactly one Delta, handed to the Handler from the informer's own
+//     exactly one Delta, handed to the Handler from the reflector's own
 //     goroutine. Deltas of one object reach the Handler in resourceVersion
 //     order.
-//   - Resyncs (an update whose resourceVersion did not change) produce
-//     nothing.
-//   - Deletes whose final state the informer missed (client-go's
-//     DeletedFinalStateUnknown, after a relist) are unwrapped here and
-//     delivered as Deleted with the last state the informer knew, marked
-//     Snapshot.
+//   - A watch event that brings nothing new (same uid and resourceVersion
+//     as already known) produces nothing.
 //   - On start, the initial list is compared with the checkpoint: objects
 //     whose uid and resourceVersion are unchanged produce nothing; changed
 //     ones produce Updated, new ones Added, and checkpointed objects missing
 //     from the list produce Deleted carrying their last known identity. All
 //     of these are marked Snapshot.
+//   - When a watch cannot resume and the reflector lists again (a relist),
+//     that list is compared with what is known the same way: only what
+//     changed in the gap produces deltas, marked Snapshot, deletes
+//     included. Relists are counted and logged.
 //
 // Nothing of client-go's interface{} plumbing leaves this package: the rest
 // of the bridge sees only Delta.

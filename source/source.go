@@ -11,9 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
-	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
-	"k8s.io/client-go/dynamic/dynamicinformer"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/checkpoint"
@@ -32,14 +32,14 @@ type Options struct {
 	LabelSelector string
 	FieldSelector string
 	// KeepManagedFields keeps metadata.managedFields in objects. By default
-	// it is dropped before objects enter the informer cache: it is large,
-	// and consumers rarely want it.
+	// it is dropped as objects arrive: it is large, and consumers rarely
+	// want it.
 	KeepManagedFields bool
 	// Observer, when set, is told of relists, watch errors and syncs.
 	Observer Observer
-	// OldObject adds the previous state to Updated deltas. It keeps nothing
-	// extra in memory while the delta waits to be published, beyond the
-	// old object itself.
+	// OldObject adds the previous state to Updated deltas. It costs memory:
+	// the source then keeps every object's latest state, where otherwise it
+	// keeps only its uid and resourceVersion.
 	OldObject bool
 }
 
@@ -62,8 +62,8 @@ type Loader interface {
 	Load(ctx context.Context, resource string) (checkpoint.Snapshot, error)
 }
 
-// Source runs one shared informer per resource and namespace and hands
-// their changes to a Handler as deltas.
+// Source runs one reflector per resource and namespace and hands their
+// changes to a Handler as deltas.
 type Source struct {
 	client  dynamic.Interface
 	opts    Options
@@ -120,9 +120,10 @@ func (s *Source) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-// Run loads the checkpoint, starts the informers, and hands deltas to the
-// Handler until ctx ends. It returns once every informer has stopped, so
-// that no delta is handed over after Run returns.
+// Run loads the checkpoint, starts one reflector per resource and
+// namespace, and hands deltas to the Handler until ctx ends. It returns
+// once every reflector has stopped, so that no delta is handed over after
+// Run returns.
 func (s *Source) Run(ctx context.Context) error {
 	trackers := make([]*tracker, len(s.opts.Resources))
 	for i, res := range s.opts.Resources {
@@ -132,98 +133,73 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
 			"lastResourceVersion", snap.LastResourceVersion)
-		trackers[i] = newTracker(res, snap.Objects, s.handler, s.opts.OldObject, s.log)
+		trackers[i] = newTracker(res, snap.Objects, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
 		s.opts.Observer.Synced(res, false)
 	}
 
-	byGVR := map[schema.GroupVersionResource]*tracker{}
+	var transform cache.TransformFunc
+	if !s.opts.KeepManagedFields {
+		transform = dropManagedFields
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
 	for _, t := range trackers {
-		byGVR[t.res.GroupVersionResource] = t
-	}
-	var (
-		listsMu sync.Mutex
-		lists   = map[string]int{}
-	)
-	client := listingClient{Interface: s.client, on: func(gvr schema.GroupVersionResource, ns, rv string) {
-		t := byGVR[gvr]
-		if t == nil {
-			return
-		}
-		listsMu.Lock()
-		lists[gvr.String()+"|"+ns]++
-		again := lists[gvr.String()+"|"+ns] > 1
-		listsMu.Unlock()
-		if again {
-			s.relists.Add(1)
-			s.opts.Observer.Relisted(t.res)
-			s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",
-				"resource", t.res.Name(), "namespace", ns, "resourceVersion", rv)
-		}
-		t.listed(ns, rv, again)
-	}}
-
-	factories := map[string]dynamicinformer.DynamicSharedInformerFactory{}
-	factory := func(ns string) dynamicinformer.DynamicSharedInformerFactory {
-		f, ok := factories[ns]
-		if !ok {
-			f = dynamicinformer.NewFilteredDynamicSharedInformerFactory(client, 0, ns, func(o *metav1.ListOptions) {
-				o.LabelSelector = s.opts.LabelSelector
-				o.FieldSelector = s.opts.FieldSelector
-			})
-			factories[ns] = f
-		}
-		return f
-	}
-
-	// regs[i] are the handler registrations of resource i, one per namespace.
-	regs := make([][]cache.ResourceEventHandlerRegistration, len(s.opts.Resources))
-	for i, res := range s.opts.Resources {
-		for _, ns := range s.namespacesFor(res) {
-			inf := factory(ns).ForResource(res.GroupVersionResource).Informer()
-			if !s.opts.KeepManagedFields {
-				if err := inf.SetTransform(dropManagedFields); err != nil {
-					return fmt.Errorf("source: %s: %w", res.Name(), err)
-				}
-			}
-			res, ns := res, ns
-			if err := inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
-				s.onWatchError(ctx, res, ns, err)
-			}); err != nil {
-				return fmt.Errorf("source: %s: %w", res.Name(), err)
-			}
-			reg, err := inf.AddEventHandler(trackers[i].eventHandler())
-			if err != nil {
-				return fmt.Errorf("source: %s: %w", res.Name(), err)
-			}
-			regs[i] = append(regs[i], reg)
+		for _, ns := range s.namespacesFor(t.res) {
+			st := &store{t: t, ns: ns, transform: transform, relisted: func(ns, rv string) {
+				s.relists.Add(1)
+				s.opts.Observer.Relisted(t.res)
+				s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",
+					"resource", t.res.Name(), "namespace", ns, "resourceVersion", rv)
+			}}
+			r := cache.NewReflectorWithOptions(s.listWatch(t.res, ns), &unstructured.Unstructured{}, st,
+				cache.ReflectorOptions{Name: t.res.Name() + inNamespace(ns), TypeDescription: t.res.GroupVersionResource.String()})
+			wg.Go(func() { r.RunWithContext(ctx) })
 		}
 	}
 
-	for _, f := range factories {
-		f.Start(ctx.Done())
-	}
-	defer func() {
-		for _, f := range factories {
-			f.Shutdown()
-		}
-	}()
-
-	for i, t := range trackers {
-		synced := make([]cache.InformerSynced, len(regs[i]))
-		for j, reg := range regs[i] {
-			synced[j] = reg.HasSynced
-		}
-		if !cache.WaitForCacheSync(ctx.Done(), synced...) {
+	for _, t := range trackers {
+		select {
+		case <-t.allListed:
+		case <-ctx.Done():
 			return nil // ctx ended before the initial list was in
 		}
 		s.opts.Observer.Synced(t.res, true)
 		gone := t.finishInitialList()
-		s.log.Info("initial list done", "resource", t.res.Name(), "deletedWhileAway", gone)
+		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone)
 	}
 	close(s.synced)
 
 	<-ctx.Done()
 	return nil
+}
+
+// listWatch lists and watches res in ns with the configured selectors, and
+// reports the calls that fail.
+func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
+	client := s.client.Resource(res.GroupVersionResource).Namespace(ns)
+	tweak := func(o *metav1.ListOptions) {
+		o.LabelSelector = s.opts.LabelSelector
+		o.FieldSelector = s.opts.FieldSelector
+	}
+	lw := &cache.ListWatch{
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
+			tweak(&o)
+			list, err := client.List(ctx, o)
+			if err != nil {
+				s.onWatchError(ctx, res, ns, err)
+			}
+			return list, err
+		},
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			tweak(&o)
+			w, err := client.Watch(ctx, o)
+			if err != nil {
+				s.onWatchError(ctx, res, ns, err)
+			}
+			return w, err
+		},
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, s.client)
 }
 
 func (s *Source) onWatchError(ctx context.Context, res Resource, ns string, err error) {
@@ -254,8 +230,8 @@ func inNamespace(ns string) string {
 	return " in namespace " + ns
 }
 
-// dropManagedFields removes metadata.managedFields before an object enters
-// the informer cache.
+// dropManagedFields removes metadata.managedFields before an object is
+// handed on.
 func dropManagedFields(obj any) (any, error) {
 	if u, ok := obj.(*unstructured.Unstructured); ok {
 		unstructured.RemoveNestedField(u.Object, "metadata", "managedFields")

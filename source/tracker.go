@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -15,10 +16,29 @@ import (
 	"github.com/kubebus/bridge/checkpoint"
 )
 
-// tracker turns one resource's informer callbacks into deltas. Until the
-// initial lists of all its informers are done, it also holds the checkpoint
-// of what was published before, so that it can tell unchanged objects from
-// changed ones and find objects deleted while the bridge was down.
+// entry is all the source keeps of one object: enough to tell a change
+// from a repeat, and to report the object's delete when a list finds it
+// gone. Objects themselves are handed on and forgotten.
+type entry struct {
+	uid string
+	rv  string
+	// prior marks a position loaded from the checkpoint and not yet matched
+	// by a list or a watch event.
+	prior bool
+	// obj is the object's last state, kept only for Options.OldObject.
+	obj *unstructured.Unstructured
+}
+
+func (e entry) position() checkpoint.Position {
+	return checkpoint.Position{UID: e.uid, ResourceVersion: e.rv}
+}
+
+// tracker turns what one resource's reflectors report (lists and watch
+// events, through their stores) into deltas. It remembers each object's uid
+// and resourceVersion, starting from the checkpoint of what was published
+// before, so that a list, on start or after a watch could not resume,
+// yields exactly what changed: unchanged objects nothing, changed ones
+// Updated, new ones Added, and objects missing from it Deleted.
 type tracker struct {
 	res     Resource
 	handler Handler
@@ -26,52 +46,164 @@ type tracker struct {
 	log     *slog.Logger
 	now     func() time.Time
 
-	mu sync.Mutex
-	// prior holds checkpointed positions not yet matched by a listed
-	// object. It is nil once the initial diff is done.
-	prior map[string]checkpoint.Position
-	// listRV is the resourceVersion of the latest list of each informer,
-	// by its namespace ("" for all namespaces); relisted marks informers
-	// that listed again after their first list.
-	listRV   map[string]string
-	relisted map[string]bool
+	mu    sync.Mutex
+	known map[string]entry
+	// lists counts the complete lists made by the reflector of each
+	// namespace ("" for all namespaces); listRV is the resourceVersion of
+	// its latest.
+	lists  map[string]int
+	listRV map[string]string
+	// namespaces is how many reflectors the resource has; allListed is
+	// closed once each has made its first list.
+	namespaces int
+	allListed  chan struct{}
 }
 
-func newTracker(res Resource, prior map[string]checkpoint.Position, h Handler, keepOld bool, log *slog.Logger) *tracker {
-	if prior == nil {
-		prior = map[string]checkpoint.Position{}
+func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
+	known := make(map[string]entry, len(prior))
+	for k, p := range prior {
+		known[k] = entry{uid: p.UID, rv: p.ResourceVersion, prior: true}
 	}
-	return &tracker{res: res, prior: prior, handler: h, keepOld: keepOld, log: log, now: time.Now,
-		listRV: map[string]string{}, relisted: map[string]bool{}}
+	return &tracker{res: res, known: known, handler: h, keepOld: keepOld, log: log, now: time.Now,
+		lists: map[string]int{}, listRV: map[string]string{},
+		namespaces: namespaces, allListed: make(chan struct{})}
 }
 
-// listed records a complete list by the informer of namespace ns ("" for
-// all namespaces) at resourceVersion rv; again is true for a relist.
-func (t *tracker) listed(ns, rv string, again bool) {
+// replace takes a complete list made by the reflector of namespace ns (""
+// for all namespaces) at resourceVersion rv. Every change it reveals is
+// handed on, marked snapshot. On the first list of a namespace, positions
+// from the checkpoint that it does not match stay until finishInitialList,
+// since another namespace's list may match them; on a later list (a
+// relist), known objects of the namespace that it lacks are deleted. It
+// reports whether this was a relist.
+func (t *tracker) replace(ns string, items []any, rv string) (relist bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	t.lists[ns]++
 	t.listRV[ns] = rv
-	if again {
-		t.relisted[ns] = true
+	relist = t.lists[ns] > 1
+	var listed map[string]bool
+	if relist {
+		listed = make(map[string]bool, len(items))
 	}
+	for _, it := range items {
+		u, ok := it.(*unstructured.Unstructured)
+		if !ok {
+			t.log.Error("ignoring listed object of unexpected type", "resource", t.res.Name(), "type", typeName(it))
+			continue
+		}
+		if listed != nil {
+			listed[ObjectKey(u.GetNamespace(), u.GetName())] = true
+		}
+		t.observe(u, true)
+	}
+	if relist {
+		var gone []string
+		for k := range t.known {
+			if !listed[k] && inNamespaceKey(k, ns) {
+				gone = append(gone, k)
+			}
+		}
+		slices.Sort(gone)
+		for _, k := range gone {
+			e := t.known[k]
+			delete(t.known, k)
+			t.handler.OnDelta(t.vanished(k, e.position(), rv))
+		}
+	} else if len(t.lists) == t.namespaces {
+		close(t.allListed)
+	}
+	return relist
 }
 
-// fromRelist reports whether a change to u came from a relist rather than
-// the watch: its informer has relisted, and u is no newer than that list.
-// Changes the watch reports after the list are newer than it. Called with
-// t.mu held.
-func (t *tracker) fromRelist(u *unstructured.Unstructured) bool {
-	ns := u.GetNamespace()
-	if _, ok := t.listRV[ns]; !ok {
-		ns = ""
-	}
-	if !t.relisted[ns] {
-		return false
-	}
-	return !rvBefore(t.listRV[ns], u.GetResourceVersion())
+// inNamespaceKey reports whether the object of key belongs to the list of
+// namespace ns ("" for all namespaces).
+func inNamespaceKey(key, ns string) bool {
+	return ns == "" || strings.HasPrefix(key, ns+"/")
 }
 
-// newestList is the highest resourceVersion of the informers' latest
+// observe hands on an object that a list or a watch's ADDED event reports,
+// compared with what is known of it. Called with t.mu held.
+func (t *tracker) observe(u *unstructured.Unstructured, listed bool) {
+	d := t.delta(Added, u, listed)
+	key := d.Key()
+	if e, found := t.known[key]; found {
+		switch {
+		case e.uid == string(d.UID) && e.rv == d.ResourceVersion:
+			if e.prior {
+				e.prior = false
+				t.known[key] = e
+			}
+			return // published before, unchanged since
+		case e.uid == string(d.UID) && e.rv == "":
+			// An intent: the object may or may not have been published;
+			// publish it as created.
+			d.Snapshot = true
+		case e.uid == string(d.UID):
+			d.Type = Updated
+			d.Snapshot = listed || e.prior
+			if t.keepOld {
+				d.OldObject = e.obj
+			}
+		default:
+			// Deleted and created again unseen: the old object was gone
+			// before the new one was made.
+			t.handler.OnDelta(t.vanished(key, e.position(), d.ResourceVersion))
+			d.Snapshot = true
+		}
+	}
+	t.remember(key, u)
+	t.handler.OnDelta(d)
+}
+
+// update hands on an object that a watch's MODIFIED event reports.
+func (t *tracker) update(u *unstructured.Unstructured) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := ObjectKey(u.GetNamespace(), u.GetName())
+	e, found := t.known[key]
+	if !found || e.uid != string(u.GetUID()) || e.prior {
+		t.observe(u, false)
+		return
+	}
+	if e.rv == u.GetResourceVersion() {
+		return // nothing new
+	}
+	d := t.delta(Updated, u, false)
+	if t.keepOld {
+		d.OldObject = e.obj
+	}
+	t.remember(key, u)
+	t.handler.OnDelta(d)
+}
+
+// add hands on an object that a watch's ADDED event reports.
+func (t *tracker) add(u *unstructured.Unstructured) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observe(u, false)
+}
+
+// remove hands on the final state of an object that a watch's DELETED
+// event reports.
+func (t *tracker) remove(u *unstructured.Unstructured) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	delete(t.known, ObjectKey(u.GetNamespace(), u.GetName()))
+	t.handler.OnDelta(t.delta(Deleted, u, false))
+}
+
+// remember records u as the object's latest known state. The strings are
+// copied so that nothing of the decoded object stays reachable.
+func (t *tracker) remember(key string, u *unstructured.Unstructured) {
+	e := entry{uid: strings.Clone(string(u.GetUID())), rv: strings.Clone(u.GetResourceVersion())}
+	if t.keepOld {
+		e.obj = u
+	}
+	t.known[strings.Clone(key)] = e
+}
+
+// newestList is the highest resourceVersion of the reflectors' latest
 // lists. Called with t.mu held.
 func (t *tracker) newestList() string {
 	newest := ""
@@ -92,121 +224,37 @@ func rvBefore(a, b string) bool {
 	return err1 == nil && err2 == nil && x < y
 }
 
-// eventHandler returns the informer event handler for this resource.
-func (t *tracker) eventHandler() cache.ResourceEventHandler {
-	return cache.ResourceEventHandlerDetailedFuncs{
-		AddFunc:    t.onAdd,
-		UpdateFunc: t.onUpdate,
-		DeleteFunc: t.onDelete,
-	}
-}
-
-func (t *tracker) onAdd(obj any, initial bool) {
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		t.log.Error("ignoring object of unexpected type", "resource", t.res.Name(), "type", typeName(obj))
-		return
-	}
-	d := t.delta(Added, u, initial)
-
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !initial && t.fromRelist(u) {
-		d.Snapshot = true
-	}
-	if t.prior != nil {
-		if pos, found := t.prior[d.Key()]; found {
-			delete(t.prior, d.Key())
-			switch {
-			case pos.UID == string(d.UID) && pos.ResourceVersion == d.ResourceVersion:
-				return // published before, unchanged since
-			case pos.UID == string(d.UID) && pos.ResourceVersion == "":
-				// An intent: the object may or may not have been
-				// published; publish it as created.
-				d.Snapshot = true
-			case pos.UID == string(d.UID):
-				d.Type, d.Snapshot = Updated, true
-			default:
-				// Deleted and created again while the bridge was away: the
-				// old object was gone before the new one was made.
-				t.handler.OnDelta(t.vanished(d.Key(), pos, d.ResourceVersion))
-				d.Snapshot = true
-			}
-		}
-	}
-	t.handler.OnDelta(d)
-}
-
-func (t *tracker) onUpdate(oldObj, newObj any) {
-	u, ok := newObj.(*unstructured.Unstructured)
-	if !ok {
-		t.log.Error("ignoring object of unexpected type", "resource", t.res.Name(), "type", typeName(newObj))
-		return
-	}
-	old, _ := oldObj.(*unstructured.Unstructured)
-	if old != nil && old.GetResourceVersion() == u.GetResourceVersion() {
-		return // a resync: nothing changed
-	}
-	d := t.delta(Updated, u, false)
-	if t.keepOld {
-		d.OldObject = old
-	}
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	d.Snapshot = t.fromRelist(u)
-	t.handler.OnDelta(d)
-}
-
-func (t *tracker) onDelete(obj any) {
-	snapshot := false
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		// The informer missed the delete and found out on a relist; what
-		// it has is the last state it knew.
-		snapshot = true
-		obj = tomb.Obj
-		if _, ok := obj.(*unstructured.Unstructured); !ok {
-			ns, name, err := cache.SplitMetaNamespaceKey(tomb.Key)
-			if err != nil {
-				t.log.Error("dropping delete with unusable key", "resource", t.res.Name(), "key", tomb.Key, "err", err)
-				return
-			}
-			t.mu.Lock()
-			defer t.mu.Unlock()
-			t.handler.OnDelta(t.vanished(ObjectKey(ns, name), checkpoint.Position{}, t.newestList()))
-			return
-		}
-	}
-	u, ok := obj.(*unstructured.Unstructured)
-	if !ok {
-		t.log.Error("ignoring object of unexpected type", "resource", t.res.Name(), "type", typeName(obj))
-		return
-	}
-	d := t.delta(Deleted, u, snapshot)
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.handler.OnDelta(d)
-}
-
-// finishInitialList reports every checkpointed object that no informer
-// listed as deleted, and ends the initial diff. It returns how many deletes
-// it reported. The deletes carry the resourceVersion of the list that
-// found the objects gone, so that an object's resourceVersions never go
-// backwards in the stream, even when its live delete was published before
-// a crash and not checkpointed.
+// finishInitialList reports every checkpointed object that no list or
+// watch event matched as deleted, and ends the initial diff. Call it once
+// every reflector has listed. It returns how many deletes it reported. The
+// deletes carry the resourceVersion of the list that found the objects
+// gone, so that an object's resourceVersions never go backwards in the
+// stream, even when its live delete was published before a crash and not
+// checkpointed.
 func (t *tracker) finishInitialList() int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	keys := make([]string, 0, len(t.prior))
-	for k := range t.prior {
-		keys = append(keys, k)
+	var gone []string
+	for k, e := range t.known {
+		if e.prior {
+			gone = append(gone, k)
+		}
 	}
-	slices.Sort(keys)
+	slices.Sort(gone)
 	rv := t.newestList()
-	for _, k := range keys {
-		t.handler.OnDelta(t.vanished(k, t.prior[k], rv))
+	for _, k := range gone {
+		e := t.known[k]
+		delete(t.known, k)
+		t.handler.OnDelta(t.vanished(k, e.position(), rv))
 	}
-	t.prior = nil
-	return len(keys)
+	return len(gone)
+}
+
+// size is how many objects the tracker knows.
+func (t *tracker) size() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return len(t.known)
 }
 
 func (t *tracker) delta(typ DeltaType, u *unstructured.Unstructured, snapshot bool) Delta {

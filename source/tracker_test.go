@@ -9,7 +9,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/checkpoint"
 )
@@ -44,8 +43,20 @@ func (c collected) summary() []string {
 }
 
 func newTestTracker(prior map[string]checkpoint.Position, keepOld bool) (*tracker, *collected) {
+	return newTestTrackerIn(prior, 1, keepOld)
+}
+
+func newTestTrackerIn(prior map[string]checkpoint.Position, namespaces int, keepOld bool) (*tracker, *collected) {
 	c := &collected{}
-	return newTracker(configmaps, prior, c, keepOld, slog.New(slog.NewTextHandler(io.Discard, nil))), c
+	return newTracker(configmaps, prior, namespaces, c, keepOld, slog.New(slog.NewTextHandler(io.Discard, nil))), c
+}
+
+func items(objs ...*unstructured.Unstructured) []any {
+	out := make([]any, len(objs))
+	for i, o := range objs {
+		out[i] = o
+	}
+	return out
 }
 
 func TestInitialListDiff(t *testing.T) {
@@ -58,31 +69,33 @@ func TestInitialListDiff(t *testing.T) {
 		"ns/late":     {UID: "u6", ResourceVersion: "15"},
 	}
 	tr, got := newTestTracker(prior, false)
-	h := tr.eventHandler()
-	h.OnAdd(cm("same", "u1", "10"), true)
-	h.OnAdd(cm("changed", "u2", "20"), true)
-	h.OnAdd(cm("recreate", "u9", "21"), true)
-	h.OnAdd(cm("new", "u7", "22"), true)
+	if tr.replace("", items(cm("same", "u1", "10"), cm("changed", "u2", "20"), cm("recreate", "u9", "21"), cm("new", "u7", "22")), "30") {
+		t.Error("the first list reported as a relist")
+	}
+	select {
+	case <-tr.allListed:
+	default:
+		t.Error("allListed still open after the only namespace listed")
+	}
 	// Created again after the list, before the diff ended: its old
 	// incarnation's delete must come first.
-	h.OnAdd(cm("late", "u8", "23"), false)
-	tr.listed("", "30", false)
+	tr.add(cm("late", "u8", "31"))
 	if n := tr.finishInitialList(); n != 2 {
 		t.Errorf("finishInitialList reported %d deletes, want 2", n)
 	}
 	// After the diff, adds are plain watch events.
-	h.OnAdd(cm("after", "u10", "24"), false)
+	tr.add(cm("after", "u10", "32"))
 
 	want := []string{
 		"updated ns/changed u2@20 snapshot",
 		"deleted ns/recreate u3@21 snapshot",
 		"added ns/recreate u9@21 snapshot",
 		"added ns/new u7@22 snapshot",
-		"deleted ns/late u6@23 snapshot",
-		"added ns/late u8@23 snapshot",
+		"deleted ns/late u6@31 snapshot",
+		"added ns/late u8@31 snapshot",
 		"deleted ns/gone-a u5@30 snapshot",
 		"deleted ns/gone-b u4@30 snapshot",
-		"added ns/after u10@24",
+		"added ns/after u10@32",
 	}
 	if s := got.summary(); !slices.Equal(s, want) {
 		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
@@ -95,31 +108,54 @@ func TestInitialListDiff(t *testing.T) {
 			t.Errorf("%s %s: object does not carry the identity: %v", d.Type, d.Key(), d.Object.Object)
 		}
 	}
+	if n := tr.size(); n != 6 {
+		t.Errorf("tracker knows %d objects, want 6", n)
+	}
+}
+
+// The diff waits for every namespace's first list: a position in the
+// checkpoint is deleted only when no namespace listed it.
+func TestInitialListOfSeveralNamespaces(t *testing.T) {
+	tr, got := newTestTrackerIn(map[string]checkpoint.Position{
+		"a/x": {UID: "u1", ResourceVersion: "1"},
+		"b/y": {UID: "u2", ResourceVersion: "2"},
+		"b/z": {UID: "u3", ResourceVersion: "3"},
+	}, 2, false)
+	x := cm("x", "u1", "1")
+	x.SetNamespace("a")
+	tr.replace("a", items(x), "10")
+	select {
+	case <-tr.allListed:
+		t.Fatal("allListed closed before namespace b listed")
+	default:
+	}
+	y := cm("y", "u2", "2")
+	y.SetNamespace("b")
+	tr.replace("b", items(y), "11")
+	<-tr.allListed
+	tr.finishInitialList()
+	if s, want := got.summary(), []string{"deleted b/z u3@11 snapshot"}; !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
 }
 
 func TestWatchEvents(t *testing.T) {
 	tr, got := newTestTracker(nil, true)
+	tr.replace("", nil, "1")
 	tr.finishInitialList()
-	h := tr.eventHandler()
 
-	h.OnAdd(cm("a", "u1", "1"), false)
-	h.OnUpdate(cm("a", "u1", "1"), cm("a", "u1", "1")) // resync: nothing
-	h.OnUpdate(cm("a", "u1", "1"), cm("a", "u1", "2"))
-	h.OnDelete(cm("a", "u1", "3"))
-	// A delete the informer learnt of on a relist: unwrapped, last state.
-	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/b", Obj: cm("b", "u2", "4")})
-	// A tombstone without a usable object still yields a delete by key.
-	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/c", Obj: nil})
-	// Objects of the wrong type are ignored, not a panic.
-	h.OnAdd("not an object", false)
-	h.OnDelete(42)
+	tr.add(cm("a", "u1", "1"))
+	tr.update(cm("a", "u1", "1")) // nothing new
+	tr.update(cm("a", "u1", "2"))
+	tr.remove(cm("a", "u1", "3"))
+	// A modification of an object never seen is news to consumers too.
+	tr.update(cm("b", "u2", "4"))
 
 	want := []string{
 		"added ns/a u1@1",
 		"updated ns/a u1@2",
 		"deleted ns/a u1@3",
-		"deleted ns/b u2@4 snapshot",
-		"deleted ns/c @ snapshot",
+		"added ns/b u2@4",
 	}
 	if s := got.summary(); !slices.Equal(s, want) {
 		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
@@ -127,30 +163,38 @@ func TestWatchEvents(t *testing.T) {
 	if old := (*got)[1].OldObject; old == nil || old.GetResourceVersion() != "1" {
 		t.Errorf("updated delta's OldObject = %v, want the state at 1", old)
 	}
-	if (*got)[3].Object.GetResourceVersion() != "4" {
-		t.Errorf("tombstone delete does not carry the last known state")
+	if (*got)[2].Object.GetResourceVersion() != "3" {
+		t.Errorf("delete does not carry the final state")
+	}
+	if n := tr.size(); n != 1 {
+		t.Errorf("tracker knows %d objects, want 1", n)
 	}
 }
 
-// After a relist, the changes it found are marked snapshot; changes the
-// watch reports afterwards are not.
-func TestRelistMarksSnapshot(t *testing.T) {
-	tr, got := newTestTracker(nil, false)
-	tr.listed("", "5", false)
+// A relist (a list after the first) hands on exactly what changed since
+// the watch stopped, marked snapshot: changed and new objects, and known
+// objects it lacks as deletes at the list's resourceVersion. Objects of
+// other namespaces are not touched.
+func TestRelistDiff(t *testing.T) {
+	tr, got := newTestTrackerIn(nil, 2, false)
+	other := cm("o", "u9", "3")
+	other.SetNamespace("other")
+	tr.replace("other", items(other), "5")
+	tr.replace("ns", items(cm("same", "u1", "1"), cm("changed", "u2", "2"), cm("gone", "u3", "4"), cm("recreated", "u4", "4")), "5")
 	tr.finishInitialList()
-	h := tr.eventHandler()
-	h.OnUpdate(cm("a", "u1", "3"), cm("a", "u1", "4")) // before any relist
-	tr.listed("", "10", true)
-	h.OnUpdate(cm("a", "u1", "4"), cm("a", "u1", "8")) // found by the relist
-	h.OnAdd(cm("b", "u2", "9"), false)                 // found by the relist
-	h.OnDelete(cache.DeletedFinalStateUnknown{Key: "ns/c", Obj: cm("c", "u3", "2")})
-	h.OnUpdate(cm("a", "u1", "8"), cm("a", "u1", "11")) // the watch after it
+	*got = nil
+
+	if !tr.replace("ns", items(cm("same", "u1", "1"), cm("changed", "u2", "8"), cm("new", "u5", "9"), cm("recreated", "u6", "9")), "10") {
+		t.Error("a second list not reported as a relist")
+	}
+	tr.update(cm("changed", "u2", "11")) // the watch after it
 	want := []string{
-		"updated ns/a u1@4",
-		"updated ns/a u1@8 snapshot",
-		"added ns/b u2@9 snapshot",
-		"deleted ns/c u3@2 snapshot",
-		"updated ns/a u1@11",
+		"updated ns/changed u2@8 snapshot",
+		"added ns/new u5@9 snapshot",
+		"deleted ns/recreated u4@9 snapshot",
+		"added ns/recreated u6@9 snapshot",
+		"deleted ns/gone u3@10 snapshot",
+		"updated ns/changed u2@11",
 	}
 	if s := got.summary(); !slices.Equal(s, want) {
 		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
@@ -159,9 +203,10 @@ func TestRelistMarksSnapshot(t *testing.T) {
 
 func TestOldObjectOnlyWhenAsked(t *testing.T) {
 	tr, got := newTestTracker(nil, false)
+	tr.replace("", items(cm("a", "u1", "1")), "1")
 	tr.finishInitialList()
-	tr.eventHandler().OnUpdate(cm("a", "u1", "1"), cm("a", "u1", "2"))
-	if len(*got) != 1 || (*got)[0].OldObject != nil {
+	tr.update(cm("a", "u1", "2"))
+	if len(*got) != 2 || (*got)[1].OldObject != nil {
 		t.Errorf("OldObject kept without being asked for: %+v", *got)
 	}
 }
@@ -191,11 +236,53 @@ func TestIntentsInTheCheckpoint(t *testing.T) {
 		"ns/listed":  {UID: "u1"},
 		"ns/missing": {UID: "u2"},
 	}, false)
-	tr.eventHandler().OnAdd(cm("listed", "u1", "5"), true)
-	tr.listed("", "9", false)
+	tr.replace("", items(cm("listed", "u1", "5")), "9")
 	tr.finishInitialList()
 	want := []string{"added ns/listed u1@5 snapshot", "deleted ns/missing u2@9 snapshot"}
 	if s := got.summary(); !slices.Equal(s, want) {
 		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
+}
+
+// The store hands on transformed objects, ignores what is not an object,
+// and reports relists.
+func TestStore(t *testing.T) {
+	tr, got := newTestTracker(nil, false)
+	var relists []string
+	st := &store{t: tr, transform: dropManagedFields, relisted: func(ns, rv string) { relists = append(relists, rv) }}
+	withFields := func(u *unstructured.Unstructured) *unstructured.Unstructured {
+		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"manager": "kubectl"}}, "metadata", "managedFields")
+		return u
+	}
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(st.Replace([]any{withFields(cm("a", "u1", "1")), "not an object"}, "2"))
+	must(st.Add(withFields(cm("b", "u2", "3"))))
+	must(st.Update(withFields(cm("b", "u2", "4"))))
+	must(st.Delete(withFields(cm("a", "u1", "5"))))
+	must(st.Add(42))
+	must(st.Replace(nil, "6"))
+	must(st.Resync())
+	want := []string{
+		"added ns/a u1@1 snapshot",
+		"added ns/b u2@3",
+		"updated ns/b u2@4",
+		"deleted ns/a u1@5",
+		"deleted ns/b u2@6 snapshot",
+	}
+	if s := got.summary(); !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
+	for _, d := range *got {
+		if _, found, _ := unstructured.NestedFieldNoCopy(d.Object.Object, "metadata", "managedFields"); found {
+			t.Errorf("%s %s: managedFields not dropped", d.Type, d.Key())
+		}
+	}
+	if !slices.Equal(relists, []string{"6"}) {
+		t.Errorf("relists reported: %v, want [6]", relists)
 	}
 }
