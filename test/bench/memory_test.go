@@ -184,7 +184,7 @@ func (e *experiment) memory(objectSize float64) {
 
 // waitSettled waits until the bridge has nothing pending, every informer is
 // synced and every acknowledged position is in the checkpoint.
-func waitSettled(b *testing.B, br *child, timeout time.Duration) map[string]float64 {
+func waitSettled(b *testing.B, br *child, timeout time.Duration) {
 	b.Helper()
 	addr := br.metricsAddr(b)
 	deadline := time.Now().Add(timeout)
@@ -192,7 +192,7 @@ func waitSettled(b *testing.B, br *child, timeout time.Duration) map[string]floa
 		s, err := scrapeMetrics(addr)
 		if err == nil && sumMetric(s, "bridge_pending_deltas") == 0 && sumMetric(s, "bridge_checkpoint_lag") == 0 &&
 			s["bridge_checkpoint_last_flush_timestamp_seconds"] > 0 && sumMetric(s, "bridge_informer_synced") >= 1 {
-			return s
+			return
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("bridge not settled after %s (metrics error %v): pending %v, checkpoint lag %v, last flush %v, synced %v",
