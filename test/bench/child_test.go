@@ -256,7 +256,9 @@ func measureMemory(b *testing.B, c *child, n int) memory {
 		}
 		low = memory{min(low.HeapInuse, m.HeapInuse), min(low.RSS, m.RSS), min(low.RSSAnon, m.RSSAnon), min(low.RSSFile, m.RSSFile)}
 	}
-	b.Logf("%s: heap in use / RSS readings, MiB: %s", c.name, strings.Join(readings, ", "))
+	if testing.Verbose() {
+		b.Logf("%s: heap in use / RSS readings, MiB: %s", c.name, strings.Join(readings, ", "))
+	}
 	return low
 }
 
