@@ -1,0 +1,286 @@
+package bench
+
+import (
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// buildBinary builds the main package pkg (an import path) into dir, the
+// way `make build` builds the bridge, and returns the binary's path.
+func buildBinary(pkg, dir string) (string, error) {
+	out := filepath.Join(dir, filepath.Base(pkg))
+	cmd := exec.Command("go", "build", "-trimpath", "-o", out, pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %w\n%s", pkg, err, msg)
+	}
+	return out, nil
+}
+
+// child is a program under measurement, running as a child process that
+// logs JSON lines ({"msg": ..., "addr": ...}) to standard error, as the
+// bridge and the bareinformer command do.
+type child struct {
+	name    string
+	cmd     *exec.Cmd
+	started time.Time
+	done    chan struct{}
+
+	mu      sync.Mutex
+	logs    bytes.Buffer
+	seen    map[string]logLine // first line of each message
+	addr    string             // of /metrics, from the "serving" line
+	changed chan struct{}      // closed and replaced on every new line
+}
+
+// startChild runs bin with exactly env (nothing is inherited, so that no
+// GOGC or GOMEMLIMIT of the benchmark's environment reaches it). The
+// child is killed if it outlives the benchmark.
+func startChild(b *testing.B, name, bin string, env []string, args ...string) *child {
+	b.Helper()
+	c := &child{name: name, done: make(chan struct{}), seen: map[string]logLine{}, changed: make(chan struct{})}
+	c.cmd = exec.Command(bin, args...)
+	c.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	c.started = time.Now()
+	if err := c.cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	go c.readLogs(stderr)
+	b.Cleanup(func() {
+		if c.cmd.ProcessState == nil {
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+		if b.Failed() {
+			b.Logf("last logs of %s:\n%s", c.name, c.tail(40))
+		}
+	})
+	return c
+}
+
+func (c *child) readLogs(r io.Reader) {
+	defer close(c.done)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		now := time.Now()
+		var rec struct{ Msg, Addr string }
+		_ = json.Unmarshal(sc.Bytes(), &rec)
+		c.mu.Lock()
+		c.logs.Write(sc.Bytes())
+		c.logs.WriteByte('\n')
+		if _, ok := c.seen[rec.Msg]; !ok && rec.Msg != "" {
+			c.seen[rec.Msg] = logLine{At: now, Raw: bytes.Clone(sc.Bytes())}
+		}
+		if c.addr == "" && rec.Addr != "" && strings.HasPrefix(rec.Msg, "serving") {
+			c.addr = rec.Addr
+		}
+		close(c.changed)
+		c.changed = make(chan struct{})
+		c.mu.Unlock()
+	}
+}
+
+// logLine is a line a child logged, and when the benchmark read it.
+type logLine struct {
+	At  time.Time
+	Raw []byte
+}
+
+// waitLog waits until the child logs a message starting with prefix and
+// returns the first such line. It fails the benchmark if the child exits
+// first or timeout passes.
+func (c *child) waitLog(b *testing.B, prefix string, timeout time.Duration) logLine {
+	b.Helper()
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		for msg, line := range c.seen {
+			if strings.HasPrefix(msg, prefix) {
+				c.mu.Unlock()
+				return line
+			}
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		select {
+		case <-changed:
+		case <-c.done:
+			b.Fatalf("%s exited before logging %q:\n%s", c.name, prefix, c.tail(40))
+		case <-deadline:
+			b.Fatalf("%s did not log %q within %s:\n%s", c.name, prefix, timeout, c.tail(40))
+		}
+	}
+}
+
+// metricsAddr is the address the child serves /metrics on.
+func (c *child) metricsAddr(b *testing.B) string {
+	b.Helper()
+	c.waitLog(b, "serving", time.Minute)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.addr
+}
+
+// stop sends SIGTERM and waits for a clean exit.
+func (c *child) stop(b *testing.B) {
+	b.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		b.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- c.cmd.Wait() }()
+	select {
+	case err := <-waited:
+		<-c.done
+		if err != nil {
+			b.Fatalf("%s did not stop cleanly: %v\n%s", c.name, err, c.tail(40))
+		}
+	case <-time.After(2 * time.Minute):
+		b.Fatalf("%s did not exit within 2m of SIGTERM:\n%s", c.name, c.tail(40))
+	}
+}
+
+// tail returns the last n lines the child logged.
+func (c *child) tail(n int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	lines := strings.SplitAfter(c.logs.String(), "\n")
+	return strings.Join(lines[max(0, len(lines)-n):], "")
+}
+
+// scrapeMetrics reads the samples of a Prometheus text page as
+// "name{labels}" -> value.
+func scrapeMetrics(addr string) (map[string]float64, error) {
+	resp, err := http.Get("http://" + addr + "/metrics")
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
+	}
+	samples := map[string]float64{}
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		line := sc.Text()
+		if line == "" || line[0] == '#' {
+			continue
+		}
+		i := strings.LastIndexByte(line, ' ')
+		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
+			samples[line[:i]] = v
+		}
+	}
+	return samples, sc.Err()
+}
+
+// sumMetric adds the samples of the metric name, over all its labels.
+func sumMetric(samples map[string]float64, name string) float64 {
+	var n float64
+	for k, v := range samples {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			n += v
+		}
+	}
+	return n
+}
+
+// memory is one reading of a process's memory, in bytes.
+type memory struct {
+	// HeapInuse is go_memstats_heap_inuse_bytes right after a forced GC:
+	// the live heap plus the free space inside the spans it occupies.
+	HeapInuse float64
+	// RSS is process_resident_memory_bytes (VmRSS); RSSAnon and RSSFile
+	// split it into anonymous memory and mapped files (the binary, and the
+	// bridge's bbolt checkpoint).
+	RSS, RSSAnon, RSSFile float64
+}
+
+// measureMemory reads c's memory n times, a second apart, each time right
+// after forcing a garbage collection (GET /debug/pprof/heap?gc=1), and
+// returns the minimum of each quantity. The minimum, because what the
+// readings add to a quiet process only pushes them up: garbage from the
+// scrapes, and freed pages the runtime has not yet returned to the system.
+func measureMemory(b *testing.B, c *child, n int) memory {
+	b.Helper()
+	addr := c.metricsAddr(b)
+	var low memory
+	var readings []string
+	for i := range n {
+		if i > 0 {
+			time.Sleep(time.Second)
+		}
+		resp, err := http.Get("http://" + addr + "/debug/pprof/heap?gc=1")
+		if err != nil {
+			b.Fatalf("%s: heap profile: %v", c.name, err)
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Fatalf("%s: heap profile: %s", c.name, resp.Status)
+		}
+		samples, err := scrapeMetrics(addr)
+		if err != nil {
+			b.Fatalf("%s: %v", c.name, err)
+		}
+		m := memory{HeapInuse: samples["go_memstats_heap_inuse_bytes"], RSS: samples["process_resident_memory_bytes"]}
+		if m.HeapInuse == 0 || m.RSS == 0 {
+			b.Fatalf("%s: /metrics lacks go_memstats_heap_inuse_bytes or process_resident_memory_bytes", c.name)
+		}
+		status := procStatus(c.cmd.Process.Pid)
+		m.RSSAnon, m.RSSFile = status["RssAnon"], status["RssFile"]
+		readings = append(readings, fmt.Sprintf("%.1f/%.1f", mib(m.HeapInuse), mib(m.RSS)))
+		if i == 0 {
+			low = m
+			continue
+		}
+		low = memory{min(low.HeapInuse, m.HeapInuse), min(low.RSS, m.RSS), min(low.RSSAnon, m.RSSAnon), min(low.RSSFile, m.RSSFile)}
+	}
+	if testing.Verbose() {
+		b.Logf("%s: heap in use / RSS readings, MiB: %s", c.name, strings.Join(readings, ", "))
+	}
+	return low
+}
+
+// procStatus reads the memory fields of /proc/<pid>/status, in bytes.
+func procStatus(pid int) map[string]float64 {
+	out := map[string]float64{}
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return out
+	}
+	for line := range strings.Lines(string(data)) {
+		k, v, ok := strings.Cut(line, ":")
+		f := strings.Fields(v)
+		if !ok || len(f) != 2 || f[1] != "kB" {
+			continue
+		}
+		if n, err := strconv.ParseFloat(f[0], 64); err == nil {
+			out[k] = n * 1024
+		}
+	}
+	return out
+}
+
+// mib converts bytes to MiB.
+func mib(n float64) float64 { return n / (1 << 20) }
