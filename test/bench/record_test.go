@@ -2,17 +2,22 @@ package bench
 
 import (
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 )
+
+var metricName = regexp.MustCompile(`[^a-z0-9]+`)
 
 // record reports f as benchmark metrics and, when the results directory is
 // set, saves it for the report.
 func record(b *testing.B, f Figure) {
 	b.Helper()
-	unit := strings.NewReplacer(" ", "_", "/", "_per_").Replace(f.Unit)
-	b.ReportMetric(f.Bridge, "bridge-"+unit)
-	b.ReportMetric(f.Baseline, "baseline-"+unit)
+	// Metric names must be unique within a benchmark: one benchmark may
+	// record several figures in the same unit.
+	name := metricName.ReplaceAllString(strings.ToLower(f.Name+"-"+f.Unit), "_")
+	b.ReportMetric(f.Bridge, "bridge-"+name)
+	b.ReportMetric(f.Baseline, "baseline-"+name)
 	verdict := ""
 	if f.Target != "" {
 		verdict = " — target " + f.Target + ": missed"
