@@ -194,7 +194,11 @@ func TestFaultWatchExpiry(t *testing.T) {
 			t.Errorf("%d events for the change after the relist, want 1", sentinels)
 		}
 		missing := maps.Clone(want)
+		snapshots := 0
 		for _, m := range found {
+			if m.Snapshot {
+				snapshots++
+			}
 			action, changed := want[m.Name]
 			switch {
 			case !changed:
@@ -240,10 +244,10 @@ func TestFaultWatchExpiry(t *testing.T) {
 			t.Errorf("exit code %d after SIGTERM", code)
 		}
 		t.Logf("%s: cut off for %s (etcd compacted at revision %d, the bridge's watch was at %s or later); "+
-			"the view equalled the LIST %s after the resume; %d events from the relist (all snapshot), %d duplicates; "+
+			"the view equalled the LIST %s after the resume; %d events from the relist (%d marked snapshot), %d duplicates; "+
 			"relists logged at resourceVersion %v; bridge_relists_total %v -> %v; %d connections through the proxy",
 			b.name(), cutFor.Round(time.Millisecond), compacted, lastRV, converged.Round(time.Millisecond),
-			len(found), v.duplicates, relistRVs, relistsBefore, relistsAfter, px.accepted.Load())
+			len(found), snapshots, v.duplicates, relistRVs, relistsBefore, relistsAfter, px.accepted.Load())
 	})
 }
 
