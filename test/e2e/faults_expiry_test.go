@@ -149,7 +149,7 @@ func TestFaultWatchExpiry(t *testing.T) {
 		px.resume(t)
 		resumed := time.Now()
 		cutFor := resumed.Sub(cut)
-		_, converged := reader.converge(t, expiryConvergeTimeout)
+		converged := convergeWhileRunning(t, reader, p, expiryConvergeTimeout)
 
 		// A change after the relist comes from the watch. Once it is on
 		// the bus and nothing waits in the bridge, everything the relist
@@ -159,7 +159,7 @@ func TestFaultWatchExpiry(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		reader.converge(t, time.Minute)
+		convergeWhileRunning(t, reader, p, time.Minute)
 		eventually(t, time.Minute, func() (bool, string) {
 			s, ok := scrape(metricsAddr)
 			return ok && s["bridge_pending_deltas"] == 0, fmt.Sprintf("bridge_pending_deltas %v", s["bridge_pending_deltas"])
@@ -249,6 +249,29 @@ func TestFaultWatchExpiry(t *testing.T) {
 			b.name(), cutFor.Round(time.Millisecond), compacted, lastRV, converged.Round(time.Millisecond),
 			len(found), snapshots, v.duplicates, relistRVs, relistsBefore, relistsAfter, px.accepted.Load())
 	})
+}
+
+// convergeWhileRunning is r.converge, failing at once if the bridge
+// process exits meanwhile. It returns how long the view took to equal the
+// LIST.
+func convergeWhileRunning(t *testing.T, r *busReader, p *proc, timeout time.Duration) time.Duration {
+	t.Helper()
+	began := time.Now()
+	r.v = verdict{mismatch: "not read yet"}
+	eventually(t, timeout, func() (bool, string) {
+		select {
+		case <-p.done:
+			_ = p.cmd.Wait()
+			t.Fatalf("the bridge exited (%v) before the view equalled the LIST", p.cmd.ProcessState)
+		default:
+		}
+		if time.Since(r.last) >= 250*time.Millisecond {
+			r.last = time.Now()
+			r.v = oracle(t, r.ns, r.read(t))
+		}
+		return r.v.mismatch == "", r.v.mismatch
+	})
+	return time.Since(began)
 }
 
 // etcdCompact compacts etcd's history up to its current revision, through
