@@ -40,9 +40,9 @@ const expiryConvergeTimeout = 3 * time.Minute
 // again, its watch from the old resourceVersion gets 410 Gone, and the
 // informer lists again. That relist publishes exactly what changed, each
 // object once in its current state or as deleted, marked snapshot, and
-// nothing about the 25 unchanged objects; a change made after it comes
-// from the watch again, not marked snapshot. The bridge logs the relist
-// and counts it in bridge_relists_total.
+// nothing about the 21 objects that did not change; a change made after
+// it comes from the watch again, not marked snapshot. The bridge logs the
+// relist and counts it in bridge_relists_total.
 func TestFaultWatchExpiry(t *testing.T) {
 	forEachBus(t, func(t *testing.T, b bus) {
 		// The control plane is the whole package's: leave it answering.
