@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"runtime"
 	"strings"
 	"sync"
 	"syscall"
@@ -50,10 +51,27 @@ func startProcUntil(t *testing.T, env []string, out, prefix string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := p.cmd.Start(); err != nil {
+	// Pdeathsig fires when the thread that started the child exits, not
+	// the test process. The Go runtime retires a thread whenever a
+	// goroutine exits locked to it, as the control plane's do each time
+	// it restarts kube-apiserver; a bridge forked from that thread earlier
+	// would be killed then. So the bridge is started from a goroutine that
+	// keeps its thread until the bridge has exited (its stderr is closed).
+	started := make(chan error, 1)
+	go func() {
+		runtime.LockOSThread()
+		defer runtime.UnlockOSThread()
+		if err := p.cmd.Start(); err != nil {
+			started <- err
+			return
+		}
+		go p.watchLogs(stderr)
+		started <- nil
+		<-p.done
+	}()
+	if err := <-started; err != nil {
 		t.Fatal(err)
 	}
-	go p.watchLogs(stderr)
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
