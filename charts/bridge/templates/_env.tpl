@@ -90,6 +90,10 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.env" (list "BRIDGE_LOG_LEVEL" $v.log.level) }}
 {{- include "bridge.env" (list "BRIDGE_LOG_FORMAT" $v.log.format) }}
 {{- include "bridge.env" (list "BRIDGE_METRICS_ADDR" (printf ":%d" (int $v.metrics.port))) }}
+{{- if $v.metrics.pprof }}
+- name: BRIDGE_PPROF
+  value: "true"
+{{- end }}
 {{- if include "bridge.leaderElection" . }}
 - name: BRIDGE_LEADER_ELECTION
   value: "true"
