@@ -10,7 +10,11 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"sync"
 
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubebus/bridge/internal/jsonenc"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 )
@@ -27,18 +31,23 @@ type Encoder struct {
 // Encode turns d into a message. It fails only when the object cannot be
 // encoded as JSON.
 func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
-	var data bytes.Buffer
-	data.WriteString(`{"object":`)
-	if err := writeObject(&data, d.Object); err != nil {
+	buf := buffers.Get().(*[]byte)
+	defer buffers.Put(buf)
+	data := append((*buf)[:0], `{"object":`...)
+	data, err := appendObject(data, d.Object)
+	if err != nil {
 		return nil, fmt.Errorf("event: encode %s %s: %w", d.Resource.Name(), d.Key(), err)
 	}
 	if d.OldObject != nil {
-		data.WriteString(`,"oldObject":`)
-		if err := writeObject(&data, d.OldObject); err != nil {
+		data = append(data, `,"oldObject":`...)
+		if data, err = appendObject(data, d.OldObject); err != nil {
 			return nil, fmt.Errorf("event: encode old %s %s: %w", d.Resource.Name(), d.Key(), err)
 		}
 	}
-	data.WriteByte('}')
+	data = append(data, '}')
+	if cap(data) <= maxPooledBuffer {
+		*buf = data
+	}
 
 	action := string(d.Type)
 	return &sink.Message{
@@ -57,29 +66,38 @@ func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 		Name:            d.Name,
 		Cluster:         e.Cluster,
 		Snapshot:        d.Snapshot,
-		Data:            data.Bytes(),
+		Data:            bytes.Clone(data),
 	}, nil
 }
 
-func writeObject(buf *bytes.Buffer, obj interface{ MarshalJSON() ([]byte, error) }) error {
-	b, err := obj.MarshalJSON()
-	if err != nil {
-		return err
+// buffers hold the data of messages being encoded; each message gets a
+// copy of exactly its size. Buffers that grew past maxPooledBuffer (for a
+// rare huge object) are left to the garbage collector.
+var buffers = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledBuffer = 256 << 10
+
+// appendObject appends obj as JSON, the bytes its MarshalJSON writes
+// without the trailing newline; a nil obj is null.
+func appendObject(dst []byte, obj *unstructured.Unstructured) ([]byte, error) {
+	if obj == nil {
+		return append(dst, "null"...), nil
 	}
-	buf.Write(bytes.TrimRight(b, "\n"))
-	return nil
+	return jsonenc.AppendValue(dst, obj.Object)
 }
 
 // ID is the event id of d: a hash of the resource, the object's identity
 // (namespace, name, uid), its resourceVersion and the delta type. The same
 // change always gets the same id; different changes get different ids.
 func ID(d *source.Delta) string {
-	h := sha256.New()
-	for _, part := range []string{d.Resource.Name(), d.Namespace, d.Name, string(d.UID), d.ResourceVersion, string(d.Type)} {
-		h.Write([]byte(part))
-		h.Write([]byte{0})
+	var scratch [256]byte
+	b := scratch[:0]
+	for _, part := range [...]string{d.Resource.Name(), d.Namespace, d.Name, string(d.UID), d.ResourceVersion, string(d.Type)} {
+		b = append(b, part...)
+		b = append(b, 0)
 	}
-	return hex.EncodeToString(h.Sum(nil)[:16])
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16])
 }
 
 // Source is the event source of a resource's events:

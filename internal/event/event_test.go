@@ -1,6 +1,7 @@
 package event
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"regexp"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/synthetic"
 )
 
 var (
@@ -345,6 +347,53 @@ func TestEncodeFailure(t *testing.T) {
 			for _, want := range []string{"event: ", "configmaps", "team-a/settings"} {
 				if !strings.Contains(err.Error(), want) {
 					t.Errorf("error %q does not mention %q", err, want)
+				}
+			}
+		})
+	}
+}
+
+// TestEncodeDataBytes: the data holds each object exactly as its own
+// MarshalJSON writes it (encoding/json's bytes), without the newline.
+func TestEncodeDataBytes(t *testing.T) {
+	enc := Encoder{Cluster: "prod"}
+	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	for _, tt := range []struct {
+		name string
+		d    source.Delta
+	}{
+		{"ConfigMap", synthetic.Update(synthetic.ConfigMaps, synthetic.ConfigMap(3), observed)},
+		{"Pod", synthetic.Update(synthetic.Pods, synthetic.Pod(3), observed)},
+		{"Pod with its old state", func() source.Delta {
+			d := synthetic.Update(synthetic.Pods, synthetic.Pod(4), observed)
+			d.OldObject = synthetic.Unstructured(synthetic.Pod(5))
+			d.OldObject.Object["note"] = "<&> \u2028 \xff"
+			return d
+		}()},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			want := []byte(`{"object":`)
+			b, err := tt.d.Object.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			want = append(want, bytes.TrimSuffix(b, []byte("\n"))...)
+			if tt.d.OldObject != nil {
+				b, err := tt.d.OldObject.MarshalJSON()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(append(want, `,"oldObject":`...), bytes.TrimSuffix(b, []byte("\n"))...)
+			}
+			want = append(want, '}')
+			// Twice: the second encoding reuses the first one's buffer.
+			for range 2 {
+				msg, err := enc.Encode(&tt.d)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !bytes.Equal(msg.Data, want) {
+					t.Fatalf("Data differs from the objects' MarshalJSON\n got %s\nwant %s", msg.Data, want)
 				}
 			}
 		})
