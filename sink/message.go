@@ -3,9 +3,12 @@ package sink
 import (
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/internal/jsonenc"
 )
 
 // SpecVersion is the CloudEvents version of every message.
@@ -51,7 +54,8 @@ type Message struct {
 	Snapshot bool
 
 	// Data is the JSON payload: {"object": ...}, plus "oldObject" on updates
-	// when the bridge is configured to include it.
+	// when the bridge is configured to include it. It must be valid JSON:
+	// MarshalJSON writes it as it is.
 	Data json.RawMessage
 }
 
@@ -60,7 +64,8 @@ type Message struct {
 // key, and sinks that partition use it to keep them in order.
 func (m *Message) Key() string { return m.Subject }
 
-// structured is the JSON form of a Message in CloudEvents structured mode.
+// structured is the JSON form of a Message in CloudEvents structured mode,
+// as UnmarshalJSON reads it and MarshalJSON writes it.
 type structured struct {
 	SpecVersion     string          `json:"specversion"`
 	ID              string          `json:"id"`
@@ -80,31 +85,58 @@ type structured struct {
 	Data            json.RawMessage `json:"data"`
 }
 
-// MarshalJSON encodes the message as a CloudEvents structured-mode event.
+// MarshalJSON encodes the message as a CloudEvents structured-mode event,
+// the attributes in the order of the structured type and Data last. Data
+// is written as it is, so it must be valid JSON (the bridge's encoder
+// writes it compact, as encoding/json does); an empty Data is null. The
+// attributes are escaped as encoding/json escapes strings, so the event
+// is byte for byte what json.Marshal makes of it. It never fails.
 func (m *Message) MarshalJSON() ([]byte, error) {
-	b, err := json.Marshal(structured{
-		SpecVersion:     SpecVersion,
-		ID:              m.ID,
-		Source:          m.Source,
-		Type:            m.Type,
-		Subject:         m.Subject,
-		Time:            m.Time.UTC().Format(time.RFC3339Nano),
-		DataContentType: ContentType,
-		ResourceVersion: m.ResourceVersion,
-		UID:             m.UID,
-		Kind:            m.Kind,
-		APIVersion:      m.APIVersion,
-		Namespace:       m.Namespace,
-		Name:            m.Name,
-		Cluster:         m.Cluster,
-		Snapshot:        m.Snapshot,
-		Data:            m.Data,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sink: encode event %s: %w", m.ID, err)
+	n := len(m.ID) + len(m.Source) + len(m.Type) + len(m.Subject) + len(m.ResourceVersion) + len(m.UID) +
+		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + len(m.Data)
+	b := make([]byte, 0, n+structuredOverhead)
+	b = append(b, `{"specversion":"`+SpecVersion+`","id":`...)
+	b = jsonenc.AppendString(b, m.ID)
+	b = append(b, `,"source":`...)
+	b = jsonenc.AppendString(b, m.Source)
+	b = append(b, `,"type":`...)
+	b = jsonenc.AppendString(b, m.Type)
+	b = append(b, `,"subject":`...)
+	b = jsonenc.AppendString(b, m.Subject)
+	// RFC 3339 holds nothing a JSON string escapes.
+	b = append(b, `,"time":"`...)
+	b = m.Time.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","datacontenttype":"`+ContentType+`","resourceversion":`...)
+	b = jsonenc.AppendString(b, m.ResourceVersion)
+	b = append(b, `,"uid":`...)
+	b = jsonenc.AppendString(b, m.UID)
+	b = append(b, `,"kind":`...)
+	b = jsonenc.AppendString(b, m.Kind)
+	b = append(b, `,"apiversion":`...)
+	b = jsonenc.AppendString(b, m.APIVersion)
+	if m.Namespace != "" {
+		b = append(b, `,"namespace":`...)
+		b = jsonenc.AppendString(b, m.Namespace)
 	}
-	return b, nil
+	b = append(b, `,"name":`...)
+	b = jsonenc.AppendString(b, m.Name)
+	b = append(b, `,"cluster":`...)
+	b = jsonenc.AppendString(b, m.Cluster)
+	b = append(b, `,"snapshot":`...)
+	b = strconv.AppendBool(b, m.Snapshot)
+	b = append(b, `,"data":`...)
+	if len(m.Data) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, m.Data...)
+	}
+	return append(b, '}'), nil
 }
+
+// structuredOverhead is what MarshalJSON writes besides the values of the
+// string attributes and Data: names, punctuation, the time, and some room
+// for escapes.
+const structuredOverhead = 320
 
 // UnmarshalJSON decodes a CloudEvents structured-mode event written by
 // MarshalJSON. Consumers and tests use it to read streams back.

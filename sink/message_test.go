@@ -168,15 +168,45 @@ func boolInt(b bool) int {
 	return 0
 }
 
-func TestMessageMarshalInvalidData(t *testing.T) {
-	m := namespacedMessage()
-	m.Data = json.RawMessage(`{"object":`)
-	_, err := m.MarshalJSON()
-	if err == nil {
-		t.Fatal("MarshalJSON accepted invalid data")
+// TestMessageMarshalLikeEncodingJSON: MarshalJSON writes what json.Marshal
+// makes of the structured form, escapes included.
+func TestMessageMarshalLikeEncodingJSON(t *testing.T) {
+	odd := namespacedMessage()
+	odd.Name = "<a&b> \"quoted\" \\ tab\t \u2028 é \xff"
+	odd.Subject = "team-a/" + odd.Name
+	odd.Cluster = "\x00\x1f"
+	odd.Time = time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	noData := clusterScopedMessage()
+	noData.Data = nil
+	tests := []struct {
+		name string
+		msg  *Message
+	}{
+		{"namespaced", namespacedMessage()},
+		{"cluster-scoped", clusterScopedMessage()},
+		{"characters to escape", odd},
+		{"no data", noData},
 	}
-	if !strings.HasPrefix(err.Error(), "sink: ") || !strings.Contains(err.Error(), m.ID) {
-		t.Errorf("error %q should start with the package and name the event id", err)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := tt.msg
+			want, err := json.Marshal(structured{
+				SpecVersion: SpecVersion, ID: m.ID, Source: m.Source, Type: m.Type, Subject: m.Subject,
+				Time: m.Time.UTC().Format(time.RFC3339Nano), DataContentType: ContentType,
+				ResourceVersion: m.ResourceVersion, UID: m.UID, Kind: m.Kind, APIVersion: m.APIVersion,
+				Namespace: m.Namespace, Name: m.Name, Cluster: m.Cluster, Snapshot: m.Snapshot, Data: m.Data,
+			})
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := m.MarshalJSON()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if string(got) != string(want) {
+				t.Errorf("MarshalJSON\n got %s\nwant %s", got, want)
+			}
+		})
 	}
 }
 

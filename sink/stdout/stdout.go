@@ -9,7 +9,9 @@ package stdout
 
 import (
 	"bufio"
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -49,15 +51,14 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 
 	var errs []error
 	for i, m := range msgs {
-		line, err := m.MarshalJSON()
+		line, err := marshalLine(m)
 		if err != nil {
 			if errs == nil {
 				errs = make([]error, len(msgs))
 			}
-			errs[i] = sink.Terminal(fmt.Errorf("stdout sink: %w", err))
+			errs[i] = sink.Terminal(fmt.Errorf("stdout sink: encode event %s: %w", m.ID, err))
 			continue
 		}
-		line = append(line, '\n')
 		if _, err := s.buf.Write(line); err != nil {
 			s.buf.Reset(s.w)
 			return fmt.Errorf("stdout sink: write: %w", err)
@@ -78,6 +79,26 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 		return &sink.BatchError{Errors: errs}
 	}
 	return nil
+}
+
+// marshalLine is m's event as one line. MarshalJSON writes Data as it is;
+// here it is checked and compacted first, so that a line is always one
+// JSON value, without a newline inside.
+func marshalLine(m *sink.Message) ([]byte, error) {
+	if len(m.Data) > 0 {
+		var data bytes.Buffer
+		if err := json.Compact(&data, m.Data); err != nil {
+			return nil, fmt.Errorf("data: %w", err)
+		}
+		c := *m
+		c.Data = data.Bytes()
+		m = &c
+	}
+	line, err := m.MarshalJSON()
+	if err != nil {
+		return nil, err
+	}
+	return append(line, '\n'), nil
 }
 
 // Close flushes anything buffered. It does not close the writer.
