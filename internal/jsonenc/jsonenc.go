@@ -20,6 +20,7 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -34,8 +35,12 @@ const maxDepth = 500
 func AppendValue(dst []byte, v any) ([]byte, error) {
 	e := encoders.Get().(*encoder)
 	out, err := e.value(dst, v, 0)
-	clear(e.keys) // keep no strings of v alive in the pool
-	e.keys = e.keys[:0]
+	if cap(e.fields) > maxPooledFields {
+		e.fields = make([]field, 0, 64)
+	} else {
+		clear(e.fields[:cap(e.fields)]) // keep nothing of v alive in the pool
+		e.fields = e.fields[:0]
+	}
 	encoders.Put(e)
 	if err != nil {
 		return dst, err
@@ -43,13 +48,23 @@ func AppendValue(dst []byte, v any) ([]byte, error) {
 	return out, nil
 }
 
-// encoder holds the scratch space of one AppendValue: the keys of the
-// maps being written, each map's keys sorted on top of its parents'.
+// encoder holds the scratch space of one AppendValue: the entries of the
+// maps being written, each map's sorted by key on top of its parents'.
 type encoder struct {
-	keys []string
+	fields []field
 }
 
-var encoders = sync.Pool{New: func() any { return &encoder{keys: make([]string, 0, 64)} }}
+// field is one entry of a map.
+type field struct {
+	key   string
+	value any
+}
+
+// maxPooledFields bounds the scratch space kept for the next AppendValue,
+// after one that wrote a map with many entries.
+const maxPooledFields = 1024
+
+var encoders = sync.Pool{New: func() any { return &encoder{fields: make([]field, 0, 64)} }}
 
 func (e *encoder) value(dst []byte, v any, depth int) ([]byte, error) {
 	switch v := v.(type) {
@@ -85,27 +100,28 @@ func (e *encoder) object(dst []byte, m map[string]any, depth int) ([]byte, error
 	if m == nil {
 		return append(dst, "null"...), nil
 	}
-	start := len(e.keys)
-	for k := range m {
-		e.keys = append(e.keys, k)
+	// Entries are copied out, rather than looked up again by key, and
+	// sorted by key as encoding/json sorts them: bytewise.
+	start := len(e.fields)
+	for k, v := range m {
+		e.fields = append(e.fields, field{k, v})
 	}
-	slices.Sort(e.keys[start:])
+	slices.SortFunc(e.fields[start:], func(a, b field) int { return strings.Compare(a.key, b.key) })
 	dst = append(dst, '{')
 	var err error
 	for i := start; i < start+len(m); i++ {
 		if i > start {
 			dst = append(dst, ',')
 		}
-		// e.keys may move while the value is written: index it afresh.
-		k := e.keys[i]
-		dst = AppendString(dst, k)
+		// e.fields may move while a value is written: index it afresh.
+		f := e.fields[i]
+		dst = AppendString(dst, f.key)
 		dst = append(dst, ':')
-		if dst, err = e.value(dst, m[k], depth); err != nil {
+		if dst, err = e.value(dst, f.value, depth); err != nil {
 			return dst, err
 		}
 	}
-	clear(e.keys[start:])
-	e.keys = e.keys[:start]
+	e.fields = e.fields[:start]
 	return append(dst, '}'), nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -43,6 +44,10 @@ func TestAppendValueLikeMarshal(t *testing.T) {
 	}
 	cyclic := map[string]any{}
 	cyclic["self"] = cyclic
+	many := map[string]any{}
+	for i := range 3 * maxPooledFields {
+		many[strconv.Itoa(i)] = map[string]any{"i": int64(i), "s": strings.Repeat("x", i%7)}
+	}
 	deep := any("leaf")
 	for i := range 2 * maxDepth {
 		if i%2 == 0 {
@@ -91,12 +96,14 @@ func TestAppendValueLikeMarshal(t *testing.T) {
 			"byteblob": []byte("hi"),
 		}},
 		{"deep", deep},
+		{"many entries", many},
 		{"cycle", cyclic},
 		{"ConfigMap", synthetic.Unstructured(synthetic.ConfigMap(1)).Object},
 		{"Pod", synthetic.Unstructured(synthetic.Pod(1)).Object},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) { same(t, tt.v) })
+		// Twice: the second run reuses the first one's scratch space.
+		t.Run(tt.name, func(t *testing.T) { same(t, tt.v); same(t, tt.v) })
 	}
 }
 
