@@ -10,16 +10,31 @@ import (
 	"github.com/kubebus/bridge/source"
 )
 
-// blockWorkers occupies every worker of h with a Publish that waits for
-// release, one "blocker-i" object each, and returns once all of them are
-// inside the sink. Nothing queued afterwards is taken until release is
+// blockPipeline occupies every worker of h with a Publish that waits for
+// release, and every assembler with a batch waiting for a worker, one
+// "blocker-i" object each: 2*workers blockers in all. It returns once all
+// of them are taken. Nothing queued afterwards is taken until release is
 // closed.
-func blockWorkers(t *testing.T, h *harness, workers int) {
+func blockPipeline(t *testing.T, h *harness, workers int) {
 	t.Helper()
 	for i := range workers {
 		h.p.OnDelta(mkDelta(source.Added, "blocker-"+strconv.Itoa(i), "uid-blocker", 1))
 		waitFor(t, "worker "+strconv.Itoa(i)+" to block in Publish", func() bool { return h.sink.callCount() == i+1 })
 	}
+	for i := workers; i < 2*workers; i++ {
+		name := "blocker-" + strconv.Itoa(i)
+		h.p.OnDelta(mkDelta(source.Added, name, "uid-blocker", 1))
+		waitFor(t, "an assembler to take "+name, func() bool { return h.taken(name) })
+	}
+}
+
+// taken reports whether the deltas of object name are all taken into a
+// batch.
+func (h *harness) taken(name string) bool {
+	h.p.mu.Lock()
+	defer h.p.mu.Unlock()
+	o := h.p.objects[configmaps.Name()+"/"+subject(name)]
+	return o != nil && len(o.pending) == 0 && o.taken == o.last
 }
 
 // gated answers every batch with nil once release is closed; until then
@@ -52,7 +67,7 @@ func TestCoalescingBoundsMemory(t *testing.T) {
 	s := &testSink{respond: gated(release)}
 	h := newHarness(t, s, Options{Workers: workers, MaxPendingPerObject: maxPending}, nil)
 	h.start(t)
-	blockWorkers(t, h, workers)
+	blockPipeline(t, h, workers)
 
 	name := func(o int) string { return "cm-" + strconv.Itoa(o) }
 	pendingOf := func(o int) int {
@@ -113,7 +128,7 @@ func TestCoalescingBoundsMemory(t *testing.T) {
 	if st.Coalesced == 0 {
 		t.Fatalf("Coalesced = 0 after %d changes per object with MaxPendingPerObject %d", updates, maxPending)
 	}
-	if want := int64(objects + 1 + workers); st.Pending != want {
+	if want := int64(objects + 1 + 2*workers); st.Pending != want {
 		t.Errorf("Pending = %d objects, want %d", st.Pending, want)
 	}
 
@@ -121,9 +136,9 @@ func TestCoalescingBoundsMemory(t *testing.T) {
 	h.drain(t)
 
 	st = h.p.Stats()
-	if got := st.Published - workers + st.Coalesced; got != int64(pushed) {
+	if got := st.Published - 2*workers + st.Coalesced; got != int64(pushed) {
 		t.Errorf("published %d + coalesced %d = %d, want every one of the %d changes accounted for",
-			st.Published-workers, st.Coalesced, got, pushed)
+			st.Published-2*workers, st.Coalesced, got, pushed)
 	}
 	if st.Skipped != 0 || st.Abandoned != 0 || st.Pending != 0 {
 		t.Errorf("Stats = %+v, want nothing skipped, abandoned or pending", st)

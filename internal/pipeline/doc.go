@@ -20,4 +20,7 @@
 //     the number of changes: when more than MaxPendingPerObject deltas of
 //     one object wait (the sink is slow or down), consecutive deltas of the
 //     same object are collapsed into one that carries the latest state.
+//   - Batches are encoded while the workers wait for the sink, so encoding
+//     does not add to the wait: at most Workers batches are in the sink and
+//     at most Workers more wait encoded for a free worker.
 package pipeline

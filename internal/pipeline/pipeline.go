@@ -19,7 +19,8 @@ import (
 // Defaults for Options.
 const (
 	// DefaultWorkers publish batches in parallel. A few are enough to keep
-	// a bus busy while one batch waits for its acknowledgement.
+	// a bus busy while one batch waits for its acknowledgement; as many
+	// batches again wait encoded (see Run).
 	DefaultWorkers = 4
 	// DefaultBatchSize bounds the messages in one Publish: large enough to
 	// amortise a round trip, small enough that a retried batch is cheap.
@@ -220,14 +221,24 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 
 // Run publishes until ctx ends, then stops the workers; a Publish in flight
 // sees ctx cancelled. Call Drain first for a soft stop.
+//
+// Each of the Workers workers publishes one batch at a time. Next to them,
+// as many assemblers take the next batches off the queue and encode them
+// while the workers wait for the bus, so that encoding overlaps the wait
+// for acknowledgements instead of adding to it. An assembled batch goes to
+// the first worker that is free; at most Workers batches wait assembled.
 func (p *Pipeline) Run(ctx context.Context) error {
-	var wg sync.WaitGroup
+	ready := make(chan batch)
+	var assemblers, workers sync.WaitGroup
 	for range p.opts.Workers {
-		wg.Go(func() { p.work(ctx) })
+		assemblers.Go(func() { p.assemble(ctx, ready) })
+		workers.Go(func() { p.work(ctx, ready) })
 	}
 	<-ctx.Done()
 	p.queue.ShutDown()
-	wg.Wait()
+	assemblers.Wait()
+	close(ready)
+	workers.Wait()
 	if n := p.abandoned.Load(); n > 0 {
 		p.log.Warn("pipeline stopped with deltas unpublished; they were not checkpointed, so a restart finds them again",
 			"deltas", n)
@@ -286,7 +297,17 @@ type item struct {
 	msg   *sink.Message
 }
 
-func (p *Pipeline) work(ctx context.Context) {
+// batch is what an assembler hands to a worker: the keys it took off the
+// queue and their deltas, encoded.
+type batch struct {
+	keys  []string
+	items []item
+}
+
+// assemble takes batches off the queue, encodes them and hands them to
+// the workers on ready, until the queue shuts down. After ctx ends it
+// encodes nothing more: what it takes is abandoned.
+func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
 	for {
 		keys := p.nextBatch()
 		if keys == nil {
@@ -297,10 +318,22 @@ func (p *Pipeline) work(ctx context.Context) {
 			// Hard stop: the queue hands out what is left; do not publish
 			// it with a dead context, just count it.
 			p.abandoned.Add(int64(len(items)))
-		} else {
-			p.publish(ctx, items)
+			p.finish(keys)
+			continue
 		}
-		p.finish(keys)
+		ready <- batch{keys: keys, items: p.encode(items)}
+	}
+}
+
+// work publishes the batches the assemblers make until ready is closed.
+func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
+	for b := range ready {
+		if ctx.Err() != nil {
+			p.abandoned.Add(int64(len(b.items)))
+		} else {
+			p.publish(ctx, b.items)
+		}
+		p.finish(b.keys)
 	}
 }
 
@@ -337,7 +370,7 @@ func (p *Pipeline) pendingLen(key string) int {
 	return 0
 }
 
-// take moves the waiting deltas of keys into a batch and encodes them.
+// take moves the waiting deltas of keys into a batch.
 func (p *Pipeline) take(keys []string) []item {
 	var items []item
 	p.mu.Lock()
@@ -353,7 +386,12 @@ func (p *Pipeline) take(keys []string) []item {
 		o.taken = o.last
 	}
 	p.mu.Unlock()
+	return items
+}
 
+// encode makes the message of every item, skipping those that cannot be
+// encoded.
+func (p *Pipeline) encode(items []item) []item {
 	out := items[:0]
 	for _, it := range items {
 		msg, err := p.enc.Encode(it.delta)
