@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"runtime"
+	"slices"
+	"strings"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
 	bolterrors "go.etcd.io/bbolt/errors"
+
+	"github.com/kubebus/bridge/internal/jsonenc"
 )
 
 // File layout (bbolt). Every top-level bucket name carries a prefix or is a
@@ -24,6 +29,10 @@ const (
 	objectsBucketPrefix = "objects/"
 	metaBucket          = "meta"
 )
+
+// initialMmapSize is the address space mapped for the file at first:
+// room for the checkpoint of some 300,000 objects.
+const initialMmapSize = 64 << 20
 
 // lockTimeout is how long OpenFile waits for another process to release
 // the file before giving up with ErrLocked.
@@ -47,10 +56,19 @@ var _ Store = (*File)(nil)
 // process holds it, OpenFile fails after about a second with an error that
 // wraps ErrLocked and names path.
 func OpenFile(path string) (*File, error) {
-	db, err := bolt.Open(path, 0o600, &bolt.Options{
+	opts := &bolt.Options{
 		Timeout:      lockTimeout,
 		FreelistType: bolt.FreelistMapType,
-	})
+	}
+	if runtime.GOOS != "windows" {
+		// Each time the file outgrows its mapping, bbolt maps it again and
+		// first copies every key and value the transaction touched out of
+		// the old mapping: a growing file's first flushes would do that
+		// over and over. Mapping address space ahead costs no memory and
+		// does not grow the file (it would on Windows).
+		opts.InitialMmapSize = initialMmapSize
+	}
+	db, err := bolt.Open(path, 0o600, opts)
 	if errors.Is(err, bolterrors.ErrTimeout) {
 		return nil, fmt.Errorf("checkpoint: open %s: %w", path, ErrLocked)
 	}
@@ -116,19 +134,37 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("checkpoint: commit: %w", err)
 	}
+	// bbolt keeps a transaction's changes to a leaf in a sorted slice until
+	// the commit splits it, so keys inserted out of order move that slice
+	// again and again: quadratic in the batch for objects the file has not
+	// seen yet. Applied in key order, each insert appends. The sort is
+	// stable, so that of two records for one key the later still wins.
+	order := make([]int, len(records))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortStableFunc(order, func(i, j int) int {
+		a, b := &records[i], &records[j]
+		if c := strings.Compare(a.Resource, b.Resource); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Key, b.Key)
+	})
 	err := f.db.Update(func(tx *bolt.Tx) error {
 		meta, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 		if err != nil {
 			return fmt.Errorf("bucket %s: %w", metaBucket, err)
 		}
-		// Records usually arrive grouped by resource, so remember the bucket
-		// in use; last tracks LastResourceVersion for every resource touched.
+		// Records come grouped by resource, so the bucket in use is
+		// remembered; last tracks LastResourceVersion for every resource
+		// touched.
 		var (
 			res     string
 			objects *bolt.Bucket
 			last    = map[string]string{}
 		)
-		for _, r := range records {
+		for _, i := range order {
+			r := &records[i]
 			if objects == nil || r.Resource != res {
 				name := objectsBucket(r.Resource)
 				if objects, err = tx.CreateBucketIfNotExists(name); err != nil {
@@ -139,10 +175,7 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 			if r.Deleted {
 				err = objects.Delete([]byte(r.Key))
 			} else {
-				var v []byte
-				if v, err = json.Marshal(r.Position); err == nil {
-					err = objects.Put([]byte(r.Key), v)
-				}
+				err = objects.Put([]byte(r.Key), appendPosition(nil, r.Position))
 			}
 			if err != nil {
 				return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
@@ -168,6 +201,16 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 		return fmt.Errorf("checkpoint: commit %d records: %w", len(records), err)
 	}
 	return nil
+}
+
+// appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}:
+// the bytes json.Marshal writes for it.
+func appendPosition(dst []byte, p Position) []byte {
+	dst = append(dst, `{"uid":`...)
+	dst = jsonenc.AppendString(dst, p.UID)
+	dst = append(dst, `,"rv":`...)
+	dst = jsonenc.AppendString(dst, p.ResourceVersion)
+	return append(dst, '}')
 }
 
 // Close implements Store. Calling it more than once is harmless.

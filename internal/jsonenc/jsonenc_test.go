@@ -1,4 +1,4 @@
-package jsonenc
+package jsonenc_test
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubebus/bridge/internal/jsonenc"
 	"github.com/kubebus/bridge/test/synthetic"
 )
 
@@ -18,7 +19,7 @@ func same(t *testing.T, v any) {
 	t.Helper()
 	want, wantErr := json.Marshal(v)
 	prefix := []byte("prefix:")
-	got, err := AppendValue(prefix, v)
+	got, err := jsonenc.AppendValue(prefix, v)
 	switch {
 	case wantErr != nil:
 		if err == nil {
@@ -45,11 +46,11 @@ func TestAppendValueLikeMarshal(t *testing.T) {
 	cyclic := map[string]any{}
 	cyclic["self"] = cyclic
 	many := map[string]any{}
-	for i := range 3 * maxPooledFields {
+	for i := range 3 * jsonenc.MaxPooledFields {
 		many[strconv.Itoa(i)] = map[string]any{"i": int64(i), "s": strings.Repeat("x", i%7)}
 	}
 	deep := any("leaf")
-	for i := range 2 * maxDepth {
+	for i := range 2 * jsonenc.MaxDepth {
 		if i%2 == 0 {
 			deep = map[string]any{"k": deep}
 		} else {
@@ -110,7 +111,7 @@ func TestAppendValueLikeMarshal(t *testing.T) {
 func TestAppendString(t *testing.T) {
 	for _, s := range []string{"", "plain", "quote\" backslash\\ tab\t", "<>&", "\x00\x1f\x7f", "\u2028", "\xff"} {
 		want, _ := json.Marshal(s)
-		if got := AppendString(nil, s); !bytes.Equal(got, want) {
+		if got := jsonenc.AppendString(nil, s); !bytes.Equal(got, want) {
 			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
 		}
 	}
@@ -142,14 +143,14 @@ func BenchmarkAppendValue(b *testing.B) {
 		{"Pod", synthetic.Unstructured(synthetic.Pod(1)).Object},
 	} {
 		b.Run(tt.name, func(b *testing.B) {
-			buf, err := AppendValue(nil, tt.obj)
+			buf, err := jsonenc.AppendValue(nil, tt.obj)
 			if err != nil {
 				b.Fatal(err)
 			}
 			b.SetBytes(int64(len(buf)))
 			b.ReportAllocs()
 			for b.Loop() {
-				if buf, err = AppendValue(buf[:0], tt.obj); err != nil {
+				if buf, err = jsonenc.AppendValue(buf[:0], tt.obj); err != nil {
 					b.Fatal(err)
 				}
 			}
