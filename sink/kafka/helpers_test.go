@@ -24,7 +24,7 @@ var (
 
 // loadConfig reads a Config from vars the way the bridge does, defaults
 // included.
-func loadConfig(t *testing.T, vars map[string]string) Config {
+func loadConfig(t testing.TB, vars map[string]string) Config {
 	t.Helper()
 	var c Config
 	if err := env.ParseWithOptions(&c, env.Options{Environment: vars}); err != nil {

@@ -1,0 +1,95 @@
+package kafka
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/synthetic"
+)
+
+// benchMessage is the bridge's message for an update of a ConfigMap of
+// about 1 KiB or of a Pod of about 10 KiB.
+func benchMessage(b *testing.B, kind string) *sink.Message {
+	b.Helper()
+	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	var d source.Delta
+	switch kind {
+	case "ConfigMap":
+		d = synthetic.Update(synthetic.ConfigMaps, synthetic.ConfigMap(7), observed)
+	case "Pod":
+		d = synthetic.Update(synthetic.Pods, synthetic.Pod(7), observed)
+	}
+	m, err := event.Encoder{Cluster: "prod"}.Encode(&d)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return m
+}
+
+// BenchmarkRecord builds the record of an event as Publish does: topic,
+// key, value and headers, in both content modes.
+func BenchmarkRecord(b *testing.B) {
+	for _, mode := range []string{ModeStructured, ModeBinary} {
+		for _, kind := range []string{"ConfigMap", "Pod"} {
+			b.Run(mode+"/"+kind, func(b *testing.B) {
+				cfg := loadConfig(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092", "BRIDGE_KAFKA_CE_MODE": mode})
+				s := &Sink{cfg: cfg}
+				m := benchMessage(b, kind)
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := s.encode(m, s.cfg.TopicOf(m.Resource), []byte(s.cfg.KeyOf(m))); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkChains turns a batch of 500 messages of distinct ConfigMaps
+// into records grouped by key, as Publish does before writing.
+func BenchmarkChains(b *testing.B) {
+	cfg := loadConfig(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092"})
+	s := &Sink{cfg: cfg}
+	msgs := make([]*sink.Message, 500)
+	for i := range msgs {
+		d := synthetic.Update(synthetic.ConfigMaps, synthetic.ConfigMap(i), time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
+		m, err := event.Encoder{Cluster: "prod"}.Encode(&d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		msgs[i] = m
+	}
+	errs := make([]error, len(msgs))
+	b.ReportAllocs()
+	for b.Loop() {
+		s.chains(msgs, errs)
+	}
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/msg")
+}
+
+// BenchmarkKeyOf builds a record key, with a topic per resource and with
+// one topic for all.
+func BenchmarkKeyOf(b *testing.B) {
+	m := message(deployments, "team-a", "web", "updated", 7)
+	for _, tt := range []struct{ name, topic string }{{"topic per resource", ""}, {"one topic", "kube.all"}} {
+		b.Run(tt.name, func(b *testing.B) {
+			cfg := Config{TopicPrefix: "kube", Topic: tt.topic}
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = cfg.KeyOf(m)
+			}
+		})
+	}
+}
+
+// BenchmarkPartitionFor finds the partition of a key among 10.
+func BenchmarkPartitionFor(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = PartitionFor("team-a/web-7d9f8b6c5d-x2k4p", 10)
+	}
+}

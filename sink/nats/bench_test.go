@@ -1,0 +1,107 @@
+package nats
+
+import (
+	"testing"
+	"time"
+
+	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/synthetic"
+)
+
+// benchMessages are the bridge's messages for an update of a ConfigMap of
+// about 1 KiB and of a Pod of about 10 KiB.
+func benchMessages(b *testing.B) []struct {
+	name string
+	msg  *sink.Message
+} {
+	b.Helper()
+	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	enc := event.Encoder{Cluster: "prod"}
+	var out []struct {
+		name string
+		msg  *sink.Message
+	}
+	for _, d := range []struct {
+		name  string
+		delta source.Delta
+	}{
+		{"ConfigMap", synthetic.Update(synthetic.ConfigMaps, synthetic.ConfigMap(7), observed)},
+		{"Pod", synthetic.Update(synthetic.Pods, synthetic.Pod(7), observed)},
+	} {
+		m, err := enc.Encode(&d.delta)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, struct {
+			name string
+			msg  *sink.Message
+		}{d.name, m})
+	}
+	return out
+}
+
+// BenchmarkEncode builds the NATS message of an event: subject, headers
+// and body, in both content modes.
+func BenchmarkEncode(b *testing.B) {
+	for _, mode := range []string{CEStructured, CEBinary} {
+		for _, bm := range benchMessages(b) {
+			b.Run(mode+"/"+bm.name, func(b *testing.B) {
+				cfg := defaults(b)
+				cfg.CEMode = mode
+				tmpl, err := ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+				if err != nil {
+					b.Fatal(err)
+				}
+				s := &Sink{cfg: cfg, tmpl: tmpl}
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := s.encode(bm.msg); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+	}
+}
+
+// BenchmarkSubject builds the subject of a message with the default
+// layout, for a name kept as it is and for one with dots to escape.
+func BenchmarkSubject(b *testing.B) {
+	tmpl, err := ParseTemplate(DefaultSubject, "kube")
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tt := range []struct{ name, objectName string }{
+		{"plain", "web-7d9f8b6c5d-x2k4p"},
+		{"dotted", "ip-10-0-1-5.ec2.internal"},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			m := message("team-a", 1, 1)
+			m.Name = tt.objectName
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := tmpl.Subject(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkEscapeToken escapes one subject token.
+func BenchmarkEscapeToken(b *testing.B) {
+	for _, tt := range []struct{ name, value string }{
+		{"plain", "web-7d9f8b6c5d-x2k4p"},
+		{"dotted", "ip-10-0-1-5.ec2.internal"},
+		{"percent-encoded", "héllo wörld_1"},
+	} {
+		b.Run(tt.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				_ = EscapeToken(tt.value)
+			}
+		})
+	}
+}
