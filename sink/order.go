@@ -3,6 +3,8 @@ package sink
 import (
 	"context"
 	"errors"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
 // ErrEarlierFailed fails a message that was not sent because an earlier
@@ -30,7 +32,7 @@ type RoundFunc func(ctx context.Context, msgs []*Message) []error
 func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) error {
 	errs := make([]error, len(msgs))
 	failed := false
-	failedKeys := map[string]bool{} // keys whose later messages wait
+	failedKeys := map[objectID]bool{} // keys whose later messages wait
 	for _, round := range rounds(msgs) {
 		var (
 			batch []*Message
@@ -68,13 +70,18 @@ func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) err
 	return &BatchError{Errors: errs}
 }
 
-// identity is what orders messages: the resource and the object's key.
-func identity(m *Message) string { return m.Resource.String() + "\x00" + m.Key() }
+// objectID is what orders messages: the resource and the object's key.
+type objectID struct {
+	resource schema.GroupVersionResource
+	key      string
+}
+
+func identity(m *Message) objectID { return objectID{m.Resource, m.Key()} }
 
 // rounds groups message indexes so that round r holds the r-th message of
 // every identity, in batch order.
 func rounds(msgs []*Message) [][]int {
-	count := make(map[string]int, len(msgs))
+	count := make(map[objectID]int, len(msgs))
 	var out [][]int
 	for i, m := range msgs {
 		id := identity(m)

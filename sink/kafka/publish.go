@@ -78,35 +78,32 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 // fails terminally; a delete's tombstone is still written, so compacted
 // topics forget the object.
 func (s *Sink) chains(msgs []*sink.Message, errs []error) []*chain {
-	byKey := map[string]*chain{}
+	type chainID struct{ topic, key string }
+	byKey := make(map[chainID]*chain, len(msgs))
 	var out []*chain
 	for i, m := range msgs {
-		topic := s.cfg.TopicOf(m.Resource)
-		key := []byte(s.cfg.KeyOf(m))
-		var recs []pending
-		rec, err := s.encode(m, topic, key)
+		id := chainID{s.cfg.TopicOf(m.Resource), s.cfg.KeyOf(m)}
+		key := []byte(id.key)
+		c := byKey[id]
+		if c == nil {
+			c = &chain{}
+		}
+		rec, err := s.encode(m, id.topic, key)
 		switch {
 		case err != nil:
 			errs[i] = sink.Terminal(fmt.Errorf("kafka sink: %w", err))
 		case recordSize(&rec) > s.cfg.MaxMessageBytes:
 			errs[i] = errTooLarge(recordSize(&rec), s.cfg.MaxMessageBytes)
 		default:
-			recs = append(recs, pending{msg: i, rec: rec})
+			c.recs = append(c.recs, pending{msg: i, rec: rec})
 		}
 		if s.cfg.Tombstones && m.Action == actionDeleted {
-			recs = append(recs, pending{msg: i, rec: tombstone(topic, key)})
+			c.recs = append(c.recs, pending{msg: i, rec: tombstone(id.topic, key)})
 		}
-		if len(recs) == 0 {
-			continue
-		}
-		id := topic + "\x00" + string(key)
-		c := byKey[id]
-		if c == nil {
-			c = &chain{}
+		if len(c.recs) > 0 && byKey[id] == nil {
 			byKey[id] = c
 			out = append(out, c)
 		}
-		c.recs = append(c.recs, recs...)
 	}
 	return out
 }

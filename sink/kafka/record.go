@@ -28,6 +28,10 @@ const (
 // ContentTypeStructured is the content-type of a structured-mode event.
 const ContentTypeStructured = "application/cloudevents+json; charset=UTF-8"
 
+// contentTypeStructured is ContentTypeStructured as a header value, shared
+// by every record: kafka-go only reads header values.
+var contentTypeStructured = []byte(ContentTypeStructured)
+
 // actionDeleted is the Action of a message about a deleted object.
 const actionDeleted = "deleted"
 
@@ -45,7 +49,7 @@ func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Messag
 	}
 	rec.Value = value
 	rec.Headers = []kafkago.Header{
-		{Key: HeaderContentType, Value: []byte(ContentTypeStructured)},
+		{Key: HeaderContentType, Value: contentTypeStructured},
 		{Key: HeaderID, Value: []byte(m.ID)},
 		{Key: HeaderType, Value: []byte(m.Type)},
 		{Key: HeaderResourceVersion, Value: []byte(m.ResourceVersion)},
@@ -59,24 +63,24 @@ func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Messag
 func binaryHeaders(m *sink.Message) []kafkago.Header {
 	h := make([]kafkago.Header, 0, 15)
 	add := func(name, value string) {
-		h = append(h, kafkago.Header{Key: headerPrefix + name, Value: []byte(value)})
+		h = append(h, kafkago.Header{Key: name, Value: []byte(value)})
 	}
-	add("specversion", sink.SpecVersion)
-	add("id", m.ID)
-	add("source", m.Source)
-	add("type", m.Type)
-	add("subject", m.Subject)
-	add("time", m.Time.UTC().Format(time.RFC3339Nano))
-	add("resourceversion", m.ResourceVersion)
-	add("uid", m.UID)
-	add("kind", m.Kind)
-	add("apiversion", m.APIVersion)
+	add(headerPrefix+"specversion", sink.SpecVersion)
+	add(headerPrefix+"id", m.ID)
+	add(headerPrefix+"source", m.Source)
+	add(headerPrefix+"type", m.Type)
+	add(headerPrefix+"subject", m.Subject)
+	add(headerPrefix+"time", m.Time.UTC().Format(time.RFC3339Nano))
+	add(headerPrefix+"resourceversion", m.ResourceVersion)
+	add(headerPrefix+"uid", m.UID)
+	add(headerPrefix+"kind", m.Kind)
+	add(headerPrefix+"apiversion", m.APIVersion)
 	if m.Namespace != "" {
-		add("namespace", m.Namespace)
+		add(headerPrefix+"namespace", m.Namespace)
 	}
-	add("name", m.Name)
-	add("cluster", m.Cluster)
-	add("snapshot", strconv.FormatBool(m.Snapshot))
+	add(headerPrefix+"name", m.Name)
+	add(headerPrefix+"cluster", m.Cluster)
+	add(headerPrefix+"snapshot", strconv.FormatBool(m.Snapshot))
 	return append(h, kafkago.Header{Key: HeaderContentType, Value: []byte(sink.ContentType)})
 }
 

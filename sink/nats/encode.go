@@ -33,50 +33,55 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	nm := &nats.Msg{Subject: subject, Header: nats.Header{}}
-	nm.Header.Set(MsgIDHeader, m.ID)
 	if s.cfg.CEMode == CEBinary {
-		for _, a := range attributes(m) {
-			nm.Header.Set(HeaderPrefix+a.name, percentEncode(a.value))
+		attrs := attributes(m)
+		// Room for the stream header the publish adds.
+		h := make(nats.Header, len(attrs)+2)
+		h[MsgIDHeader] = []string{m.ID}
+		for _, a := range attrs {
+			h[a.header] = []string{percentEncode(a.value)}
 		}
-		nm.Data = m.Data
-		return nm, nil
+		return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
 	}
 	body, err := m.MarshalJSON()
 	if err != nil {
 		return nil, err
 	}
-	nm.Header.Set(ContentTypeHeader, StructuredContentType)
-	nm.Data = body
-	return nm, nil
+	h := make(nats.Header, 3)
+	h[MsgIDHeader] = []string{m.ID}
+	h[ContentTypeHeader] = []string{StructuredContentType}
+	return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
 }
 
-type attribute struct{ name, value string }
+// attribute is an event attribute and its binary-mode header, HeaderPrefix
+// and the attribute's name.
+type attribute struct{ header, value string }
 
 // attributes lists the event's attributes as binary mode sends them, in
 // the order of docs/message-format.md. namespace is left out for
 // cluster-scoped objects, as in structured mode.
 func attributes(m *sink.Message) []attribute {
-	attrs := []attribute{
-		{"specversion", sink.SpecVersion},
-		{"id", m.ID},
-		{"source", m.Source},
-		{"type", m.Type},
-		{"subject", m.Subject},
-		{"time", m.Time.UTC().Format(time.RFC3339Nano)},
-		{"datacontenttype", sink.ContentType},
-		{"resourceversion", m.ResourceVersion},
-		{"uid", m.UID},
-		{"kind", m.Kind},
-		{"apiversion", m.APIVersion},
-	}
+	attrs := make([]attribute, 0, 15)
+	attrs = append(attrs,
+		attribute{HeaderPrefix + "specversion", sink.SpecVersion},
+		attribute{HeaderPrefix + "id", m.ID},
+		attribute{HeaderPrefix + "source", m.Source},
+		attribute{HeaderPrefix + "type", m.Type},
+		attribute{HeaderPrefix + "subject", m.Subject},
+		attribute{HeaderPrefix + "time", m.Time.UTC().Format(time.RFC3339Nano)},
+		attribute{HeaderPrefix + "datacontenttype", sink.ContentType},
+		attribute{HeaderPrefix + "resourceversion", m.ResourceVersion},
+		attribute{HeaderPrefix + "uid", m.UID},
+		attribute{HeaderPrefix + "kind", m.Kind},
+		attribute{HeaderPrefix + "apiversion", m.APIVersion},
+	)
 	if m.Namespace != "" {
-		attrs = append(attrs, attribute{"namespace", m.Namespace})
+		attrs = append(attrs, attribute{HeaderPrefix + "namespace", m.Namespace})
 	}
 	return append(attrs,
-		attribute{"name", m.Name},
-		attribute{"cluster", m.Cluster},
-		attribute{"snapshot", strconv.FormatBool(m.Snapshot)},
+		attribute{HeaderPrefix + "name", m.Name},
+		attribute{HeaderPrefix + "cluster", m.Cluster},
+		attribute{HeaderPrefix + "snapshot", strconv.FormatBool(m.Snapshot)},
 	)
 }
 

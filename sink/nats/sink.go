@@ -23,6 +23,8 @@ type Sink struct {
 	nc     *nats.Conn
 	closed <-chan struct{}
 	js     jetstream.JetStream // nil in core mode
+	// pubOpts are the options of every JetStream publish, made once.
+	pubOpts []jetstream.PublishOpt
 
 	closeOnce sync.Once
 	closeErr  error
@@ -56,6 +58,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 	if cfg.Mode == ModeCore {
 		log.Info("nats sink: core NATS, at most once: messages reach only subscribers connected at the time", "subject", cfg.Subject)
 		return s, nil
+	}
+	s.pubOpts = []jetstream.PublishOpt{
+		jetstream.WithExpectStream(cfg.Stream),
+		// The library would retry a message the stream had no responder
+		// for after a pause, behind the messages sent since; the pipeline
+		// retries it with everything after it instead.
+		jetstream.WithRetryAttempts(0),
+		// Waiting for a free slot is bounded like waiting for an ack.
+		jetstream.WithStallWait(cfg.AckTimeout),
 	}
 	s.js, err = jetstream.New(nc,
 		jetstream.WithPublishAsyncMaxPending(cfg.MaxInFlight),
@@ -136,15 +147,7 @@ func (s *Sink) publishJetStream(ctx context.Context, msgs []*sink.Message) []err
 			errs[i] = sink.Terminal(fmt.Errorf("nats sink: encode event %s: %w", m.ID, err))
 			continue
 		}
-		f, err := s.js.PublishMsgAsync(nm,
-			jetstream.WithExpectStream(s.cfg.Stream),
-			// The library would retry a message the stream had no
-			// responder for after a pause, behind the messages sent since;
-			// the pipeline retries it with everything after it instead.
-			jetstream.WithRetryAttempts(0),
-			// Waiting for a free slot is bounded like waiting for an ack.
-			jetstream.WithStallWait(s.cfg.AckTimeout),
-		)
+		f, err := s.js.PublishMsgAsync(nm, s.pubOpts...)
 		if err != nil {
 			errs[i] = publishError(nm.Subject, err)
 			if !sink.IsTerminal(errs[i]) {
