@@ -23,6 +23,9 @@ import (
 // microPackages hold the micro-benchmarks of the hot path.
 var microPackages = []string{
 	"./internal/event",
+	"./internal/jsonenc",
+	"./internal/pipeline",
+	"./sink",
 	"./sink/nats",
 	"./sink/kafka",
 	"./checkpoint/...",

@@ -1,0 +1,220 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/internal/config"
+	kafkasink "github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/synthetic"
+)
+
+// kafkaBus is Kafka on an in-process kfake cluster of three brokers.
+type kafkaBus struct {
+	recs []kafkago.Message // what the sink writes for the workload
+}
+
+func (*kafkaBus) Name() string { return "Kafka" }
+
+func (*kafkaBus) BaselineName() string { return "kafka-go Writer" }
+
+func (*kafkaBus) Settings() string {
+	return "kfake, 3 brokers, the topics the bridge creates (10 partitions); on either side acks=all, batches of up to 500 records or 10 ms, " +
+		"murmur2 partitioning, no compression; bridge: its defaults (4 workers, batches of 500, structured mode), checkpoint in a bbolt file; " +
+		"baseline: the bridge's records (topic, key, headers, value) written by 4 goroutines in WriteMessages calls of 500"
+}
+
+// kafkaResources are the resources whose topics the sink creates.
+var kafkaResources = []schema.GroupVersionResource{synthetic.ConfigMaps.GroupVersionResource, synthetic.Pods.GroupVersionResource}
+
+// kafkaConfig is the bridge's configuration for c.
+func kafkaConfig(b *testing.B, c *kafkatest.Cluster) *config.Config {
+	return loadConfig(b, map[string]string{"BRIDGE_SINK": "kafka", "BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ",")})
+}
+
+// newKafkaSink opens the bridge's sink on c, which creates the topics.
+func newKafkaSink(b *testing.B, cfg *config.Config) *kafkasink.Sink {
+	b.Helper()
+	s, err := kafkasink.New(context.Background(), cfg.Kafka, kafkaResources, benchLogger(b))
+	if err != nil {
+		b.Fatal(err)
+	}
+	return s
+}
+
+// Prepare builds the records the sink writes for wl in structured mode:
+// the resource's topic, the object's key, the sink's headers and the event
+// as the value. They do not depend on the brokers' addresses.
+func (kb *kafkaBus) Prepare(b *testing.B, wl *workload) {
+	b.Helper()
+	cfg := loadConfig(b, map[string]string{"BRIDGE_SINK": "kafka", "BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092"}).Kafka
+	kb.recs = make([]kafkago.Message, len(wl.msgs))
+	for i, m := range wl.msgs {
+		kb.recs[i] = kafkago.Message{
+			Topic: cfg.TopicOf(m.Resource),
+			Key:   []byte(cfg.KeyOf(m)),
+			Value: wl.bodies[i],
+			Headers: []kafkago.Header{
+				{Key: kafkasink.HeaderContentType, Value: []byte(kafkasink.ContentTypeStructured)},
+				{Key: kafkasink.HeaderID, Value: []byte(m.ID)},
+				{Key: kafkasink.HeaderType, Value: []byte(m.Type)},
+				{Key: kafkasink.HeaderResourceVersion, Value: []byte(m.ResourceVersion)},
+			},
+		}
+	}
+}
+
+func (kb *kafkaBus) Bridge(b *testing.B, wl *workload, verify bool) runResult {
+	b.Helper()
+	c := kafkatest.Start(b)
+	cfg := kafkaConfig(b, c)
+	s := newKafkaSink(b, cfg)
+	r := runPipeline(b, cfg, s, wl.deltas)
+	if err := s.Close(); err != nil {
+		b.Fatal(err)
+	}
+	checkKafkaCount(b, c, kb.recs[0].Topic, len(kb.recs))
+	if verify {
+		kb.check(b, c)
+	}
+	return r
+}
+
+// Baseline writes the prepared records with a kafka-go Writer configured
+// as the sink's writer, from as many goroutines as the bridge has workers,
+// each writing batches of the pipeline's size, and measures until every
+// write returned.
+func (kb *kafkaBus) Baseline(b *testing.B, _ *workload) runResult {
+	b.Helper()
+	c := kafkatest.Start(b)
+	cfg := kafkaConfig(b, c)
+	// The bridge's own code creates the topics, so that both sides write
+	// to the same kind of topic.
+	if err := newKafkaSink(b, cfg).Close(); err != nil {
+		b.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	topic := kb.recs[0].Topic
+	transport, err := kafkasink.NewTransport(ctx, cfg.Kafka, []string{topic})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer transport.CloseIdleConnections()
+	w := &kafkago.Writer{
+		Addr:         kafkasink.Addr(cfg.Kafka),
+		Balancer:     kafkago.Murmur2Balancer{Consistent: true},
+		MaxAttempts:  3,
+		BatchSize:    cfg.Kafka.BatchSize,
+		BatchBytes:   int64(cfg.Kafka.MaxMessageBytes),
+		BatchTimeout: cfg.Kafka.BatchTimeout,
+		WriteTimeout: 30 * time.Second,
+		RequiredAcks: kafkago.RequireAll,
+		Transport:    transport,
+	}
+	defer w.Close()
+	// The writer looks the topic up on its first write: do that off the
+	// clock, as the bridge's sink did when it checked its topics.
+	client := &kafkago.Client{Addr: w.Addr, Transport: transport}
+	if _, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}}); err != nil {
+		b.Fatal(err)
+	}
+	recs := append([]kafkago.Message(nil), kb.recs...) // the writer may keep what it is given
+	chunk := cfg.BatchSize
+
+	var (
+		next   atomic.Int64
+		failed atomic.Value
+	)
+	r := timed(func() {
+		var wg sync.WaitGroup
+		for range cfg.Workers {
+			wg.Go(func() {
+				for {
+					i := int(next.Add(int64(chunk))) - chunk
+					if i >= len(recs) {
+						return
+					}
+					if err := w.WriteMessages(ctx, recs[i:min(i+chunk, len(recs))]...); err != nil {
+						failed.Store(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+	})
+	if err, _ := failed.Load().(error); err != nil {
+		b.Fatalf("baseline: write: %v", err)
+	}
+	checkKafkaCount(b, c, topic, len(recs))
+	return r
+}
+
+// checkKafkaCount fails unless topic holds n records: the side that wrote
+// it wrote every record once.
+func checkKafkaCount(b *testing.B, c *kafkatest.Cluster, topic string, n int) {
+	b.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	ends, err := c.Admin().ListEndOffsets(ctx, topic)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total int64
+	ends.Each(func(o kadm.ListedOffset) { total += o.Offset })
+	if total != int64(n) {
+		b.Fatalf("topic %s holds %d records, want %d", topic, total, n)
+	}
+}
+
+// check fails unless the first record of a partition, read with franz-go,
+// is exactly the record the baseline writes for its key.
+func (kb *kafkaBus) check(b *testing.B, c *kafkatest.Cluster) {
+	b.Helper()
+	topic := kb.recs[0].Topic
+	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var got *kgo.Record
+	for got == nil {
+		fs := cl.PollRecords(ctx, 1)
+		if err := ctx.Err(); err != nil {
+			b.Fatalf("reading topic %s: %v", topic, err)
+		}
+		fs.EachRecord(func(r *kgo.Record) {
+			if got == nil {
+				got = r
+			}
+		})
+	}
+	for _, want := range kb.recs {
+		if !bytes.Equal(want.Key, got.Key) {
+			continue
+		}
+		if !bytes.Equal(want.Value, got.Value) {
+			b.Fatalf("record %q: the bridge wrote a value of %d bytes that differs from the baseline's %d", want.Key, len(got.Value), len(want.Value))
+		}
+		if len(got.Headers) != len(want.Headers) {
+			b.Fatalf("record %q: the bridge wrote %d headers, the baseline %d", want.Key, len(got.Headers), len(want.Headers))
+		}
+		for i, h := range want.Headers {
+			if got.Headers[i].Key != h.Key || !bytes.Equal(got.Headers[i].Value, h.Value) {
+				b.Fatalf("record %q: header %d is %s=%q, the baseline's %s=%q", want.Key, i, got.Headers[i].Key, got.Headers[i].Value, h.Key, h.Value)
+			}
+		}
+		return
+	}
+	b.Fatalf("topic %s: the baseline has no record with the key %q", topic, got.Key)
+}

@@ -1,0 +1,231 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	goruntime "runtime"
+	"runtime/pprof"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
+
+	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/synthetic"
+)
+
+// throughputScenario names the figures of BenchmarkThroughput.
+const throughputScenario = "Pipeline throughput"
+
+// throughputRounds is how many times the bridge and the baseline each run
+// per figure. The runs alternate (bridge first in odd rounds, baseline
+// first in even ones) and the figure is each side's median, so that the
+// noise of a shared machine hits both.
+const throughputRounds = 3
+
+// throughputCluster is BRIDGE_CLUSTER_NAME in the scenario.
+const throughputCluster = "bench"
+
+// throughputWorkloads are the workloads of the scenario: updates of
+// distinct objects, as a busy cluster makes them, so that every change is
+// published (none is collapsed) and every batch is one round.
+var throughputWorkloads = []struct {
+	kind, size string
+	resource   source.Resource
+	count      int
+	object     func(i int) runtime.Object
+}{
+	{"ConfigMaps", "~1 KiB", synthetic.ConfigMaps, 40_000, func(i int) runtime.Object { return synthetic.ConfigMap(i) }},
+	{"Pods", "~10 KiB", synthetic.Pods, 8_000, func(i int) runtime.Object { return synthetic.Pod(i) }},
+}
+
+// workload is a set of changes fed to the bridge, and the messages the
+// bridge makes of them, which the baseline publishes as they are.
+type workload struct {
+	name   string // "ConfigMaps ~1 KiB"
+	deltas []source.Delta
+	msgs   []*sink.Message // deltas[i] encoded, as the pipeline encodes it
+	bodies [][]byte        // msgs[i] as a structured-mode event
+}
+
+// throughputBus is one bus of the scenario.
+type throughputBus interface {
+	// Name is the bus as figures name it.
+	Name() string
+	// BaselineName says what the baseline is.
+	BaselineName() string
+	// Settings describes the settings of both sides, for the figure's note.
+	Settings() string
+	// Prepare builds what the baseline publishes for wl: the very messages
+	// the bridge's sink makes.
+	Prepare(b *testing.B, wl *workload)
+	// Bridge publishes wl through the bridge's pipeline to a new server.
+	// With verify it also checks that the server holds what the baseline
+	// publishes.
+	Bridge(b *testing.B, wl *workload, verify bool) runResult
+	// Baseline publishes the prepared messages with the bus's own client
+	// to a new server.
+	Baseline(b *testing.B, wl *workload) runResult
+}
+
+// runResult is one run of either side.
+type runResult struct {
+	took time.Duration // from the first message handed over to the last ack
+	cpu  time.Duration // CPU time of the whole process meanwhile, broker included
+}
+
+// BenchmarkThroughput measures how many messages per second the bridge
+// publishes, from deltas handed to the pipeline to acknowledgements from
+// the bus, next to the bus's own client publishing the same messages with
+// the same settings. Each run is a sub-benchmark of its own, with a new
+// server, so that no run finds another's messages (or their ids, which a
+// stream drops as repeats) and each server's memory goes with its run.
+func BenchmarkThroughput(b *testing.B) {
+	for _, newBus := range []func() throughputBus{
+		func() throughputBus { return &natsBus{} },
+		func() throughputBus { return &kafkaBus{} },
+	} {
+		for _, w := range throughputWorkloads {
+			bus := newBus()
+			b.Run(bus.Name()+"/"+w.kind, func(b *testing.B) {
+				wl := buildWorkload(b, w.kind+" "+w.size, w.resource, w.count, w.object)
+				bus.Prepare(b, wl)
+				measureThroughput(b, bus, wl)
+			})
+		}
+	}
+}
+
+func measureThroughput(b *testing.B, bus throughputBus, wl *workload) {
+	n := float64(len(wl.msgs))
+	run := func(name string, side func(b *testing.B) runResult) runResult {
+		var r runResult
+		b.Run(name, func(b *testing.B) {
+			// In a CPU profile (-cpuprofile) the samples of each run carry
+			// its name: go tool pprof -tagfocus run=bridge-1.
+			pprof.Do(context.Background(), pprof.Labels("run", name), func(context.Context) { r = side(b) })
+			b.ReportMetric(n/r.took.Seconds(), "msg/s")
+			b.ReportMetric(float64(r.cpu.Microseconds())/n, "cpu-µs/msg")
+		})
+		return r
+	}
+	bridge := func(b *testing.B) runResult { return bus.Bridge(b, wl, false) }
+	baseline := func(b *testing.B) runResult { return bus.Baseline(b, wl) }
+
+	// One unmeasured run of each warms up code paths, caches and the file
+	// system; the bridge's also checks what it published.
+	run("warm-up-bridge", func(b *testing.B) runResult { return bus.Bridge(b, wl, true) })
+	run("warm-up-baseline", baseline)
+	var bridgeRuns, baselineRuns []runResult
+	for r := 1; r <= throughputRounds; r++ {
+		if r%2 == 1 {
+			bridgeRuns = append(bridgeRuns, run(fmt.Sprint("bridge-", r), bridge))
+			baselineRuns = append(baselineRuns, run(fmt.Sprint("baseline-", r), baseline))
+		} else {
+			baselineRuns = append(baselineRuns, run(fmt.Sprint("baseline-", r), baseline))
+			bridgeRuns = append(bridgeRuns, run(fmt.Sprint("bridge-", r), bridge))
+		}
+	}
+	if b.Failed() {
+		return
+	}
+
+	rates := func(rs []runResult) []float64 {
+		out := make([]float64, len(rs))
+		for i, r := range rs {
+			out[i] = n / r.took.Seconds()
+		}
+		return out
+	}
+	cpuPerMsg := func(rs []runResult) float64 {
+		out := make([]float64, len(rs))
+		for i, r := range rs {
+			out[i] = float64(r.cpu.Microseconds()) / n
+		}
+		return median(out)
+	}
+	f := Figure{
+		Scenario:     throughputScenario,
+		Name:         bus.Name() + ", " + wl.name,
+		Unit:         "msg/s",
+		Bridge:       median(rates(bridgeRuns)),
+		Baseline:     median(rates(baselineRuns)),
+		BaselineName: bus.BaselineName(),
+		Target:       "≥ 0.9× baseline",
+	}
+	f.Met = f.Ratio() >= 0.9
+	f.Note = fmt.Sprintf("%d updates of distinct objects, events of %s on average; median of %d alternating runs per side, each with a new server "+
+		"(bridge %s msg/s, baseline %s msg/s); CPU of the whole process, in-process broker included, per message: bridge %.1f µs, baseline %.1f µs; %s",
+		len(wl.msgs), kib(avgLen(wl.bodies)), throughputRounds, list(rates(bridgeRuns)), list(rates(baselineRuns)),
+		cpuPerMsg(bridgeRuns), cpuPerMsg(baselineRuns), bus.Settings())
+	record(b, f)
+}
+
+// buildWorkload makes count updates of distinct objects and encodes them
+// as the bridge does.
+func buildWorkload(b *testing.B, name string, r source.Resource, count int, object func(int) runtime.Object) *workload {
+	b.Helper()
+	enc := event.Encoder{Cluster: throughputCluster}
+	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
+	wl := &workload{name: name}
+	for i := range count {
+		d := synthetic.Update(r, object(i), observed.Add(time.Duration(i)*time.Microsecond))
+		m, err := enc.Encode(&d)
+		if err != nil {
+			b.Fatal(err)
+		}
+		body, err := m.MarshalJSON()
+		if err != nil {
+			b.Fatal(err)
+		}
+		wl.deltas = append(wl.deltas, d)
+		wl.msgs = append(wl.msgs, m)
+		wl.bodies = append(wl.bodies, body)
+	}
+	return wl
+}
+
+// timed runs publish, which returns once the last message is
+// acknowledged, and measures it.
+func timed(publish func()) runResult {
+	// Start from a collected heap, so that no run pays for the garbage of
+	// the one before.
+	goruntime.GC()
+	cpu := processCPU()
+	start := time.Now()
+	publish()
+	return runResult{took: time.Since(start), cpu: processCPU() - cpu}
+}
+
+func median(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := slices.Sorted(slices.Values(xs))
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
+}
+
+func avgLen(bs [][]byte) float64 {
+	total := 0
+	for _, b := range bs {
+		total += len(b)
+	}
+	return float64(total) / float64(max(len(bs), 1))
+}
+
+func kib(n float64) string { return fmt.Sprintf("%.1f KiB", n/1024) }
+
+func list(xs []float64) string {
+	parts := make([]string, len(xs))
+	for i, x := range xs {
+		parts[i] = fmt.Sprintf("%.0f", x)
+	}
+	return strings.Join(parts, ", ")
+}
