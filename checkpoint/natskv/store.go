@@ -79,7 +79,13 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, opts Options, log *
 	if err := ValidBucket(bucket); err != nil {
 		return nil, err
 	}
-	js, err := jetstream.New(nc, jetstream.WithPublishAsyncTimeout(ackTimeout))
+	// The library's own bound on publishes awaiting acks (4000 by
+	// default) must not be below the store's: past it the library gives
+	// a publish only 200ms for a slot, which a busy server misses.
+	js, err := jetstream.New(nc,
+		jetstream.WithPublishAsyncTimeout(ackTimeout),
+		jetstream.WithPublishAsyncMaxPending(maxInFlight),
+	)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: nats-kv: %w", err)
 	}
