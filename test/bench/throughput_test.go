@@ -158,7 +158,7 @@ func measureThroughput(b *testing.B, bus throughputBus, wl *workload) {
 		Target:       "≥ 0.9× baseline",
 	}
 	f.Met = f.Ratio() >= 0.9
-	f.Note = fmt.Sprintf("%d updates of distinct objects, events of %s on average; median of %d alternating runs per side, each with a new server "+
+	f.Note = fmt.Sprintf("%d updates of distinct objects (held in memory, unstructured, through the runs of both sides), events of %s on average; median of %d alternating runs per side, each with a new server "+
 		"(bridge %s msg/s, baseline %s msg/s); CPU of the whole process, in-process broker included, per message: bridge %.1f µs, baseline %.1f µs; %s",
 		len(wl.msgs), kib(avgLen(wl.bodies)), throughputRounds, list(rates(bridgeRuns)), list(rates(baselineRuns)),
 		cpuPerMsg(bridgeRuns), cpuPerMsg(baselineRuns), bus.Settings())
