@@ -134,9 +134,9 @@ func (p *latencyBridge) cpuTime() time.Duration {
 }
 
 // startLatencyObserver runs cmd/observer (bin) with args, and adds the
-// arrivals it reports to watch and bus. It returns once both of its
+// arrivals it reports to watch, informer and bus. It returns once both of its
 // observers listen, and stops it when b ends.
-func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, watch, bus *latencyArrivals) {
+func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, watch, informer, bus *latencyArrivals) {
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig}
@@ -184,6 +184,8 @@ func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig st
 			switch {
 			case len(f) == 4 && f[0] == "watch" && len(at) == 1:
 				watch.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0])})
+			case len(f) == 4 && f[0] == "informer" && len(at) == 1:
+				informer.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0])})
 			case len(f) == 6 && f[0] == "bus" && len(at) == 3:
 				bus.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0]), observed: time.Unix(0, at[1]), stored: time.Unix(0, at[2])})
 			default:

@@ -92,6 +92,9 @@ type latencyRig struct {
 	objects []*corev1.ConfigMap
 	watch   *latencyArrivals // the bare watch
 	bus     *latencyArrivals // the subscription to the bridge's stream
+	// informer is a bare client-go informer in the consumer's process,
+	// for diagnosis: the bridge is built on client-go's informers.
+	informer *latencyArrivals
 }
 
 // startLatencyRig sets up everything and returns once the bridge has
@@ -123,6 +126,8 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 		kube:  latencyClient(b, cp.RESTConfig()),
 		watch: newLatencyArrivals(),
 		bus:   newLatencyArrivals(),
+
+		informer: newLatencyArrivals(),
 	}
 	if _, err := r.kube.CoreV1().Namespaces().Create(ctx,
 		&corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: latencyNamespace}}, metav1.CreateOptions{}); err != nil {
@@ -163,7 +168,7 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 		"-nats", srv.URL(),
 		"-stream", "KUBE",
 		"-subject", "kube." + latencyCluster + ".core.v1.configmaps." + latencyNamespace + ".>",
-	}, cp.KubeconfigPath(), r.watch, r.bus)
+	}, cp.KubeconfigPath(), r.watch, r.informer, r.bus)
 	return r
 }
 

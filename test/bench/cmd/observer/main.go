@@ -5,7 +5,10 @@
 //
 // The watch decodes objects as the bridge's informers do (unstructured
 // JSON). The subscription is an ordered JetStream consumer, delivering
-// only messages stored after it starts.
+// only messages stored after it starts. A bare client-go informer, on a
+// connection of its own, times the changes a third way, to tell what
+// client-go's informer machinery, which the bridge is built on, costs on
+// top of a watch.
 //
 // For every added or modified ConfigMap the watch reports, and every
 // message the subscription receives, it writes one line to standard
@@ -13,6 +16,7 @@
 // machine shares:
 //
 //	watch <name> <resourceVersion> <arrival, Unix ns>
+//	informer <name> <resourceVersion> <arrival, Unix ns>
 //	bus <name> <resourceVersion> <arrival, Unix ns> <the event's time, Unix ns> <stored, Unix ns>
 //
 // The event's time is when the bridge's informer handed it the change;
@@ -33,6 +37,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
 	"os/signal"
 	"strconv"
@@ -47,6 +52,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/dynamic/dynamicinformer"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -107,7 +115,10 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
-	res := dyn.Resource(schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}).Namespace(o.namespace)
+	if err := inform(ctx, rc, o.namespace, out); err != nil {
+		return err
+	}
+	res := dyn.Resource(configMaps).Namespace(o.namespace)
 	return watchBare(ctx, res, out)
 }
 
@@ -145,6 +156,42 @@ func subscribe(ctx context.Context, nc *nats.Conn, o options, out *lines) (stop 
 		return nil, err
 	}
 	return cc.Stop, nil
+}
+
+var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+
+// inform runs a bare client-go informer, on a connection of its own, on
+// the ConfigMaps of ns, and returns once it has synced.
+func inform(ctx context.Context, rc *rest.Config, ns string, out *lines) error {
+	rc = rest.CopyConfig(rc)
+	// client-go shares one connection among clients of equal
+	// configurations, except those with a dial function of their own.
+	rc.Dial = (&net.Dialer{Timeout: 10 * time.Second, KeepAlive: 30 * time.Second}).DialContext
+	dyn, err := dynamic.NewForConfig(rc)
+	if err != nil {
+		return err
+	}
+	f := dynamicinformer.NewFilteredDynamicSharedInformerFactory(dyn, 0, ns, nil)
+	inf := f.ForResource(configMaps).Informer()
+	seen := func(obj any) {
+		now := time.Now()
+		if u, ok := obj.(*unstructured.Unstructured); ok {
+			out.add("informer", u.GetName(), u.GetResourceVersion(), now)
+		}
+	}
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    seen,
+		UpdateFunc: func(_, obj any) { seen(obj) },
+	}); err != nil {
+		return err
+	}
+	f.Start(ctx.Done())
+	for _, ok := range f.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return errors.New("informer not synced")
+		}
+	}
+	return nil
 }
 
 // watchBare lists, then watches from the list's resourceVersion until ctx
