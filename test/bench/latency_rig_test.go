@@ -3,6 +3,7 @@ package bench
 import (
 	"context"
 	"fmt"
+	"maps"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -86,7 +87,7 @@ type latencyWrite struct {
 // process, so whatever delays that process delays both alike.
 type latencyRig struct {
 	kube   kubernetes.Interface
-	bridge *latencyBridge
+	bridge *child
 	// objects holds the latest state of each ConfigMap as its writer last
 	// saw it.
 	objects []*corev1.ConfigMap
@@ -103,11 +104,16 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 	b.Helper()
 	ctx := b.Context()
 
-	// The bridge and the baseline build while the control plane starts.
+	// The bridge and the consumer build while the control plane starts.
+	var bridgeBin, observerBin string
 	built := make(chan error, 1)
 	bins := b.TempDir()
 	go func() {
-		built <- latencyBuild(bins, "github.com/kubebus/bridge/cmd/bridge", "github.com/kubebus/bridge/test/bench/cmd/observer")
+		var err error
+		if bridgeBin, err = buildBinary("github.com/kubebus/bridge/cmd/bridge", bins); err == nil {
+			observerBin, err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/observer", bins)
+		}
+		built <- err
 	}()
 	began := time.Now()
 	cp, err := controlplane.Start(ctx, controlplane.Options{})
@@ -123,10 +129,9 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 	srv := natstest.Start(b, natstest.Options{})
 
 	r := &latencyRig{
-		kube:  latencyClient(b, cp.RESTConfig()),
-		watch: newLatencyArrivals(),
-		bus:   newLatencyArrivals(),
-
+		kube:     latencyClient(b, cp.RESTConfig()),
+		watch:    newLatencyArrivals(),
+		bus:      newLatencyArrivals(),
 		informer: newLatencyArrivals(),
 	}
 	if _, err := r.kube.CoreV1().Namespaces().Create(ctx,
@@ -157,13 +162,17 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 		"BRIDGE_CLUSTER_NAME": latencyCluster,
 		"BRIDGE_CHECKPOINT":   "file:" + filepath.Join(b.TempDir(), "checkpoint.db"),
 		"BRIDGE_METRICS_ADDR": "127.0.0.1:0",
+		"BRIDGE_LOG_FORMAT":   "json",
 	}
-	for k, v := range bridgeEnv {
-		env[k] = v
+	maps.Copy(env, bridgeEnv)
+	var environ []string
+	for k, v := range env {
+		environ = append(environ, k+"="+v)
 	}
-	r.bridge = startLatencyBridge(b, filepath.Join(bins, "bridge"), env)
+	r.bridge = startChild(b, "bridge", bridgeBin, environ)
+	r.bridge.waitLog(b, "ready", time.Minute)
 
-	startLatencyObserver(b, filepath.Join(bins, "observer"), []string{
+	startLatencyObserver(b, observerBin, []string{
 		"-namespace", latencyNamespace,
 		"-nats", srv.URL(),
 		"-stream", "KUBE",

@@ -251,10 +251,10 @@ type latencyStep struct {
 // the first skip.
 func (r *latencyRig) step(ctx context.Context, rate float64, d, skip time.Duration) latencyStep {
 	began := time.Now()
-	cpu := r.bridge.cpuTime()
+	cpu := latencyCPUTime(r.bridge.cmd.Process.Pid)
 	writes, failed := r.write(ctx, rate, d)
 	s := latencyStep{rate: rate, achieved: float64(len(writes)) / d.Seconds(), writes: len(writes), failed: failed}
-	s.bridgeCPU = (r.bridge.cpuTime() - cpu).Seconds() / time.Since(began).Seconds()
+	s.bridgeCPU = (latencyCPUTime(r.bridge.cmd.Process.Pid) - cpu).Seconds() / time.Since(began).Seconds()
 	for _, w := range writes {
 		s.calls = append(s.calls, w.took)
 	}
@@ -345,10 +345,7 @@ func latencyMillis(d time.Duration) float64 { return float64(d) / float64(time.M
 // waits for them.
 func (r *latencyRig) profile(b *testing.B, dir string, d time.Duration) func() {
 	b.Helper()
-	addr := r.bridge.metricsAddr()
-	if addr == "" {
-		b.Fatal("the bridge did not log its metrics address")
-	}
+	addr := r.bridge.metricsAddr(b)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		b.Fatal(err)
 	}

@@ -2,119 +2,20 @@ package bench
 
 import (
 	"bufio"
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 )
 
-// latencyBridge is the bridge binary running as a child process, as it
-// runs in production: configured by environment variables, logging JSON to
-// standard error.
-type latencyBridge struct {
-	cmd   *exec.Cmd
-	ready chan struct{} // closed when the bridge logs that it is ready
-	done  chan struct{} // closed when its standard error ends
-
-	mu   sync.Mutex
-	logs bytes.Buffer
-	addr string // where it serves /metrics (and /debug/pprof/ when asked)
-}
-
-// latencyBuild builds the commands pkgs into dir.
-func latencyBuild(dir string, pkgs ...string) error {
-	cmd := exec.Command("go", append([]string{"build", "-o", dir + string(filepath.Separator)}, pkgs...)...)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go build %s: %w\n%s", strings.Join(pkgs, " "), err, out)
-	}
-	return nil
-}
-
-// startLatencyBridge runs bin with env and waits until it is ready. It is
-// killed when b ends.
-func startLatencyBridge(b *testing.B, bin string, env map[string]string) *latencyBridge {
-	b.Helper()
-	p := &latencyBridge{ready: make(chan struct{}), done: make(chan struct{})}
-	p.cmd = exec.Command(bin)
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "BRIDGE_LOG_FORMAT=json"}
-	for k, v := range env {
-		p.cmd.Env = append(p.cmd.Env, k+"="+v)
-	}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	if err := p.cmd.Start(); err != nil {
-		b.Fatal(err)
-	}
-	go p.readLogs(stderr)
-	b.Cleanup(func() {
-		_ = p.cmd.Process.Kill()
-		_ = p.cmd.Wait()
-		if b.Failed() {
-			b.Logf("bridge logs:\n%s", p.logText())
-		}
-	})
-	select {
-	case <-p.ready:
-	case <-p.done:
-		b.Fatalf("bridge exited before it was ready:\n%s", p.logText())
-	case <-time.After(time.Minute):
-		b.Fatalf("bridge not ready after a minute:\n%s", p.logText())
-	}
-	return p
-}
-
-func (p *latencyBridge) readLogs(r io.Reader) {
-	defer close(p.done)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	ready := false
-	for sc.Scan() {
-		line := sc.Bytes()
-		var rec struct{ Msg, Addr string }
-		_ = json.Unmarshal(line, &rec)
-		p.mu.Lock()
-		p.logs.Write(line)
-		p.logs.WriteByte('\n')
-		if strings.HasPrefix(rec.Msg, "serving /metrics") {
-			p.addr = rec.Addr
-		}
-		p.mu.Unlock()
-		if !ready && strings.HasPrefix(rec.Msg, "ready") {
-			ready = true
-			close(p.ready)
-		}
-	}
-}
-
-func (p *latencyBridge) logText() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.logs.String()
-}
-
-// metricsAddr is the address the bridge serves /metrics on.
-func (p *latencyBridge) metricsAddr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.addr
-}
-
-// cpuTime is the CPU time the bridge has used so far, or 0 when it cannot
-// be read (only Linux tells).
-func (p *latencyBridge) cpuTime() time.Duration {
-	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.cmd.Process.Pid))
+// latencyCPUTime is the CPU time process pid has used so far, or 0 when it
+// cannot be read (only Linux tells).
+func latencyCPUTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
 	if err != nil {
 		return 0
 	}
