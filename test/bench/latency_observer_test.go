@@ -1,0 +1,120 @@
+package bench
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// latencyCPUTime is the CPU time process pid has used so far, or 0 when it
+// cannot be read (only Linux tells).
+func latencyCPUTime(pid int) time.Duration {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses: utime
+	// and stime are the 12th and 13th, in clock ticks of 1/100 s.
+	_, rest, ok := strings.Cut(string(b), ") ")
+	f := strings.Fields(rest)
+	if !ok || len(f) < 13 {
+		return 0
+	}
+	utime, err1 := strconv.ParseInt(f[11], 10, 64)
+	stime, err2 := strconv.ParseInt(f[12], 10, 64)
+	if err1 != nil || err2 != nil {
+		return 0
+	}
+	return time.Duration(utime+stime) * 10 * time.Millisecond
+}
+
+// startLatencyObserver runs cmd/observer (bin) with args, and adds the
+// arrivals it reports to watch, informer and bus. It returns once both of its
+// observers listen, and stops it when b ends.
+func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, watch, informer, bus *latencyArrivals) {
+	b.Helper()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig}
+	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	stdin, err := cmd.StdinPipe() // closed when b ends, which stops it
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stderr, err := cmd.StderrPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	b.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = cmd.Wait()
+	})
+	go func() {
+		defer close(done)
+		sc := bufio.NewScanner(stdout)
+		for sc.Scan() {
+			// The times are wall clock readings, without monotonic ones.
+			f := strings.Fields(sc.Text())
+			var at []int64
+			for _, v := range f[min(3, len(f)):] {
+				n, err := strconv.ParseInt(v, 10, 64)
+				if err != nil {
+					break
+				}
+				at = append(at, n)
+			}
+			switch {
+			case len(f) == 4 && f[0] == "watch" && len(at) == 1:
+				watch.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0])})
+			case len(f) == 4 && f[0] == "informer" && len(at) == 1:
+				informer.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0])})
+			case len(f) == 6 && f[0] == "bus" && len(at) == 3:
+				bus.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0]), observed: time.Unix(0, at[1]), stored: time.Unix(0, at[2])})
+			default:
+				bus.mu.Lock()
+				bus.bad++
+				bus.mu.Unlock()
+			}
+		}
+	}()
+	ready := make(chan error, 1)
+	go func() {
+		sc := bufio.NewScanner(stderr)
+		var said strings.Builder
+		for sc.Scan() {
+			if sc.Text() == "ready" {
+				ready <- nil
+				continue
+			}
+			said.WriteString(sc.Text() + "\n")
+		}
+		ready <- fmt.Errorf("observer ended before it was ready:\n%s", said.String())
+	}()
+	select {
+	case err := <-ready:
+		if err != nil {
+			b.Fatal(err)
+		}
+	case <-time.After(time.Minute):
+		b.Fatal("observer not ready after a minute")
+	}
+}
