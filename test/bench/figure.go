@@ -45,6 +45,9 @@ type Figure struct {
 	Met bool `json:"met"`
 	// Note adds context: sample sizes, settings.
 	Note string `json:"note,omitempty"`
+	// Difference compares by Bridge − Baseline rather than by their ratio,
+	// for figures such as latencies whose target is a margin.
+	Difference bool `json:"difference,omitempty"`
 }
 
 // Ratio is Bridge / Baseline, or 0 when the baseline is 0.

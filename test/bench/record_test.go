@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -25,8 +26,12 @@ func record(b *testing.B, f Figure) {
 			verdict = " — target " + f.Target + ": met"
 		}
 	}
-	b.Logf("%s, %s: bridge %.4g %s, %s %.4g %s, ratio %.3f%s", f.Scenario, f.Name, f.Bridge, f.Unit,
-		f.BaselineName, f.Baseline, f.Unit, f.Ratio(), verdict)
+	compared := fmt.Sprintf("ratio %.3f", f.Ratio())
+	if f.Difference {
+		compared = fmt.Sprintf("difference %+.1f %s", f.Bridge-f.Baseline, f.Unit)
+	}
+	b.Logf("%s, %s: bridge %.4g %s, %s %.4g %s, %s%s", f.Scenario, f.Name, f.Bridge, f.Unit,
+		f.BaselineName, f.Baseline, f.Unit, compared, verdict)
 	if dir := os.Getenv(ResultsEnv); dir != "" {
 		if err := f.Save(dir); err != nil {
 			b.Fatal(err)

@@ -95,7 +95,7 @@ func goCmd(args []string, env ...string) ([]byte, error) {
 
 func writeReport(w io.Writer, m bench.Machine, figures []bench.Figure, scenarioArgs, microArgs []string, micro []byte, took time.Duration) {
 	fmt.Fprintf(w, "# Benchmarks\n\n")
-	fmt.Fprintf(w, "Written by `make bench` (%s). Every figure is the bridge next to a baseline measured in the same run on the same machine; the ratio is bridge ÷ baseline.\n\n", took.Round(time.Second))
+	fmt.Fprintf(w, "Written by `make bench` (%s). Every figure is the bridge next to a baseline measured in the same run on the same machine, compared as bridge ÷ baseline, or for latencies as bridge − baseline.\n\n", took.Round(time.Second))
 	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB memory, %s %s/%s.\n\n", m.CPUs, orUnknown(m.CPUModel), m.MemoryGiB, m.GoVersion, m.OS, m.Arch)
 	fmt.Fprintf(w, "To rerun: `make bench`, which runs\n\n```\ngo %s\ngo %s\n```\n\n", strings.Join(scenarioArgs, " "), strings.Join(microArgs, " "))
 
@@ -103,7 +103,7 @@ func writeReport(w io.Writer, m bench.Machine, figures []bench.Figure, scenarioA
 		return strings.Compare(a.Scenario+"\x00"+a.Name, b.Scenario+"\x00"+b.Name)
 	})
 	fmt.Fprintf(w, "## Scenarios\n\n")
-	fmt.Fprintf(w, "| Scenario | Measured | Bridge | Baseline | Ratio | Target | Met |\n")
+	fmt.Fprintf(w, "| Scenario | Measured | Bridge | Baseline | Bridge ÷ baseline (or −) | Target | Met |\n")
 	fmt.Fprintf(w, "|---|---|---:|---:|---:|---|---|\n")
 	for _, f := range figures {
 		met := ""
@@ -113,8 +113,12 @@ func writeReport(w io.Writer, m bench.Machine, figures []bench.Figure, scenarioA
 				met = "yes"
 			}
 		}
-		fmt.Fprintf(w, "| %s | %s | %s %s | %s %s (%s) | %.3f | %s | %s |\n",
-			f.Scenario, f.Name, num(f.Bridge), f.Unit, num(f.Baseline), f.Unit, f.BaselineName, f.Ratio(), f.Target, met)
+		compared := fmt.Sprintf("%.3f×", f.Ratio())
+		if f.Difference {
+			compared = fmt.Sprintf("%+.1f %s", f.Bridge-f.Baseline, f.Unit)
+		}
+		fmt.Fprintf(w, "| %s | %s | %s %s | %s %s (%s) | %s | %s | %s |\n",
+			f.Scenario, f.Name, num(f.Bridge), f.Unit, num(f.Baseline), f.Unit, f.BaselineName, compared, f.Target, met)
 	}
 	var notes []string
 	for _, f := range figures {
