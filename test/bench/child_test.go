@@ -16,6 +16,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/test/metricstest"
 )
 
 // buildBinary builds the main package pkg (an import path) into dir, the
@@ -167,44 +169,6 @@ func (c *child) tail(n int) string {
 	return strings.Join(lines[max(0, len(lines)-n):], "")
 }
 
-// scrapeMetrics reads the samples of a Prometheus text page as
-// "name{labels}" -> value.
-func scrapeMetrics(addr string) (map[string]float64, error) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET /metrics: %s", resp.Status)
-	}
-	samples := map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			samples[line[:i]] = v
-		}
-	}
-	return samples, sc.Err()
-}
-
-// sumMetric adds the samples of the metric name, over all its labels.
-func sumMetric(samples map[string]float64, name string) float64 {
-	var n float64
-	for k, v := range samples {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			n += v
-		}
-	}
-	return n
-}
-
 // memory is one reading of a process's memory, in bytes.
 type memory struct {
 	// HeapInuse is go_memstats_heap_inuse_bytes right after a forced GC:
@@ -239,11 +203,11 @@ func measureMemory(b *testing.B, c *child, n int) memory {
 		if resp.StatusCode != http.StatusOK {
 			b.Fatalf("%s: heap profile: %s", c.name, resp.Status)
 		}
-		samples, err := scrapeMetrics(addr)
+		samples, err := metricstest.Scrape(addr)
 		if err != nil {
 			b.Fatalf("%s: %v", c.name, err)
 		}
-		m := memory{HeapInuse: samples["go_memstats_heap_inuse_bytes"], RSS: samples["process_resident_memory_bytes"]}
+		m := memory{HeapInuse: samples.Sum("go_memstats_heap_inuse_bytes"), RSS: samples.Sum("process_resident_memory_bytes")}
 		if m.HeapInuse == 0 || m.RSS == 0 {
 			b.Fatalf("%s: /metrics lacks go_memstats_heap_inuse_bytes or process_resident_memory_bytes", c.name)
 		}

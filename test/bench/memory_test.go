@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubebus/bridge/test/controlplane"
+	"github.com/kubebus/bridge/test/metricstest"
 	"github.com/kubebus/bridge/test/natstest"
 )
 
@@ -191,15 +192,15 @@ func waitSettled(b *testing.B, br *child, timeout time.Duration) {
 	addr := br.metricsAddr(b)
 	deadline := time.Now().Add(timeout)
 	for {
-		s, err := scrapeMetrics(addr)
-		if err == nil && sumMetric(s, "bridge_pending_deltas") == 0 && sumMetric(s, "bridge_checkpoint_lag") == 0 &&
-			s["bridge_checkpoint_last_flush_timestamp_seconds"] > 0 && sumMetric(s, "bridge_informer_synced") >= 1 {
+		s, err := metricstest.Scrape(addr)
+		if err == nil && s.Sum("bridge_pending_deltas") == 0 && s.Sum("bridge_checkpoint_lag") == 0 &&
+			s.Sum("bridge_checkpoint_last_flush_timestamp_seconds") > 0 && s.Sum("bridge_informer_synced") >= 1 {
 			return
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("bridge not settled after %s (metrics error %v): pending %v, checkpoint lag %v, last flush %v, synced %v",
-				timeout, err, sumMetric(s, "bridge_pending_deltas"), sumMetric(s, "bridge_checkpoint_lag"),
-				s["bridge_checkpoint_last_flush_timestamp_seconds"], sumMetric(s, "bridge_informer_synced"))
+				timeout, err, s.Sum("bridge_pending_deltas"), s.Sum("bridge_checkpoint_lag"),
+				s.Sum("bridge_checkpoint_last_flush_timestamp_seconds"), s.Sum("bridge_informer_synced"))
 		}
 		time.Sleep(200 * time.Millisecond)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubebus/bridge/test/metricstest"
 	"github.com/kubebus/bridge/test/natstest"
 )
 
@@ -146,7 +147,7 @@ func (e *experiment) bridgeRestart(rd *restartRound, heap bool) {
 	ready := br.waitLog(b, "ready", 10*time.Minute)
 	waitSettled(b, br, 5*time.Minute)
 	l.waitQuiet(quietPeriod)
-	s, err := scrapeMetrics(br.metricsAddr(b))
+	s, err := metricstest.Scrape(br.metricsAddr(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func (e *experiment) bridgeRestart(rd *restartRound, heap bool) {
 	if !last.IsZero() {
 		rd.lastMessage = last.Sub(br.started)
 	}
-	rd.published = sumMetric(s, "bridge_deltas_published_total")
+	rd.published = s.Sum("bridge_deltas_published_total")
 	rd.stored = e.bus.storedNow(b) - before
 }
 

@@ -50,8 +50,8 @@ func TestFaultStopDuringOutage(t *testing.T) {
 		var pending float64
 		eventually(t, time.Minute, func() (bool, string) {
 			s, ok := scrape(addr)
-			pending = sum(s, "bridge_deltas_observed_total") - sum(s, "bridge_deltas_published_total")
-			return ok && pending >= outageStopPending && sum(s, "bridge_deltas_failed_total") > 0,
+			pending = s.Sum("bridge_deltas_observed_total") - s.Sum("bridge_deltas_published_total")
+			return ok && pending >= outageStopPending && s.Sum("bridge_deltas_failed_total") > 0,
 				fmt.Sprintf("%.0f deltas observed and not published, want %d, and failed publishes", pending, outageStopPending)
 		})
 		// The writers stop, so that the last state of every object they
@@ -60,7 +60,7 @@ func TestFaultStopDuringOutage(t *testing.T) {
 		made := w.stop()
 		eventually(t, time.Minute, func() (bool, string) {
 			s, _ := scrape(addr)
-			observed := sum(s, "bridge_deltas_observed_total")
+			observed := s.Sum("bridge_deltas_observed_total")
 			// A write whose answer the writer never got is not counted in
 			// made, though it may have happened: at least made.
 			return observed >= float64(made), fmt.Sprintf("the bridge observed %.0f of %d changes", observed, made)

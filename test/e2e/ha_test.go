@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -9,11 +8,12 @@ import (
 	"maps"
 	"net/http"
 	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/test/metricstest"
 )
 
 // httpAddr is the address the bridge process serves /metrics on, from its
@@ -34,39 +34,10 @@ func (p *proc) httpAddr(t *testing.T) string {
 	return addr
 }
 
-// scrape reads the samples of a Prometheus text page: "name{labels}" ->
-// value. ok is false when the server does not answer.
-func scrape(addr string) (samples map[string]float64, ok bool) {
-	resp, err := http.Get("http://" + addr + "/metrics")
-	if err != nil {
-		return nil, false
-	}
-	defer resp.Body.Close()
-	samples = map[string]float64{}
-	sc := bufio.NewScanner(resp.Body)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" || line[0] == '#' {
-			continue
-		}
-		i := strings.LastIndexByte(line, ' ')
-		if v, err := strconv.ParseFloat(line[i+1:], 64); err == nil {
-			samples[line[:i]] = v
-		}
-	}
-	return samples, resp.StatusCode == http.StatusOK
-}
-
-// sum adds the samples whose name starts with prefix.
-func sum(samples map[string]float64, prefix string) float64 {
-	var n float64
-	for k, v := range samples {
-		if strings.HasPrefix(k, prefix) {
-			n += v
-		}
-	}
-	return n
+// scrape reads the bridge's metrics; ok is false when it does not answer.
+func scrape(addr string) (samples metricstest.Samples, ok bool) {
+	samples, err := metricstest.Scrape(addr)
+	return samples, err == nil
 }
 
 // readyz returns the status of /readyz and its body.
@@ -121,14 +92,14 @@ func TestLeaderFailover(t *testing.T) {
 
 	eventually(t, 30*time.Second, func() (bool, string) {
 		s, _ := scrape(firstAddr)
-		return sum(s, "bridge_deltas_published_total") >= 50, fmt.Sprintf("leader published %v", sum(s, "bridge_deltas_published_total"))
+		return s.Sum("bridge_deltas_published_total") >= 50, fmt.Sprintf("leader published %v", s.Sum("bridge_deltas_published_total"))
 	})
 	s1, _ := scrape(firstAddr)
 	s2, _ := scrape(secondAddr)
-	if s1["bridge_leader"] != 1 || s2["bridge_leader"] != 0 {
-		t.Fatalf("bridge_leader: first %v, second %v; want 1 and 0", s1["bridge_leader"], s2["bridge_leader"])
+	if s1.Sum("bridge_leader") != 1 || s2.Sum("bridge_leader") != 0 {
+		t.Fatalf("bridge_leader: first %v, second %v; want 1 and 0", s1.Sum("bridge_leader"), s2.Sum("bridge_leader"))
 	}
-	if n := sum(s2, "bridge_deltas_published_total"); n != 0 {
+	if n := s2.Sum("bridge_deltas_published_total"); n != 0 {
 		t.Errorf("the standby published %v deltas", n)
 	}
 
@@ -137,7 +108,7 @@ func TestLeaderFailover(t *testing.T) {
 	var took time.Duration
 	eventually(t, 3*lease, func() (bool, string) {
 		s, _ := scrape(secondAddr)
-		if s["bridge_leader"] == 1 {
+		if s.Sum("bridge_leader") == 1 {
 			took = time.Since(killed)
 			return true, ""
 		}
@@ -180,8 +151,8 @@ func TestMetricsAndReadiness(t *testing.T) {
 		t.Fatalf("/readyz %d %s, want 200", code, body)
 	}
 	before, _ := scrape(addr)
-	if before["bridge_informer_synced{resource=\"configmaps\"}"] != 1 || before["bridge_sink_up"] != 1 {
-		t.Errorf("synced=%v sink_up=%v, want 1 and 1", before["bridge_informer_synced{resource=\"configmaps\"}"], before["bridge_sink_up"])
+	if before.Sum("bridge_informer_synced") != 1 || before.Sum("bridge_sink_up") != 1 {
+		t.Errorf("synced=%v sink_up=%v, want 1 and 1", before.Sum("bridge_informer_synced"), before.Sum("bridge_sink_up"))
 	}
 
 	ctx, stopChurn := context.WithCancel(t.Context())
@@ -190,7 +161,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	wg.Go(func() { made = churn(ctx, t, ns, 10, 3) })
 	eventually(t, 30*time.Second, func() (bool, string) {
 		s, _ := scrape(addr)
-		return sum(s, "bridge_deltas_published_total") >= 20, fmt.Sprintf("published %v", sum(s, "bridge_deltas_published_total"))
+		return s.Sum("bridge_deltas_published_total") >= 20, fmt.Sprintf("published %v", s.Sum("bridge_deltas_published_total"))
 	})
 
 	b.stop(t)
@@ -211,23 +182,23 @@ func TestMetricsAndReadiness(t *testing.T) {
 		return v.mismatch == "", v.mismatch
 	})
 	after, _ := scrape(addr)
-	observed, published := sum(after, "bridge_deltas_observed_total"), sum(after, "bridge_deltas_published_total")
+	observed, published := after.Sum("bridge_deltas_observed_total"), after.Sum("bridge_deltas_published_total")
 	if observed < float64(made) || published < float64(made) {
 		t.Errorf("observed %v, published %v, want at least the %d changes made", observed, published, made)
 	}
-	if down["bridge_sink_up"] != 0 {
-		t.Errorf("bridge_sink_up %v while the sink was down, want 0", down["bridge_sink_up"])
+	if down.Sum("bridge_sink_up") != 0 {
+		t.Errorf("bridge_sink_up %v while the sink was down, want 0", down.Sum("bridge_sink_up"))
 	}
-	if after["bridge_publish_duration_seconds_count"] <= 0 {
-		t.Errorf("publish duration count %v, want some", after["bridge_publish_duration_seconds_count"])
+	if after.Sum("bridge_publish_duration_seconds") <= 0 {
+		t.Errorf("publish duration count %v, want some", after.Sum("bridge_publish_duration_seconds"))
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {
 		s, _ := scrape(addr)
-		v := s["bridge_checkpoint_last_flush_timestamp_seconds"]
+		v := s.Sum("bridge_checkpoint_last_flush_timestamp_seconds")
 		return v > float64(time.Now().Add(-time.Minute).Unix()), fmt.Sprintf("last checkpoint flush at %v", v)
 	})
 	if p.terminate(t) != 0 {
 		t.Error("bridge did not exit cleanly")
 	}
-	t.Logf("%d changes; observed %v, published %v, failed %v", made, observed, published, sum(after, "bridge_deltas_failed_total"))
+	t.Logf("%d changes; observed %v, published %v, failed %v", made, observed, published, after.Sum("bridge_deltas_failed_total"))
 }
