@@ -14,8 +14,10 @@
 //     exactly one Delta, handed to the Handler from the reflector's own
 //     goroutine. Deltas of one object reach the Handler in resourceVersion
 //     order.
-//   - A watch event that brings nothing new (same uid and resourceVersion
-//     as already known) produces nothing.
+//   - A watch event or listed object that brings nothing newer (same uid,
+//     resourceVersion not newer than the one known, as a list served from
+//     a lagging cache can hold) produces nothing: an object never goes
+//     back in time.
 //   - On start, the initial list is compared with the checkpoint: objects
 //     whose uid and resourceVersion are unchanged produce nothing; changed
 //     ones produce Updated, new ones Added, and checkpointed objects missing

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -80,6 +81,15 @@ func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
 	}
+	// One reflector per namespace: a namespace named twice would get two,
+	// and every change in it twice.
+	var namespaces []string
+	for _, ns := range opts.Namespaces {
+		if !slices.Contains(namespaces, ns) {
+			namespaces = append(namespaces, ns)
+		}
+	}
+	opts.Namespaces = namespaces
 	return &Source{
 		client:  client,
 		opts:    opts,
@@ -193,7 +203,7 @@ func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			tweak(&o)
 			w, err := client.Watch(ctx, o)
-			if err != nil {
+			if err != nil && !watchListRefused(o, err) {
 				s.onWatchError(ctx, res, ns, err)
 			}
 			return w, err
@@ -208,6 +218,14 @@ func (s *Source) onWatchError(ctx context.Context, res Resource, ns string, err 
 	}
 	s.opts.Observer.WatchError(res)
 	s.log.Warn("list or watch failed; retrying", "resource", res.Name(), "namespace", ns, "err", err)
+}
+
+// watchListRefused reports whether err is an API server refusing to
+// stream a list as a watch (sendInitialEvents), which it does when that
+// feature is off. The reflector then lists instead: nothing failed.
+func watchListRefused(o metav1.ListOptions, err error) bool {
+	return o.SendInitialEvents != nil && *o.SendInitialEvents &&
+		(apierrors.IsInvalid(err) || apierrors.IsForbidden(err) || apierrors.IsBadRequest(err))
 }
 
 // namespacesFor returns the namespaces to run informers in for res; ""

@@ -22,12 +22,14 @@ type store struct {
 
 var _ cache.TransformingStore = (*store)(nil)
 
+// object is obj transformed. An object the transform fails on is handed on
+// as it came, so that no change is lost; anything but an object is dropped.
 func (s *store) object(obj any) (*unstructured.Unstructured, bool) {
 	if s.transform != nil {
-		var err error
-		if obj, err = s.transform(obj); err != nil {
-			s.t.log.Error("ignoring object the transform failed on", "resource", s.t.res.Name(), "err", err)
-			return nil, false
+		if out, err := s.transform(obj); err != nil {
+			s.t.log.Error("handing on an object untransformed: the transform failed", "resource", s.t.res.Name(), "err", err)
+		} else {
+			obj = out
 		}
 	}
 	u, ok := obj.(*unstructured.Unstructured)
@@ -63,12 +65,13 @@ func (s *store) Delete(obj any) error {
 
 // Replace takes a complete list at resourceVersion rv.
 func (s *store) Replace(items []any, rv string) error {
-	for i := range items {
-		if u, ok := s.object(items[i]); ok {
-			items[i] = u
+	objs := make([]*unstructured.Unstructured, 0, len(items))
+	for _, it := range items {
+		if u, ok := s.object(it); ok {
+			objs = append(objs, u)
 		}
 	}
-	if s.t.replace(s.ns, items, rv) && s.relisted != nil {
+	if s.t.replace(s.ns, objs, rv) && s.relisted != nil {
 		s.relisted(s.ns, rv)
 	}
 	return nil

@@ -76,7 +76,7 @@ func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces i
 // since another namespace's list may match them; on a later list (a
 // relist), known objects of the namespace that it lacks are deleted. It
 // reports whether this was a relist.
-func (t *tracker) replace(ns string, items []any, rv string) (relist bool) {
+func (t *tracker) replace(ns string, items []*unstructured.Unstructured, rv string) (relist bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lists[ns]++
@@ -86,12 +86,7 @@ func (t *tracker) replace(ns string, items []any, rv string) (relist bool) {
 	if relist {
 		listed = make(map[string]bool, len(items))
 	}
-	for _, it := range items {
-		u, ok := it.(*unstructured.Unstructured)
-		if !ok {
-			t.log.Error("ignoring listed object of unexpected type", "resource", t.res.Name(), "type", typeName(it))
-			continue
-		}
+	for _, u := range items {
 		if listed != nil {
 			listed[ObjectKey(u.GetNamespace(), u.GetName())] = true
 		}
@@ -129,12 +124,16 @@ func (t *tracker) observe(u *unstructured.Unstructured, listed bool) {
 	key := d.Key()
 	if e, found := t.known[key]; found {
 		switch {
-		case e.uid == string(d.UID) && e.rv == d.ResourceVersion:
-			if e.prior {
-				e.prior = false
-				t.known[key] = e
+		case e.uid == string(d.UID) && (e.rv == d.ResourceVersion || rvBefore(d.ResourceVersion, e.rv)):
+			// Published before, unchanged since; or an older state than
+			// the one known, which a list served from a lagging cache can
+			// hold: handing it on would take the object back in time.
+			e.prior = false
+			if t.keepOld && e.obj == nil {
+				e.obj = u
 			}
-			return // published before, unchanged since
+			t.known[key] = e
+			return
 		case e.uid == string(d.UID) && e.rv == "":
 			// An intent: the object may or may not have been published;
 			// publish it as created.
@@ -166,8 +165,8 @@ func (t *tracker) update(u *unstructured.Unstructured) {
 		t.observe(u, false)
 		return
 	}
-	if e.rv == u.GetResourceVersion() {
-		return // nothing new
+	if e.rv == u.GetResourceVersion() || rvBefore(u.GetResourceVersion(), e.rv) {
+		return // nothing newer than what is known
 	}
 	d := t.delta(Updated, u, false)
 	if t.keepOld {

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"testing"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -51,13 +53,7 @@ func newTestTrackerIn(prior map[string]checkpoint.Position, namespaces int, keep
 	return newTracker(configmaps, prior, namespaces, c, keepOld, slog.New(slog.NewTextHandler(io.Discard, nil))), c
 }
 
-func items(objs ...*unstructured.Unstructured) []any {
-	out := make([]any, len(objs))
-	for i, o := range objs {
-		out[i] = o
-	}
-	return out
-}
+func items(objs ...*unstructured.Unstructured) []*unstructured.Unstructured { return objs }
 
 func TestInitialListDiff(t *testing.T) {
 	prior := map[string]checkpoint.Position{
@@ -284,5 +280,60 @@ func TestStore(t *testing.T) {
 	}
 	if !slices.Equal(relists, []string{"6"}) {
 		t.Errorf("relists reported: %v, want [6]", relists)
+	}
+}
+
+// A list served from a lagging cache may hold an older state than the one
+// known (from the checkpoint or the watch). Nothing goes back in time: the
+// older state and the watch events replayed after it produce nothing until
+// a newer one comes.
+func TestOlderStatesAreNotHandedOn(t *testing.T) {
+	tr, got := newTestTracker(map[string]checkpoint.Position{"ns/a": {UID: "u1", ResourceVersion: "10"}}, false)
+	tr.replace("", items(cm("a", "u1", "8")), "8")
+	tr.finishInitialList()
+	tr.update(cm("a", "u1", "9"))
+	tr.update(cm("a", "u1", "10"))
+	tr.update(cm("a", "u1", "11"))
+	if s, want := got.summary(), []string{"updated ns/a u1@11"}; !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
+}
+
+// With OldObject, an object unchanged since the last run still gets its
+// previous state on its first update after a restart.
+func TestOldObjectAfterRestart(t *testing.T) {
+	tr, got := newTestTracker(map[string]checkpoint.Position{"ns/a": {UID: "u1", ResourceVersion: "5"}}, true)
+	tr.replace("", items(cm("a", "u1", "5")), "7")
+	tr.finishInitialList()
+	tr.update(cm("a", "u1", "8"))
+	if len(*got) != 1 || (*got)[0].OldObject == nil || (*got)[0].OldObject.GetResourceVersion() != "5" {
+		t.Errorf("deltas %v; want one update whose OldObject is the state at 5", got.summary())
+	}
+}
+
+func TestRepeatedNamespacesGetOneReflector(t *testing.T) {
+	s := New(nil, Options{Namespaces: []string{"a", "b", "a"}}, nil, HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
+	if got := s.namespacesFor(configmaps); !slices.Equal(got, []string{"a", "b"}) {
+		t.Errorf("namespaces %v, want [a b]", got)
+	}
+}
+
+func TestWatchListRefused(t *testing.T) {
+	on := true
+	gr := schema.GroupResource{Resource: "configmaps"}
+	refused := apierrors.NewInvalid(schema.GroupKind{Kind: "ListOptions"}, "", nil)
+	for _, tc := range []struct {
+		opts metav1.ListOptions
+		err  error
+		want bool
+	}{
+		{metav1.ListOptions{SendInitialEvents: &on}, refused, true},
+		{metav1.ListOptions{SendInitialEvents: &on}, apierrors.NewForbidden(gr, "", nil), true},
+		{metav1.ListOptions{SendInitialEvents: &on}, apierrors.NewServiceUnavailable("down"), false},
+		{metav1.ListOptions{}, refused, false},
+	} {
+		if got := watchListRefused(tc.opts, tc.err); got != tc.want {
+			t.Errorf("watchListRefused(%+v, %v) = %v, want %v", tc.opts, tc.err, got, tc.want)
+		}
 	}
 }

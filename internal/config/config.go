@@ -48,7 +48,7 @@ type Config struct {
 	CheckpointInterval time.Duration `env:"BRIDGE_CHECKPOINT_INTERVAL" envDefault:"1s" help:"how often acknowledged positions are flushed to the checkpoint"`
 
 	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
-	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory while events wait)"`
+	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory: the bridge then keeps every watched object's latest state)"`
 
 	Workers             int `env:"BRIDGE_WORKERS" envDefault:"4" help:"batches published in parallel"`
 	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"messages per batch; one object's waiting changes are never split across batches"`
@@ -278,7 +278,7 @@ func (c *Config) Level() (slog.Level, error) {
 func clean(in []string) []string {
 	var out []string
 	for _, s := range in {
-		if s = strings.TrimSpace(s); s != "" {
+		if s = strings.TrimSpace(s); s != "" && !slices.Contains(out, s) {
 			out = append(out, s)
 		}
 	}

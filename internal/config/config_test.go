@@ -201,7 +201,7 @@ func TestLoadValid(t *testing.T) {
 			name: "everything set",
 			env: []string{
 				"BRIDGE_RESOURCES=a, b,",
-				"BRIDGE_NAMESPACES= team-a ,,team-b",
+				"BRIDGE_NAMESPACES= team-a ,,team-b,team-a",
 				"BRIDGE_LABEL_SELECTOR=app in (web,api),tier!=db",
 				"BRIDGE_FIELD_SELECTOR=metadata.name!=skip",
 				"BRIDGE_CLUSTER_NAME=eu-1.example.com",
