@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kubebus/bridge/test/controlplane"
 	"github.com/kubebus/bridge/test/metricstest"
 )
 
@@ -56,13 +57,14 @@ func startChild(b *testing.B, name, bin string, env []string, args ...string) *c
 	c := &child{name: name, done: make(chan struct{}), seen: map[string]logLine{}, changed: make(chan struct{})}
 	c.cmd = exec.Command(bin, args...)
 	c.cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
 	c.started = time.Now()
-	if err := c.cmd.Start(); err != nil {
+	// Killed if the benchmark process dies; done closes when its stderr
+	// does.
+	if err := controlplane.StartTied(c.cmd, c.done); err != nil {
 		b.Fatal(err)
 	}
 	go c.readLogs(stderr)

@@ -7,9 +7,10 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/test/controlplane"
 )
 
 // latencyCPUTime is the CPU time process pid has used so far, or 0 when it
@@ -41,7 +42,6 @@ func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig st
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig}
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stdin, err := cmd.StdinPipe() // closed when b ends, which stops it
 	if err != nil {
 		b.Fatal(err)
@@ -54,10 +54,10 @@ func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig st
 	if err != nil {
 		b.Fatal(err)
 	}
-	if err := cmd.Start(); err != nil {
+	done := make(chan struct{}) // closed when its stdout is
+	if err := controlplane.StartTied(cmd, done); err != nil {
 		b.Fatal(err)
 	}
-	done := make(chan struct{})
 	b.Cleanup(func() {
 		stdin.Close()
 		select {

@@ -2,11 +2,17 @@
 
 package controlplane
 
-import "syscall"
+import (
+	"os/exec"
+	"syscall"
+)
 
-// sysProcAttr puts the child in its own process group. There is no
-// parent-death signal outside Linux: a test process that dies without
-// calling Stop leaves its children running.
+// sysProcAttr puts the child in its own process group.
 func sysProcAttr() *syscall.SysProcAttr {
 	return &syscall.SysProcAttr{Setpgid: true}
 }
+
+// tieToParent does nothing: there is no parent-death signal outside Linux,
+// so a test process that dies without calling Stop leaves its children
+// running.
+func tieToParent(*exec.Cmd) {}

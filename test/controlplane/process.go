@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"os/exec"
-	"runtime"
 	"syscall"
 	"time"
 )
@@ -19,18 +18,7 @@ type process struct {
 }
 
 // startProcess starts path as the leader of a new process group with stdout
-// and stderr going to out.
-//
-// The child is started from a goroutine locked to its OS thread, and that
-// goroutine stays alive (blocked in Wait) until the child has been reaped.
-// This matters because PR_SET_PDEATHSIG fires when the parent *thread*
-// exits, not the parent process: had the child been started from an
-// ordinary goroutine, the Go runtime could later retire that thread (it
-// does so when any goroutine exits while locked to it) and the child would
-// be killed at a random moment. With the thread pinned, the signal fires
-// only when the whole test process goes away. After Wait the goroutine
-// exits still locked, so the runtime discards the thread, which is harmless
-// then.
+// and stderr going to out, tied to the test process (see StartTied).
 func startProcess(name, path string, args, env []string, out io.Writer) (*process, error) {
 	cmd := exec.Command(path, args...)
 	cmd.Env = env
@@ -42,22 +30,14 @@ func startProcess(name, path string, args, env []string, out io.Writer) (*proces
 	cmd.WaitDelay = 2 * time.Second
 
 	p := &process{name: name, done: make(chan struct{})}
-	started := make(chan error, 1)
+	if err := StartTied(cmd, p.done); err != nil {
+		return nil, fmt.Errorf("controlplane: starting %s: %w", name, err)
+	}
+	p.pid = cmd.Process.Pid
 	go func() {
-		runtime.LockOSThread()
-		if err := cmd.Start(); err != nil {
-			runtime.UnlockOSThread()
-			started <- err
-			return
-		}
-		p.pid = cmd.Process.Pid
-		started <- nil
 		p.err = cmd.Wait()
 		close(p.done)
 	}()
-	if err := <-started; err != nil {
-		return nil, fmt.Errorf("controlplane: starting %s: %w", name, err)
-	}
 	return p, nil
 }
 

@@ -7,12 +7,13 @@ import (
 	"io"
 	"os"
 	"os/exec"
-	"runtime"
 	"strings"
 	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/test/controlplane"
 )
 
 // proc is the bridge binary running as a child process, its events going
@@ -46,32 +47,15 @@ func startProcUntil(t *testing.T, env []string, out, prefix string) *proc {
 	p.cmd = exec.Command(bridgeBin)
 	p.cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_LOG_FORMAT=json", "BRIDGE_METRICS_ADDR=127.0.0.1:0", "PATH=" + os.Getenv("PATH")}, env...)
 	p.cmd.Stdout = f
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	// Pdeathsig fires when the thread that started the child exits, not
-	// the test process. The Go runtime retires a thread whenever a
-	// goroutine exits locked to it, as the control plane's do each time
-	// it restarts kube-apiserver; a bridge forked from that thread earlier
-	// would be killed then. So the bridge is started from a goroutine that
-	// keeps its thread until the bridge has exited (its stderr is closed).
-	started := make(chan error, 1)
-	go func() {
-		runtime.LockOSThread()
-		defer runtime.UnlockOSThread()
-		if err := p.cmd.Start(); err != nil {
-			started <- err
-			return
-		}
-		go p.watchLogs(stderr)
-		started <- nil
-		<-p.done
-	}()
-	if err := <-started; err != nil {
+	// Killed if the test process dies; p.done closes when its stderr does.
+	if err := controlplane.StartTied(p.cmd, p.done); err != nil {
 		t.Fatal(err)
 	}
+	go p.watchLogs(stderr)
 	t.Cleanup(func() {
 		if p.cmd.ProcessState == nil {
 			_ = p.cmd.Process.Kill()
