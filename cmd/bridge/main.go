@@ -2,8 +2,28 @@
 // message bus. It is configured only through environment variables; run
 // `bridge --help` for the list.
 //
-// Exit codes: 0 after a clean shutdown, 1 on a runtime failure, 2 when the
-// configuration is invalid (every problem is reported, by variable name).
+// Exit codes:
+//
+//   - 0 after a clean shutdown, hard stops included.
+//   - 1 on a runtime failure, and after a panic, which is logged with its
+//     stack.
+//   - 2 when the configuration is invalid (every problem is reported, by
+//     variable name). A fatal error of the Go runtime (out of memory, a
+//     concurrent map write) also exits with 2: no code can intercept it.
+//   - 131 after SIGQUIT.
+//
+// Signals:
+//
+//   - SIGTERM, SIGINT and SIGHUP stop the bridge gracefully: it stops
+//     watching, publishes what it holds for up to BRIDGE_SHUTDOWN_TIMEOUT,
+//     flushes its checkpoint and exits.
+//   - A second one of them stops it at once: what it has not published is
+//     abandoned, and the number is logged. It was never checkpointed, so
+//     the next start publishes it; nothing is lost. The checkpoint is
+//     still flushed.
+//   - SIGQUIT writes the stack of every goroutine to stderr and exits with
+//     131 at once, without a flush: as after a crash, the next start
+//     publishes again what was published since the last checkpoint flush.
 package main
 
 import (
@@ -13,12 +33,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,6 +45,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
+	"github.com/kubebus/bridge/internal/crash"
 	"github.com/kubebus/bridge/internal/httpserver"
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
@@ -33,6 +53,11 @@ import (
 )
 
 func main() {
+	dumpOnQuit(os.Stderr)
+	// Until the configuration names the log format, a panic is logged as
+	// text.
+	crash.Install(slog.New(slog.NewTextHandler(os.Stderr, nil)))
+	defer utilruntime.HandleCrash()
 	os.Exit(run(os.Args[1:], os.Environ(), os.Stderr))
 }
 
@@ -57,6 +82,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 		return 2
 	}
 	log := newLogger(cfg, stderr)
+	crash.Install(log)
 	klog.SetSlogLogger(log.With("component", "client-go"))
 
 	rc, err := restConfig()
@@ -67,11 +93,11 @@ func run(args []string, environ []string, stderr io.Writer) int {
 	rc.UserAgent = "kubebus-bridge"
 	rc.QPS, rc.Burst = 50, 100
 
-	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
-	defer stop()
+	ctx, hard, release := onStopSignals(log)
+	defer release()
 
 	m := metrics.New()
-	b := bridge.New(cfg, rc, log, bridge.WithMetrics(m))
+	b := bridge.New(cfg, rc, log, bridge.WithMetrics(m), bridge.WithHardStop(hard))
 	var leading atomic.Bool
 	ready := b.Readiness
 	if cfg.LeaderElection {
@@ -97,6 +123,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 		}
 		log.Info("serving /metrics, /healthz and /readyz", "addr", srv.Addr(), "pprof", cfg.Pprof)
 		wg.Go(func() {
+			defer utilruntime.HandleCrash()
 			if err := srv.Run(srvCtx); err != nil {
 				log.Error("http server failed", "err", err)
 			}

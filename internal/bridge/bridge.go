@@ -3,10 +3,11 @@
 //
 // Run blocks until its context ends, then shuts down in two stages: the
 // informers stop, deltas already queued are published for up to
-// ShutdownTimeout (the soft stage), anything still unpublished is abandoned
-// (the hard stage; it was never checkpointed, so the next start publishes
-// it), and finally the checkpoint is flushed. A bridge stopped this way
-// and started again publishes nothing twice.
+// ShutdownTimeout or until the hard-stop context ends (the soft stage; see
+// WithHardStop), anything still unpublished is abandoned and counted (the
+// hard stage; it was never checkpointed, so the next start publishes it),
+// and finally the checkpoint is flushed. A bridge stopped this way and
+// started again publishes nothing twice.
 package bridge
 
 import (
@@ -25,6 +26,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/checkpoint/kafkastore"
@@ -49,6 +51,7 @@ type Bridge struct {
 	sink    sink.Sink
 	store   checkpoint.Store
 	metrics *metrics.Metrics
+	hard    context.Context
 	ready   chan struct{}
 }
 
@@ -65,9 +68,17 @@ func WithStore(s checkpoint.Store) Option { return func(b *Bridge) { b.store = s
 // WithMetrics records the bridge's metrics in m.
 func WithMetrics(m *metrics.Metrics) Option { return func(b *Bridge) { b.metrics = m } }
 
+// WithHardStop ends the soft stage of the shutdown when hard ends, rather
+// than at ShutdownTimeout: what is not yet published is abandoned at once,
+// the number abandoned is logged, and the checkpoint is still flushed.
+// hard ending does not end Run on its own: make Run's context a child of
+// hard, or end both. Without this option only ShutdownTimeout ends the
+// soft stage.
+func WithHardStop(hard context.Context) Option { return func(b *Bridge) { b.hard = hard } }
+
 // New returns a bridge for cfg that talks to the API server rc points at.
 func New(cfg *config.Config, rc *rest.Config, log *slog.Logger, opts ...Option) *Bridge {
-	b := &Bridge{cfg: cfg, rest: rc, log: log, ready: make(chan struct{})}
+	b := &Bridge{cfg: cfg, rest: rc, log: log, hard: context.Background(), ready: make(chan struct{})}
 	for _, o := range opts {
 		o(b)
 	}
@@ -179,14 +190,21 @@ func (b *Bridge) Run(ctx context.Context) error {
 	pipeCtx, stopPipe := context.WithCancel(context.WithoutCancel(ctx))
 	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = pipe.Run(pipeCtx) })
+	wg.Go(func() {
+		defer utilruntime.HandleCrash()
+		_ = pipe.Run(pipeCtx)
+	})
 	var writerErr error
 	var writerWG sync.WaitGroup
-	writerWG.Go(func() { writerErr = writer.Run(writerCtx) })
+	writerWG.Go(func() {
+		defer utilruntime.HandleCrash()
+		writerErr = writer.Run(writerCtx)
+	})
 
 	srcCtx, stopSrc := context.WithCancel(ctx)
 	defer stopSrc()
 	go func() {
+		defer utilruntime.HandleCrash()
 		select {
 		case <-src.Synced():
 		case <-srcCtx.Done():
@@ -200,23 +218,38 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	srcErr := src.Run(srcCtx)
 
-	// Soft stop: publish what is queued, up to the deadline; unless the
-	// lease was lost, when another replica is about to publish and this
-	// one must stop at once.
+	// Soft stop: publish what is queued, up to the deadline or the hard
+	// stop; unless the lease was lost, when another replica is about to
+	// publish and this one must stop at once.
 	start := time.Now()
-	if cause := context.Cause(ctx); errors.Is(cause, leader.ErrLostLeadership) {
+	hard := false
+	switch {
+	case errors.Is(context.Cause(ctx), leader.ErrLostLeadership):
 		b.log.Warn("lost the lease: stopping without draining; the new leader publishes what is left", "pending", pipe.Stats().Pending)
-	} else {
+	case b.hard.Err() != nil:
+		hard = true
+	default:
+		b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
 		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
+		stopOnHard := context.AfterFunc(b.hard, cancel)
 		drainErr := pipe.Drain(drainCtx)
+		stopOnHard()
 		cancel()
-		if drainErr != nil {
+		switch {
+		case drainErr == nil:
+		case b.hard.Err() != nil:
+			hard = true
+		default:
 			b.log.Warn("shutdown deadline reached; stopping with deltas unpublished", "err", drainErr)
 		}
 	}
 	// Hard stop.
 	stopPipe()
 	wg.Wait()
+	if hard {
+		b.log.Warn("hard stop: deltas abandoned; they were not checkpointed, so the next start publishes them",
+			"abandoned", pipe.Stats().Abandoned)
+	}
 	stopWriter()
 	writerWG.Wait()
 

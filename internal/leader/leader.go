@@ -23,6 +23,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/leaderelection"
 	"k8s.io/client-go/tools/leaderelection/resourcelock"
@@ -75,6 +76,9 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog
 		ReleaseOnCancel: true,
 		Callbacks: leaderelection.LeaderCallbacks{
 			OnStartedLeading: func(leadCtx context.Context) {
+				// client-go runs this in a goroutine of its own, with no
+				// crash handler.
+				defer utilruntime.HandleCrash()
 				mu.Lock()
 				if closed || ctx.Err() != nil {
 					mu.Unlock()
@@ -91,6 +95,7 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog
 				workCtx, stop := context.WithCancelCause(leadCtx)
 				defer stop(nil)
 				go func() {
+					defer utilruntime.HandleCrash()
 					select {
 					case <-ctx.Done():
 						stop(context.Canceled) // graceful: the lease is still held
@@ -118,6 +123,7 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog
 		return fmt.Errorf("leader: %w", err)
 	}
 	go func() {
+		defer utilruntime.HandleCrash()
 		select {
 		case <-ctx.Done():
 		case <-electCtx.Done():

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubebus/bridge/checkpoint"
@@ -231,8 +232,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	ready := make(chan batch)
 	var assemblers, workers sync.WaitGroup
 	for range p.opts.Workers {
-		assemblers.Go(func() { p.assemble(ctx, ready) })
-		workers.Go(func() { p.work(ctx, ready) })
+		assemblers.Go(func() {
+			defer utilruntime.HandleCrash()
+			p.assemble(ctx, ready)
+		})
+		workers.Go(func() {
+			defer utilruntime.HandleCrash()
+			p.work(ctx, ready)
+		})
 	}
 	<-ctx.Done()
 	p.queue.ShutDown()
