@@ -60,6 +60,17 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 		n := len(readEvents(t, out1))
 		return n >= 3, fmt.Sprintf("%d of 3 added events", n)
 	})
+	addr := p.httpAddr(t)
+	served := func() (float64, bool) {
+		samples, ok := scrape(addr)
+		if !ok || samples["bridge_resource_served"] == nil {
+			return -1, false
+		}
+		return samples.Sum("bridge_resource_served"), true
+	}
+	if v, ok := served(); !ok || v != 1 {
+		t.Errorf("bridge_resource_served %v (scraped: %v), want 1 while v1 is served", v, ok)
+	}
 
 	// Deleting the CRD deletes its objects first: the watch reports them.
 	deleteCRD(t.Context(), t, name)
@@ -82,6 +93,9 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 	case <-p.done:
 		t.Fatalf("bridge exited while %s was served at no version; want it to wait for the CRD to come back", name)
 	default:
+	}
+	if v, ok := served(); !ok || v != 0 {
+		t.Errorf("bridge_resource_served %v (scraped: %v), want 0 while the resource is served at no version", v, ok)
 	}
 
 	v2 := createCRDAt(t, plural, "Shifter", "Namespaced", "v2")
@@ -129,6 +143,50 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 		if !ok || m.Action != "added" || m.UID != string(want.GetUID()) || m.ResourceVersion != want.GetResourceVersion() || m.APIVersion != "example.com/v2" {
 			t.Errorf("after the restart: %s %s uid=%s rv=%s apiVersion=%s; want only the v2 objects added", m.Key(), m.Action, m.UID, m.ResourceVersion, m.APIVersion)
 		}
+	}
+}
+
+// A watched CRD deleted and recreated at the same version: the bridge
+// keeps going and publishes the new objects, however the 404s while the
+// CRD was away and discovery's lag fall.
+func TestCRDRecreatedAtTheSameVersion(t *testing.T) {
+	const plural, name = "returners", "returners.example.com"
+	v1 := createCRDAt(t, plural, "Returner", "Namespaced", "v1")
+	t.Cleanup(func() { deleteCRD(context.Background(), t, name) })
+	ns := namespace(t, "crdsame")
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	create := func(objName string) *unstructured.Unstructured {
+		t.Helper()
+		obj := &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": "example.com/v1", "kind": "Returner", "metadata": map[string]any{"name": objName},
+		}}
+		got, err := dyn.Resource(v1).Namespace(ns).Create(t.Context(), obj, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatalf("create %s: %v", objName, err)
+		}
+		return got
+	}
+	before := create("a")
+
+	out := filepath.Join(t.TempDir(), "out.jsonl")
+	p := startProc(t, []string{"BRIDGE_RESOURCES=" + name, "BRIDGE_NAMESPACES=" + ns, "BRIDGE_CHECKPOINT=none"}, out)
+	deleteCRD(t.Context(), t, name)
+	createCRDAt(t, plural, "Returner", "Namespaced", "v1")
+	after := create("a")
+
+	eventually(t, 60*time.Second, func() (bool, string) {
+		var deleted, added bool
+		for _, m := range readEvents(t, out) {
+			deleted = deleted || m.Action == "deleted" && m.UID == string(before.GetUID())
+			added = added || m.Action == "added" && m.UID == string(after.GetUID()) && m.ResourceVersion == after.GetResourceVersion()
+		}
+		return deleted && added, fmt.Sprintf("old object's delete published: %v; new object's add: %v", deleted, added)
+	})
+	if code := p.terminate(t); code != 0 {
+		t.Errorf("exit code %d after SIGTERM, want 0 (the resource is served at v1 again)", code)
 	}
 }
 
