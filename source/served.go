@@ -189,7 +189,7 @@ func (c *servedCheck) run(ctx context.Context) error {
 // version again (nil), ctx ends (nil), or the source must stop.
 func (c *servedCheck) untilServed(ctx context.Context) error {
 	st := servedState{res: c.res, timing: c.timing}
-	var warned time.Time
+	var warned, failed time.Time
 	for {
 		versions, err := c.versions(ctx)
 		if ctx.Err() != nil {
@@ -197,7 +197,10 @@ func (c *servedCheck) untilServed(ctx context.Context) error {
 		}
 		step := servedStep{next: c.timing.pollEvery}
 		if err != nil {
-			c.log.Warn("cannot tell whether the resource is still served: discovery failed", "resource", c.res.Name(), "err", err)
+			if time.Since(failed) >= c.timing.warnEvery {
+				failed = time.Now()
+				c.log.Warn("cannot tell whether the resource is still served: discovery failed; retrying", "resource", c.res.Name(), "err", err)
+			}
 		} else {
 			step = st.observe(versions, time.Now())
 		}
