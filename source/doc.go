@@ -27,6 +27,14 @@
 //     that list is compared with what is known the same way: only what
 //     changed in the gap produces deltas, marked Snapshot, deletes
 //     included. Relists are counted and logged.
+//   - A resource is watched at the version it was resolved to. When a
+//     list or watch is answered NotFound, discovery is asked where the
+//     resource is served now. Served at another version only, in three
+//     checks in a row, Run stops with a NotServedError naming the
+//     resource and both versions; served at no version, it stops after 5
+//     minutes unless the resource comes back. Deltas the watch delivered
+//     before (the deletes of a CRD's objects) are handed over before Run
+//     returns. It never keeps listing a version that is gone.
 //
 // Nothing of client-go's interface{} plumbing leaves this package: the rest
 // of the bridge sees only Delta.

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/tools/cache"
 
@@ -42,6 +43,10 @@ type Options struct {
 	// the source then keeps every object's latest state, where otherwise it
 	// keeps only its uid and resourceVersion.
 	OldObject bool
+	// Discovery, when set, is asked whether a resource the API server
+	// does not find is still served at the version watched; Run stops
+	// with a NotServedError when it is not (see served.go).
+	Discovery discovery.DiscoveryInterfaceWithContext
 }
 
 // Observer is told of events in the life of the informers, for metrics.
@@ -131,10 +136,13 @@ func (s *Source) Check(ctx context.Context) error {
 }
 
 // Run loads the checkpoint, starts one reflector per resource and
-// namespace, and hands deltas to the Handler until ctx ends. It returns
-// once every reflector has stopped, so that no delta is handed over after
-// Run returns.
+// namespace, and hands deltas to the Handler until ctx ends, or until a
+// resource is no longer served at the version watched (a NotServedError).
+// It returns once every reflector has stopped, so that no delta is handed
+// over after Run returns.
 func (s *Source) Run(ctx context.Context) error {
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
 	trackers := make([]*tracker, len(s.opts.Resources))
 	for i, res := range s.opts.Resources {
 		snap, err := s.loader.Load(ctx, res.Name())
@@ -153,6 +161,7 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	served := s.startServedChecks(ctx, stop, &wg)
 	for _, t := range trackers {
 		for _, ns := range s.namespacesFor(t.res) {
 			st := &store{t: t, ns: ns, transform: transform, relisted: func(ns, rv string) {
@@ -161,7 +170,7 @@ func (s *Source) Run(ctx context.Context) error {
 				s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",
 					"resource", t.res.Name(), "namespace", ns, "resourceVersion", rv)
 			}}
-			r := cache.NewReflectorWithOptions(s.listWatch(t.res, ns), &unstructured.Unstructured{}, st,
+			r := cache.NewReflectorWithOptions(served.listWatch(t.res, s.listWatch(t.res, ns)), &unstructured.Unstructured{}, st,
 				cache.ReflectorOptions{Name: t.res.Name() + inNamespace(ns), TypeDescription: t.res.GroupVersionResource.String()})
 			wg.Go(func() { r.RunWithContext(ctx) })
 		}
@@ -171,7 +180,7 @@ func (s *Source) Run(ctx context.Context) error {
 		select {
 		case <-t.allListed:
 		case <-ctx.Done():
-			return nil // ctx ended before the initial list was in
+			return notServed(ctx) // ctx ended before the initial list was in
 		}
 		s.opts.Observer.Synced(t.res, true)
 		gone := t.finishInitialList()
@@ -180,7 +189,7 @@ func (s *Source) Run(ctx context.Context) error {
 	close(s.synced)
 
 	<-ctx.Done()
-	return nil
+	return notServed(ctx)
 }
 
 // listWatch lists and watches res in ns with the configured selectors, and

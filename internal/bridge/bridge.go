@@ -173,6 +173,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		KeepManagedFields: b.cfg.KeepManagedFields,
 		OldObject:         b.cfg.OldObject,
 		Observer:          b.metrics,
+		Discovery:         dc,
 	}, b.store, source.HandlerFunc(func(d source.Delta) {
 		b.metrics.Observed(&d)
 		pipe.OnDelta(d)

@@ -24,6 +24,7 @@ type Metrics struct {
 	relists   *prometheus.CounterVec
 	watchErrs *prometheus.CounterVec
 	synced    *prometheus.GaugeVec
+	served    *prometheus.GaugeVec
 	leader    prometheus.Gauge
 }
 
@@ -76,12 +77,16 @@ func New() *Metrics {
 			Name: "bridge_informer_synced",
 			Help: "1 once the resource's initial list was delivered, else 0.",
 		}, []string{"resource"}),
+		served: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "bridge_resource_served",
+			Help: "1 while the API server serves the resource at the version watched, else 0 (its CRD deleted, or serving other versions only; the bridge exits if it stays so).",
+		}, []string{"resource", "version"}),
 		leader: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "bridge_leader",
 			Help: "1 while this replica holds the lease and publishes, else 0.",
 		}),
 	}
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.leader,
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -149,6 +154,17 @@ func (m *Metrics) Synced(res source.Resource, synced bool) {
 		v = 1
 	}
 	m.synced.WithLabelValues(res.Name()).Set(v)
+}
+
+var _ source.ServedObserver = (*Metrics)(nil)
+
+// Served records whether res is served at the version watched.
+func (m *Metrics) Served(res source.Resource, served bool) {
+	v := 0.0
+	if served {
+		v = 1
+	}
+	m.served.WithLabelValues(res.Name(), res.Version).Set(v)
 }
 
 // Leader records whether this replica leads.

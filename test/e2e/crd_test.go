@@ -18,6 +18,13 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // API server serves it.
 func createCRD(t *testing.T, plural, kind, scope string) schema.GroupVersionResource {
 	t.Helper()
+	return createCRDAt(t, plural, kind, scope, "v1alpha1")
+}
+
+// createCRDAt defines <plural>.example.com serving only version and waits
+// until the API server serves it.
+func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.GroupVersionResource {
+	t.Helper()
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
@@ -31,7 +38,7 @@ func createCRD(t *testing.T, plural, kind, scope string) schema.GroupVersionReso
 			"scope": scope,
 			"names": map[string]any{"plural": plural, "kind": kind},
 			"versions": []any{map[string]any{
-				"name": "v1alpha1", "served": true, "storage": true,
+				"name": version, "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
 					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
 				}},
@@ -46,7 +53,7 @@ func createCRD(t *testing.T, plural, kind, scope string) schema.GroupVersionReso
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {
-		list, err := dc.ServerResourcesForGroupVersion("example.com/v1alpha1")
+		list, err := dc.ServerResourcesForGroupVersion("example.com/" + version)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -57,7 +64,7 @@ func createCRD(t *testing.T, plural, kind, scope string) schema.GroupVersionReso
 		}
 		return false, plural + " not in discovery yet"
 	})
-	return schema.GroupVersionResource{Group: "example.com", Version: "v1alpha1", Resource: plural}
+	return schema.GroupVersionResource{Group: "example.com", Version: version, Resource: plural}
 }
 
 // CRDs are watched by their plural.group name, namespaced or
