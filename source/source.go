@@ -8,6 +8,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -47,6 +48,10 @@ type Options struct {
 	// does not find is still served at the version watched; Run stops
 	// with a NotServedError when it is not (see served.go).
 	Discovery discovery.DiscoveryInterfaceWithContext
+	// StallTimeout is how long a watch may go without hearing from the API
+	// server, or keep failing, before it is reported unhealthy (see
+	// health.go); zero means DefaultStallTimeout.
+	StallTimeout time.Duration
 }
 
 // Observer is told of events in the life of the informers, for metrics.
@@ -79,6 +84,8 @@ type Source struct {
 
 	synced  chan struct{}
 	relists atomic.Int64
+	// health follows each reflector, by resource name and namespace.
+	health map[watchKey]*health
 }
 
 // New returns a Source. Nothing is contacted until Run.
@@ -95,14 +102,28 @@ func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *
 		}
 	}
 	opts.Namespaces = namespaces
-	return &Source{
+	if opts.StallTimeout <= 0 {
+		opts.StallTimeout = DefaultStallTimeout
+	}
+	s := &Source{
 		client:  client,
 		opts:    opts,
 		loader:  loader,
 		handler: h,
 		log:     log,
 		synced:  make(chan struct{}),
+		health:  map[watchKey]*health{},
 	}
+	now := time.Now()
+	for _, res := range opts.Resources {
+		for _, ns := range s.namespacesFor(res) {
+			s.health[watchKey{res.Name(), ns}] = newHealth(res, ns, opts.StallTimeout, now, func(err error) {
+				s.opts.Observer.WatchError(res)
+				s.log.Warn("watch cut: the API server sent nothing on it; reopening", "resource", res.Name(), "namespace", ns, "err", err)
+			})
+		}
+	}
+	return s
 }
 
 // Synced is closed once every informer has delivered its initial list and
@@ -121,9 +142,12 @@ func (s *Source) Check(ctx context.Context) error {
 	var errs []error
 	for _, res := range s.opts.Resources {
 		for _, ns := range s.namespacesFor(res) {
-			_, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).List(ctx, s.listOptions(1))
+			list, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).List(ctx, s.listOptions(1))
 			switch {
 			case err == nil:
+				if err := s.checkWatch(ctx, res, ns, list.GetResourceVersion()); err != nil {
+					errs = append(errs, err)
+				}
 			case apierrors.IsBadRequest(err):
 				errs = append(errs, fmt.Errorf("source: list %s with label selector %q and field selector %q: %w: %v",
 					res.Name(), s.opts.LabelSelector, s.opts.FieldSelector, ErrBadSelector, err))
@@ -162,6 +186,12 @@ func (s *Source) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	served := s.startServedChecks(ctx, stop, &wg)
+	hs := make([]*health, 0, len(s.health))
+	for _, h := range s.health {
+		h.heard(time.Now(), false) // the reflectors start now
+		hs = append(hs, h)
+	}
+	wg.Go(func() { watchdog(ctx, hs, s.opts.StallTimeout, s.log) })
 	for _, t := range trackers {
 		for _, ns := range s.namespacesFor(t.res) {
 			st := &store{t: t, ns: ns, transform: transform, relisted: func(ns, rv string) {
@@ -192,10 +222,12 @@ func (s *Source) Run(ctx context.Context) error {
 	return notServed(ctx)
 }
 
-// listWatch lists and watches res in ns with the configured selectors, and
-// reports the calls that fail.
+// listWatch lists and watches res in ns with the configured selectors,
+// reports the calls that fail, and tells the reflector's health what it
+// hears (see health.go).
 func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
 	client := s.client.Resource(res.GroupVersionResource).Namespace(ns)
+	h := s.health[watchKey{res.Name(), ns}]
 	tweak := func(o *metav1.ListOptions) {
 		o.LabelSelector = s.opts.LabelSelector
 		o.FieldSelector = s.opts.FieldSelector
@@ -206,16 +238,15 @@ func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
 			list, err := client.List(ctx, o)
 			if err != nil {
 				s.onWatchError(ctx, res, ns, err)
+				h.failed(time.Now(), err)
+			} else {
+				h.heard(time.Now(), false)
 			}
 			return list, err
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			tweak(&o)
-			w, err := client.Watch(ctx, o)
-			if err != nil && !watchListRefused(o, err) {
-				s.onWatchError(ctx, res, ns, err)
-			}
-			return w, err
+			return s.watch(ctx, client, res, ns, h, o)
 		},
 	}
 	return cache.ToListWatcherWithWatchListSemantics(lw, s.client)

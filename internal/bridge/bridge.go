@@ -18,6 +18,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"k8s.io/client-go/discovery"
@@ -53,6 +54,8 @@ type Bridge struct {
 	metrics *metrics.Metrics
 	hard    context.Context
 	ready   chan struct{}
+	// src is the running source, for Readiness; nil before Run makes it.
+	src atomic.Pointer[source.Source]
 }
 
 // Option changes how New builds a Bridge.
@@ -93,13 +96,21 @@ func New(cfg *config.Config, rc *rest.Config, log *slog.Logger, opts ...Option) 
 // been published.
 func (b *Bridge) Ready() <-chan struct{} { return b.ready }
 
-// Readiness is nil once the bridge is ready (see Ready) and while its sink
-// reports itself healthy; otherwise it says what is missing.
+// Readiness is nil once the bridge is ready (see Ready), while every watch
+// hears from the API server and works (source.Source.Healthy: a watch that
+// heard nothing, or kept failing, for longer than
+// BRIDGE_WATCH_STALL_TIMEOUT makes the bridge not ready), and while its
+// sink reports itself healthy; otherwise it says what is missing.
 func (b *Bridge) Readiness() error {
 	select {
 	case <-b.ready:
 	default:
 		return errors.New("bridge: initial state not published yet")
+	}
+	if src := b.src.Load(); src != nil {
+		if err := src.Healthy(); err != nil {
+			return err
+		}
 	}
 	if hc, ok := b.sink.(sink.HealthChecker); ok {
 		if err := hc.Health(); err != nil {
@@ -174,10 +185,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 		OldObject:         b.cfg.OldObject,
 		Observer:          b.metrics,
 		Discovery:         dc,
+		StallTimeout:      b.cfg.WatchStallTimeout,
 	}, b.store, source.HandlerFunc(func(d source.Delta) {
 		b.metrics.Observed(&d)
 		pipe.OnDelta(d)
 	}), b.log.With("component", "source"))
+	b.metrics.Watches(src.Watches)
+	b.src.Store(src)
 
 	if err := src.Check(ctx); err != nil {
 		if errors.Is(err, source.ErrBadSelector) {

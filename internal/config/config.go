@@ -56,6 +56,12 @@ type Config struct {
 	// Thirty seconds keeps a long outage from turning into a hammering
 	// reconnect loop while still noticing recovery quickly.
 	RetryMaxInterval time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" envDefault:"30s" help:"longest wait between retries of a failed publish"`
+	// kube-apiserver sends a bookmark on a quiet watch about once a minute
+	// (measured), and the bridge reopens every watch at least every half
+	// of this, so a healthy watch is heard from at least every minute: two
+	// minutes tolerates a late bookmark without a false alarm, and still
+	// reports a dead connection or a revoked permission within minutes.
+	WatchStallTimeout time.Duration `env:"BRIDGE_WATCH_STALL_TIMEOUT" envDefault:"2m" help:"how long a watch may hear nothing from the API server (no event, bookmark or reopened watch), or keep failing, before it is logged, counted in bridge_watch_healthy and makes /readyz fail; a silent watch is then reopened. Watches are reopened at least every half of it"`
 	// Within Kubernetes' default 30s grace period, leaving time to flush.
 	ShutdownTimeout time.Duration `env:"BRIDGE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long a shutdown waits for messages in flight before it stops anyway"`
 
@@ -213,6 +219,9 @@ func (c *Config) problems() []*VarError {
 	}
 	if c.RetryMaxInterval <= 0 {
 		bad("BRIDGE_RETRY_MAX_INTERVAL", "must be positive, got %s", c.RetryMaxInterval)
+	}
+	if c.WatchStallTimeout < 2*time.Second {
+		bad("BRIDGE_WATCH_STALL_TIMEOUT", "must be at least 2s (watches are reopened every half of it, in whole seconds), got %s", c.WatchStallTimeout)
 	}
 	if c.ShutdownTimeout <= 0 {
 		bad("BRIDGE_SHUTDOWN_TIMEOUT", "must be positive, got %s", c.ShutdownTimeout)

@@ -71,7 +71,7 @@ func New() *Metrics {
 		}, []string{"resource"}),
 		watchErrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "bridge_watch_errors_total",
-			Help: "Failed lists or watches, by resource.",
+			Help: "Failed lists or watches, and watches ended by an error or cut for silence, by resource.",
 		}, []string{"resource"}),
 		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bridge_informer_synced",

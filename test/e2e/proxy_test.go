@@ -28,6 +28,10 @@ type cutProxy struct {
 	wg    sync.WaitGroup
 
 	accepted atomic.Int64 // connections forwarded so far
+
+	// held, while set, stops forwarding without closing anything (see
+	// hold); release closes it.
+	held atomic.Pointer[chan struct{}]
 }
 
 // startCutProxy forwards a new loopback address to target until the test
@@ -42,6 +46,7 @@ func startCutProxy(t *testing.T, target string) *cutProxy {
 	p.serve(ln)
 	t.Cleanup(func() {
 		p.cut()
+		p.release()
 		p.wg.Wait()
 	})
 	return p
@@ -82,7 +87,7 @@ func (p *cutProxy) forward(c net.Conn) {
 
 	done := make(chan struct{}, 2)
 	copyTo := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, src)
+		_, _ = io.Copy(dst, holdingReader{src, p})
 		done <- struct{}{}
 	}
 	go copyTo(up, c)

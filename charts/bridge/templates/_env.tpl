@@ -76,6 +76,7 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.env" (list "BRIDGE_NAMESPACES" (join "," $w.namespaces)) }}
 {{- include "bridge.env" (list "BRIDGE_LABEL_SELECTOR" $w.labelSelector) }}
 {{- include "bridge.env" (list "BRIDGE_FIELD_SELECTOR" $w.fieldSelector) }}
+{{- include "bridge.env" (list "BRIDGE_WATCH_STALL_TIMEOUT" $w.stallTimeout) }}
 {{- include "bridge.env" (list "BRIDGE_CLUSTER_NAME" $v.clusterName) }}
 {{- include "bridge.env" (list "BRIDGE_SINK" $v.sink) }}
 {{- include "bridge.env" (list "BRIDGE_CHECKPOINT" (include "bridge.checkpoint" .)) }}

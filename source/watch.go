@@ -1,0 +1,151 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/dynamic"
+)
+
+// DefaultStallTimeout is the stall timeout when Options leave it unset.
+// Measured on kube-apiserver 1.37 (a watch of a quiet namespace's
+// ConfigMaps, over eight minutes): the first bookmark came 2m0s after the
+// watch opened, then one every 60s, give or take 0.6s. Waiting for
+// bookmarks alone would thus need more than two minutes; instead the
+// source reopens every watch at least every half stall timeout (a minute
+// by default), and an opened watch is contact too, so a healthy watch is
+// heard from at least every minute, and usually every minute by a
+// bookmark as well. Two minutes tolerates one missed minute without a false
+// alarm, and reports a dead connection or a revoked permission within
+// two to three minutes.
+const DefaultStallTimeout = 2 * time.Minute
+
+// ErrWatchForbidden is wrapped by Check's error when the API server lets
+// the bridge list a resource but not watch it.
+var ErrWatchForbidden = errors.New("forbidden to watch")
+
+type watchKey struct{ resource, namespace string }
+
+// Watches reports the health of every reflector, one per resource and
+// namespace. It may be called at any time, from any goroutine.
+func (s *Source) Watches() []WatchStatus {
+	now := time.Now()
+	out := make([]WatchStatus, 0, len(s.health))
+	for _, res := range s.opts.Resources {
+		for _, ns := range s.namespacesFor(res) {
+			out = append(out, s.health[watchKey{res.Name(), ns}].status(now))
+		}
+	}
+	return out
+}
+
+// Healthy is nil while every watch is healthy; otherwise it joins the
+// reasons of those that are not: a watch that heard nothing from the API
+// server for longer than the stall timeout, or whose calls kept failing
+// for longer than that (for example, when the bridge's permissions were
+// revoked).
+func (s *Source) Healthy() error {
+	var errs []error
+	for _, st := range s.Watches() {
+		if st.Err != nil {
+			errs = append(errs, st.Err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// watch opens a watch for the reflector of res in ns and follows it: the
+// watch is cut if it hears nothing for longer than the stall timeout, an
+// error that ends it is counted and logged, and every event tells h that
+// the watch works.
+func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, res Resource, ns string, h *health, o metav1.ListOptions) (watch.Interface, error) {
+	initialEvents := o.SendInitialEvents != nil && *o.SendInitialEvents
+	// The API server ends a watch after TimeoutSeconds, and the reflector
+	// opens the next one at once. Ending every watch within half the stall
+	// timeout means a healthy watch is heard from in time even with no
+	// bookmarks, and permissions are checked again that often: a revoked
+	// one shows within the stall timeout. A watch that streams the initial
+	// list cannot be given a shorter timeout, since the list may take long
+	// on a large resource: the source ends it itself, half the stall
+	// timeout after the list is in, which the reflector takes as a watch
+	// that closed and opens the next one from where it was.
+	if half := int64(s.opts.StallTimeout / 2 / time.Second); !initialEvents && half > 0 &&
+		(o.TimeoutSeconds == nil || *o.TimeoutSeconds > half) {
+		o.TimeoutSeconds = &half
+	}
+	wctx, cancel := context.WithCancelCause(ctx)
+	call, done := h.watching(time.Now(), cancel)
+	w, err := client.Watch(wctx, o)
+	if err != nil {
+		cut := errors.Is(context.Cause(wctx), ErrStalled)
+		done()
+		if !cut && !watchListRefused(o, err) { // a cut was reported by the watchdog
+			s.onWatchError(ctx, res, ns, err)
+			h.failed(time.Now(), err)
+		}
+		return nil, err
+	}
+	h.heard(time.Now(), true)
+	return observe(w, func(ev watch.Event) bool {
+		now := time.Now()
+		if ev.Type != watch.Error {
+			h.heard(now, true)
+			if initialEvents && ev.Type == watch.Bookmark && isInitialEventsEnd(ev) {
+				h.renew(call, now.Add(s.opts.StallTimeout/2))
+			}
+			return true
+		}
+		switch cause := context.Cause(wctx); {
+		case errors.Is(cause, errRenew):
+			return false // ended on schedule: the watch just closes
+		case errors.Is(cause, ErrStalled):
+			return true // the watchdog cut it, and reported that
+		}
+		err := apierrors.FromObject(ev.Object)
+		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
+			// The API server answered: the position is too old, and the
+			// reflector lists again, which is counted as a relist.
+			h.heard(now, false)
+			return true
+		}
+		s.onWatchError(ctx, res, ns, err)
+		h.failed(now, err)
+		return true
+	}, done), nil
+}
+
+// isInitialEventsEnd reports whether ev is the bookmark that ends the
+// initial list streamed by a watch.
+func isInitialEventsEnd(ev watch.Event) bool {
+	m, err := meta.Accessor(ev.Object)
+	return err == nil && m.GetAnnotations()[metav1.InitialEventsAnnotationKey] == "true"
+}
+
+// checkWatch opens a watch of res in ns from resourceVersion rv, and
+// closes it as soon as the API server has accepted it, so that a resource
+// the bridge may list but not watch is refused at start-up.
+func (s *Source) checkWatch(ctx context.Context, res Resource, ns, rv string) error {
+	o := s.listOptions(0)
+	o.ResourceVersion = rv
+	o.AllowWatchBookmarks = true
+	o.TimeoutSeconds = new(int64(1))
+	w, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).Watch(ctx, o)
+	switch {
+	case err == nil:
+		w.Stop()
+		return nil
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("source: watch %s%s: %w: the bridge may list it but not watch it; grant the watch verb: %v",
+			res.Name(), inNamespace(ns), ErrWatchForbidden, err)
+	case apierrors.IsResourceExpired(err) || apierrors.IsGone(err):
+		return nil // the watch was accepted; its position was already too old
+	default:
+		return fmt.Errorf("source: watch %s%s: %w", res.Name(), inNamespace(ns), err)
+	}
+}
