@@ -161,7 +161,7 @@ func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
 						return err
 					}
 				}
-				p, err := decodePosition(v)
+				p, err := DecodePosition(v)
 				if err != nil {
 					return unreadable(op, f.path, ErrCorrupt, fmt.Errorf("key %q: %w", k, err))
 				}

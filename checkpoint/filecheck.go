@@ -99,7 +99,7 @@ func (f *File) verify(fileSize int64) error {
 					case v == nil:
 						return fmt.Errorf("bucket %q: key %q: a bucket where a value belongs", name, k)
 					case isObjects:
-						if _, err := decodePosition(v); err != nil {
+						if _, err := DecodePosition(v); err != nil {
 							return fmt.Errorf("%s: key %q: %w", resource, k, err)
 						}
 					}

@@ -70,11 +70,11 @@ func emptySnapshot() Snapshot {
 	return Snapshot{Objects: map[string]Position{}}
 }
 
-// decodePosition decodes a Position as the stores write it,
+// DecodePosition decodes a Position as every Store writes it,
 // {"uid":"…","rv":"…"}. A value that is not such an object, or that has no
 // uid, is an error: every object has a UID, and a position without one
 // would be taken for an object that was replaced.
-func decodePosition(b []byte) (Position, error) {
+func DecodePosition(b []byte) (Position, error) {
 	var p Position
 	if err := json.Unmarshal(b, &p); err != nil {
 		return Position{}, fmt.Errorf("decode position: %w", err)
