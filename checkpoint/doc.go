@@ -24,6 +24,16 @@
 //   - Crash-safe: [OpenFile] returns a Store that fsyncs every Commit, so a
 //     crash or power loss leaves the last successful Commit intact and never
 //     a partial one.
+//   - A damaged checkpoint is never used and never silent: [OpenFile]
+//     reads and checks the whole file before it returns (bbolt's
+//     consistency check, every page within the file, every position
+//     decodes), and fails with [ErrEmpty] or [ErrCorrupt], naming the file
+//     and saying what to do. Neither it nor the File's methods panic on
+//     what the file holds; bbolt's panics and memory faults become errors.
+//     The file is only ever created whole, so an empty file was emptied by
+//     something else. [SetAside] keeps an unreadable file under another
+//     name for a fresh start. The other stores fail Load with an error
+//     naming the key of a value that is not a position.
 //   - What a crash loses is the records acknowledged since the last
 //     successful flush (at most one flush interval's worth). After a restart
 //     those objects look changed and are published again: delivery is

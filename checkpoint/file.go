@@ -2,16 +2,17 @@ package checkpoint
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	bolt "go.etcd.io/bbolt"
-	bolterrors "go.etcd.io/bbolt/errors"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
 )
@@ -34,6 +35,14 @@ const (
 // room for the checkpoint of some 300,000 objects.
 const initialMmapSize = 64 << 20
 
+// allocSize is how far the file grows past its last page when it must
+// grow. bbolt's default, 16 MiB, applies whenever the mapping is larger
+// than that, which initialMmapSize makes it from the start: a checkpoint
+// of five objects would be a 16 MiB file (sparse, but copied whole by
+// tools that do not keep holes). Growing 1 MiB at a time keeps the file
+// within 1 MiB of its data and costs one more fsync per MiB of growth.
+const allocSize = 1 << 20
+
 // lockTimeout is how long OpenFile waits for another process to release
 // the file before giving up with ErrLocked.
 const lockTimeout = time.Second
@@ -46,19 +55,48 @@ var ErrLocked = errors.New("file is locked by another process")
 // transaction: it writes only the pages it changes and is fsync'd before
 // Commit returns.
 type File struct {
-	db *bolt.DB
+	db   *bolt.DB
+	path string
+	// fh is the descriptor bbolt opened, closed directly when bbolt is
+	// broken (see guard).
+	fh     *os.File
+	broken atomic.Pointer[error]
 }
 
 var _ Store = (*File)(nil)
 
 // OpenFile opens the checkpoint file at path, creating it (but not its
-// directory) if needed. The file is locked for exclusive use; if another
-// process holds it, OpenFile fails after about a second with an error that
-// wraps ErrLocked and names path.
+// directory) if there is none. The file is locked for exclusive use; if
+// another process holds it, OpenFile fails after about a second with an
+// error that wraps ErrLocked and names path.
+//
+// The whole file is read and checked before OpenFile returns. A file that
+// is there but empty fails with ErrEmpty, and one that is damaged,
+// truncated or not a checkpoint with ErrCorrupt; both errors name path and
+// say what to do. OpenFile and the File's methods never panic on what the
+// file holds.
 func OpenFile(path string) (*File, error) {
+	fi, err := os.Stat(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		if err := create(path); err != nil {
+			return nil, fmt.Errorf("checkpoint: open %s: %w", path, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("checkpoint: open %s: %w", path, err)
+	case fi.Mode().IsRegular() && fi.Size() == 0:
+		return nil, unreadable("open", path, ErrEmpty, nil)
+	}
+
+	f := &File{path: path}
 	opts := &bolt.Options{
 		Timeout:      lockTimeout,
 		FreelistType: bolt.FreelistMapType,
+		OpenFile: func(name string, flag int, perm os.FileMode) (*os.File, error) {
+			fh, err := os.OpenFile(name, flag, perm)
+			f.fh = fh
+			return fh, err
+		},
 	}
 	if runtime.GOOS != "windows" {
 		// Each time the file outgrows its mapping, bbolt maps it again and
@@ -68,18 +106,34 @@ func OpenFile(path string) (*File, error) {
 		// does not grow the file (it would on Windows).
 		opts.InitialMmapSize = initialMmapSize
 	}
-	db, err := bolt.Open(path, 0o600, opts)
-	if errors.Is(err, bolterrors.ErrTimeout) {
-		return nil, fmt.Errorf("checkpoint: open %s: %w", path, ErrLocked)
+	err = f.guard("open", func() error {
+		f.db, err = bolt.Open(path, 0o600, opts)
+		return err
+	})
+	if f.broken.Load() != nil {
+		// bbolt panicked before it could close what it opened.
+		if f.fh != nil {
+			f.fh.Close()
+		}
+		return nil, err
 	}
 	if err != nil {
+		return nil, openError(path, err)
+	}
+	f.db.AllocSize = allocSize
+	if fi, err = f.fh.Stat(); err != nil {
+		f.Close()
 		return nil, fmt.Errorf("checkpoint: open %s: %w", path, err)
 	}
-	return &File{db: db}, nil
+	if err := f.verify(fi.Size()); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
 }
 
 // Path returns the path of the underlying file.
-func (f *File) Path() string { return f.db.Path() }
+func (f *File) Path() string { return f.path }
 
 // Load implements Store.
 func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
@@ -90,33 +144,40 @@ func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
 		return Snapshot{}, fmt.Errorf("checkpoint: load %s: %w", resource, err)
 	}
 	snap := emptySnapshot()
-	err := f.db.View(func(tx *bolt.Tx) error {
-		if meta := tx.Bucket([]byte(metaBucket)); meta != nil {
-			snap.LastResourceVersion = string(meta.Get([]byte(resource)))
-		}
-		b := tx.Bucket(objectsBucket(resource))
-		if b == nil {
-			return nil
-		}
-		n := 0
-		return b.ForEach(func(k, v []byte) error {
-			if n++; n%4096 == 0 {
-				if err := ctx.Err(); err != nil {
-					return err
+	op := "load " + resource + " from"
+	err := f.guard(op, func() error {
+		return f.db.View(func(tx *bolt.Tx) error {
+			if meta := tx.Bucket([]byte(metaBucket)); meta != nil {
+				snap.LastResourceVersion = string(meta.Get([]byte(resource)))
+			}
+			b := tx.Bucket(objectsBucket(resource))
+			if b == nil {
+				return nil
+			}
+			n := 0
+			return b.ForEach(func(k, v []byte) error {
+				if n++; n%4096 == 0 {
+					if err := ctx.Err(); err != nil {
+						return err
+					}
 				}
-			}
-			var p Position
-			if err := json.Unmarshal(v, &p); err != nil {
-				return fmt.Errorf("key %q: decode position: %w", k, err)
-			}
-			snap.Objects[string(k)] = p
-			return nil
+				p, err := DecodePosition(v)
+				if err != nil {
+					return unreadable(op, f.path, ErrCorrupt, fmt.Errorf("key %q: %w", k, err))
+				}
+				snap.Objects[string(k)] = p
+				return nil
+			})
 		})
 	})
-	if err != nil {
+	switch {
+	case err == nil:
+		return snap, nil
+	case errors.Is(err, ErrCorrupt):
+		return Snapshot{}, err
+	default:
 		return Snapshot{}, fmt.Errorf("checkpoint: load %s: %w", resource, err)
 	}
-	return snap, nil
 }
 
 // Commit implements Store. It checks ctx before it starts and again before
@@ -150,57 +211,63 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
-	err := f.db.Update(func(tx *bolt.Tx) error {
-		meta, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
-		if err != nil {
-			return fmt.Errorf("bucket %s: %w", metaBucket, err)
-		}
-		// Records come grouped by resource, so the bucket in use is
-		// remembered; last tracks LastResourceVersion for every resource
-		// touched.
-		var (
-			res     string
-			objects *bolt.Bucket
-			last    = map[string]string{}
-		)
-		for _, i := range order {
-			r := &records[i]
-			if objects == nil || r.Resource != res {
-				name := objectsBucket(r.Resource)
-				if objects, err = tx.CreateBucketIfNotExists(name); err != nil {
-					return fmt.Errorf("bucket %s: %w", name, err)
-				}
-				res = r.Resource
-			}
-			if r.Deleted {
-				err = objects.Delete([]byte(r.Key))
-			} else {
-				err = objects.Put([]byte(r.Key), appendPosition(nil, r.Position))
-			}
+	err := f.guard("commit to", func() error {
+		return f.db.Update(func(tx *bolt.Tx) error {
+			meta, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 			if err != nil {
-				return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
+				return fmt.Errorf("bucket %s: %w", metaBucket, err)
 			}
-			cur, seen := last[r.Resource]
-			if !seen {
-				cur = string(meta.Get([]byte(r.Resource)))
+			// Records come grouped by resource, so the bucket in use is
+			// remembered; last tracks LastResourceVersion for every resource
+			// touched.
+			var (
+				res     string
+				objects *bolt.Bucket
+				last    = map[string]string{}
+			)
+			for _, i := range order {
+				r := &records[i]
+				if objects == nil || r.Resource != res {
+					name := objectsBucket(r.Resource)
+					if objects, err = tx.CreateBucketIfNotExists(name); err != nil {
+						return fmt.Errorf("bucket %s: %w", name, err)
+					}
+					res = r.Resource
+				}
+				if r.Deleted {
+					err = objects.Delete([]byte(r.Key))
+				} else {
+					err = objects.Put([]byte(r.Key), appendPosition(nil, r.Position))
+				}
+				if err != nil {
+					return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
+				}
+				cur, seen := last[r.Resource]
+				if !seen {
+					cur = string(meta.Get([]byte(r.Resource)))
+				}
+				last[r.Resource] = LaterResourceVersion(cur, r.ResourceVersion)
 			}
-			last[r.Resource] = LaterResourceVersion(cur, r.ResourceVersion)
-		}
-		for resource, rv := range last {
-			if rv == "" {
-				continue
+			for resource, rv := range last {
+				if rv == "" {
+					continue
+				}
+				if err := meta.Put([]byte(resource), []byte(rv)); err != nil {
+					return fmt.Errorf("%s: last resource version: %w", resource, err)
+				}
 			}
-			if err := meta.Put([]byte(resource), []byte(rv)); err != nil {
-				return fmt.Errorf("%s: last resource version: %w", resource, err)
-			}
-		}
-		// Returning an error rolls the transaction back.
-		return ctx.Err()
+			// Returning an error rolls the transaction back.
+			return ctx.Err()
+		})
 	})
-	if err != nil {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, ErrCorrupt):
+		return err
+	default:
 		return fmt.Errorf("checkpoint: commit %d records: %w", len(records), err)
 	}
-	return nil
 }
 
 // appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}:
@@ -215,8 +282,16 @@ func appendPosition(dst []byte, p Position) []byte {
 
 // Close implements Store. Calling it more than once is harmless.
 func (f *File) Close() error {
+	if f.broken.Load() != nil {
+		// bbolt may hold its own locks after a panic: only the file is
+		// closed, which releases the lock other processes see.
+		if err := f.fh.Close(); err != nil && !errors.Is(err, os.ErrClosed) {
+			return fmt.Errorf("checkpoint: close %s: %w", f.path, err)
+		}
+		return nil
+	}
 	if err := f.db.Close(); err != nil {
-		return fmt.Errorf("checkpoint: close %s: %w", f.db.Path(), err)
+		return fmt.Errorf("checkpoint: close %s: %w", f.path, err)
 	}
 	return nil
 }

@@ -2,6 +2,7 @@ package checkpoint
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 )
@@ -67,4 +68,19 @@ var (
 
 func emptySnapshot() Snapshot {
 	return Snapshot{Objects: map[string]Position{}}
+}
+
+// DecodePosition decodes a Position as every Store writes it,
+// {"uid":"…","rv":"…"}. A value that is not such an object, or that has no
+// uid, is an error: every object has a UID, and a position without one
+// would be taken for an object that was replaced.
+func DecodePosition(b []byte) (Position, error) {
+	var p Position
+	if err := json.Unmarshal(b, &p); err != nil {
+		return Position{}, fmt.Errorf("decode position: %w", err)
+	}
+	if p.UID == "" {
+		return Position{}, fmt.Errorf("decode position %.40q: no uid", b)
+	}
+	return p, nil
 }

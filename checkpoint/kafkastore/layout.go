@@ -48,9 +48,11 @@ func parse(key, value []byte) (parsed, error) {
 			return parsed{}, fmt.Errorf("key %q: tombstone for a resource record", key)
 		}
 	case isObject:
-		if err := json.Unmarshal(value, &p.pos); err != nil {
-			return parsed{}, fmt.Errorf("key %q: decode position: %w", key, err)
+		pos, err := checkpoint.DecodePosition(value)
+		if err != nil {
+			return parsed{}, fmt.Errorf("key %q: %w", key, err)
 		}
+		p.pos = pos
 	default:
 		var v resourceValue
 		if err := json.Unmarshal(value, &v); err != nil {

@@ -1,6 +1,7 @@
 package kafkastore
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/kubebus/bridge/checkpoint"
@@ -29,6 +30,8 @@ func TestParse(t *testing.T) {
 		{name: "no object", key: "configmaps/", value: `{}`, fails: true},
 		{name: "resource tombstone", key: "configmaps", tombstone: true, fails: true},
 		{name: "bad position", key: "configmaps/ns/a", value: `[1]`, fails: true},
+		{name: "null position", key: "configmaps/ns/a", value: `null`, fails: true},
+		{name: "position without uid", key: "configmaps/ns/a", value: `{"rv":"5"}`, fails: true},
 		{name: "bad resource record", key: "configmaps", value: `nope`, fails: true},
 	}
 	for _, tt := range tests {
@@ -41,6 +44,8 @@ func TestParse(t *testing.T) {
 			switch {
 			case tt.fails && err == nil:
 				t.Errorf("parse = %+v, want an error", got)
+			case tt.fails && tt.key != "" && !strings.Contains(err.Error(), tt.key):
+				t.Errorf("parse: %v; want the error to name the key %q", err, tt.key)
 			case !tt.fails && err != nil:
 				t.Errorf("parse: %v", err)
 			case !tt.fails && got != tt.want:

@@ -2,7 +2,6 @@ package natskv
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -69,9 +68,9 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 			if err != nil {
 				return snap, err
 			}
-			var p checkpoint.Position
-			if err := json.Unmarshal(e.Value(), &p); err != nil {
-				return snap, fmt.Errorf("key %s: decode position: %w", key, err)
+			p, err := checkpoint.DecodePosition(e.Value())
+			if err != nil {
+				return snap, fmt.Errorf("key %s: %w", key, err)
 			}
 			snap.Objects[k] = p
 		default:

@@ -336,3 +336,36 @@ func TestWithWriter(t *testing.T) {
 		t.Errorf("%d objects, last %s; want 200, last 3049", len(snap.Objects), snap.LastResourceVersion)
 	}
 }
+
+// A value in the bucket that is not a position fails Load with an error
+// that names its key, whatever else the bucket holds.
+func TestLoadMalformedValue(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	nc := srv.Conn(t)
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, value := range []string{`{not json`, `null`, `{"rv":"5"}`, `{}`, ``} {
+		t.Run(fmt.Sprintf("%q", value), func(t *testing.T) {
+			bucket := fmt.Sprintf("bad%d", i)
+			s := open(t, nc, bucket)
+			if err := s.Commit(t.Context(), []checkpoint.Record{rec("configmaps", "ns/good", "u", "1")}); err != nil {
+				t.Fatal(err)
+			}
+			kv, err := js.KeyValue(t.Context(), bucket)
+			if err != nil {
+				t.Fatal(err)
+			}
+			key := objectKey("configmaps", "ns/bad")
+			if _, err := kv.Put(t.Context(), key, []byte(value)); err != nil {
+				t.Fatal(err)
+			}
+			_, err = s.Load(t.Context(), "configmaps")
+			if err == nil || !strings.Contains(err.Error(), key) {
+				t.Fatalf("Load: %v; want an error naming %s", err, key)
+			}
+			t.Log(err)
+		})
+	}
+}

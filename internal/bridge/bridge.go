@@ -320,9 +320,9 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 	kind, arg := b.cfg.CheckpointKind()
 	switch kind {
 	case config.CheckpointFile:
-		s, err := checkpoint.OpenFile(arg)
+		s, err := b.openFileStore(arg, log)
 		if err != nil {
-			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
+			return nil, nil, err
 		}
 		return s, nothing, nil
 	case config.CheckpointNATSKV:

@@ -46,6 +46,10 @@ type Config struct {
 	// One second bounds the repeats after a crash to about a second of
 	// changes while costing one small fsync a second.
 	CheckpointInterval time.Duration `env:"BRIDGE_CHECKPOINT_INTERVAL" envDefault:"1s" help:"how often acknowledged positions are flushed to the checkpoint"`
+	// Off: starting afresh publishes every object again and never
+	// publishes the deletes made while the bridge was down, so it is the
+	// operator's choice, made knowingly, not a silent default.
+	CheckpointFreshStart bool `env:"BRIDGE_CHECKPOINT_FRESH_START" envDefault:"false" help:"when the file checkpoint is empty or corrupt, move it aside (to <path>.unreadable-<time>) and start afresh, publishing every object again, instead of refusing to start; deletes made while the bridge was down are then never published"`
 
 	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
 	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory: the bridge then keeps every watched object's latest state)"`

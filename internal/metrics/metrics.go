@@ -26,6 +26,7 @@ type Metrics struct {
 	synced    *prometheus.GaugeVec
 	served    *prometheus.GaugeVec
 	leader    prometheus.Gauge
+	fresh     *prometheus.CounterVec
 }
 
 // Gauges read state that other parts of the bridge own, at scrape time.
@@ -85,8 +86,16 @@ func New() *Metrics {
 			Name: "bridge_leader",
 			Help: "1 while this replica holds the lease and publishes, else 0.",
 		}),
+		fresh: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_checkpoint_fresh_starts_total",
+			Help: "Starts that found the file checkpoint empty or corrupt (reason) and, as BRIDGE_CHECKPOINT_FRESH_START allows, moved it aside and began afresh: every object was published again and deletes made while the bridge was down were lost. At most 1 per process; alert on > 0.",
+		}, []string{"reason"}),
 	}
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader,
+	// Both reasons are there from the start, at 0, so that an alert on
+	// them sees a value instead of nothing.
+	m.fresh.WithLabelValues("empty")
+	m.fresh.WithLabelValues("corrupt")
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -166,6 +175,10 @@ func (m *Metrics) Served(res source.Resource, served bool) {
 	}
 	m.served.WithLabelValues(res.Name(), res.Version).Set(v)
 }
+
+// CheckpointFreshStart counts a start that set an unreadable checkpoint
+// aside, for reason "empty" or "corrupt".
+func (m *Metrics) CheckpointFreshStart(reason string) { m.fresh.WithLabelValues(reason).Inc() }
 
 // Leader records whether this replica leads.
 func (m *Metrics) Leader(leading bool) {

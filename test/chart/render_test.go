@@ -38,6 +38,7 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_CLUSTER_NAME", c.ClusterName, "prod-eu-1")
 			want(t, "BRIDGE_SINK", c.Sink, "stdout")
 			want(t, "BRIDGE_CHECKPOINT", c.Checkpoint, "file:/var/lib/bridge/checkpoint.db")
+			want(t, "BRIDGE_CHECKPOINT_FRESH_START", c.CheckpointFreshStart, false)
 			want(t, "BRIDGE_LEADER_ELECTION", c.LeaderElection, false)
 			want(t, "BRIDGE_METRICS_ADDR", c.MetricsAddr, ":9090")
 		},
@@ -60,6 +61,7 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_NAMESPACES", c.Namespaces, []string{"team-a", "team-b"})
 			want(t, "BRIDGE_LABEL_SELECTOR", c.LabelSelector, "app.kubernetes.io/part-of=shop")
 			want(t, "BRIDGE_CHECKPOINT_INTERVAL", c.CheckpointInterval, 2*time.Second)
+			want(t, "BRIDGE_CHECKPOINT_FRESH_START", c.CheckpointFreshStart, true)
 			want(t, "BRIDGE_LOG_LEVEL", c.LogLevel, "debug")
 			want(t, "BRIDGE_LOG_FORMAT", c.LogFormat, "text")
 			want(t, "BRIDGE_LEADER_ELECTION", c.LeaderElection, false)

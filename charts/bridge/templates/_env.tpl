@@ -81,6 +81,10 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.env" (list "BRIDGE_SINK" $v.sink) }}
 {{- include "bridge.env" (list "BRIDGE_CHECKPOINT" (include "bridge.checkpoint" .)) }}
 {{- include "bridge.env" (list "BRIDGE_CHECKPOINT_INTERVAL" $v.checkpoint.interval) }}
+{{- if and (eq $v.checkpoint.type "file") $v.checkpoint.file.freshStart }}
+- name: BRIDGE_CHECKPOINT_FRESH_START
+  value: "true"
+{{- end }}
 {{- include "bridge.env" (list "BRIDGE_KEEP_MANAGED_FIELDS" $v.keepManagedFields) }}
 {{- include "bridge.env" (list "BRIDGE_OLD_OBJECT" $v.oldObject) }}
 {{- include "bridge.envInt" (list "BRIDGE_WORKERS" $v.pipeline.workers) }}
