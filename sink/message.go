@@ -89,8 +89,10 @@ type structured struct {
 // the attributes in the order of the structured type and Data last. Data
 // is written as it is, so it must be valid JSON (the bridge's encoder
 // writes it compact, as encoding/json does); an empty Data is null. The
-// attributes are escaped as encoding/json escapes strings, so the event
-// is byte for byte what json.Marshal makes of it. It never fails.
+// attributes are escaped as encoding/json escapes strings with HTML
+// escaping off ("<", ">" and "&" are written as they are), so the event
+// is byte for byte what a json.Encoder with SetEscapeHTML(false) makes of
+// it. It never fails.
 func (m *Message) MarshalJSON() ([]byte, error) {
 	n := len(m.ID) + len(m.Source) + len(m.Type) + len(m.Subject) + len(m.ResourceVersion) + len(m.UID) +
 		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + len(m.Data)

@@ -353,8 +353,8 @@ func TestEncodeFailure(t *testing.T) {
 	}
 }
 
-// TestEncodeDataBytes: the data holds each object exactly as its own
-// MarshalJSON writes it (encoding/json's bytes), without the newline.
+// TestEncodeDataBytes: the data holds each object exactly as
+// encoding/json writes it without HTML escaping.
 func TestEncodeDataBytes(t *testing.T) {
 	enc := Encoder{Cluster: "prod"}
 	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
@@ -372,18 +372,9 @@ func TestEncodeDataBytes(t *testing.T) {
 		}()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			want := []byte(`{"object":`)
-			b, err := tt.d.Object.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, bytes.TrimSuffix(b, []byte("\n"))...)
+			want := append([]byte(`{"object":`), marshal(t, tt.d.Object.Object)...)
 			if tt.d.OldObject != nil {
-				b, err := tt.d.OldObject.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = append(append(want, `,"oldObject":`...), bytes.TrimSuffix(b, []byte("\n"))...)
+				want = append(append(want, `,"oldObject":`...), marshal(t, tt.d.OldObject.Object)...)
 			}
 			want = append(want, '}')
 			// Twice: the second encoding reuses the first one's buffer.
@@ -393,9 +384,43 @@ func TestEncodeDataBytes(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(msg.Data, want) {
-					t.Fatalf("Data differs from the objects' MarshalJSON\n got %s\nwant %s", msg.Data, want)
+					t.Fatalf("Data differs from encoding/json's\n got %s\nwant %s", msg.Data, want)
 				}
 			}
 		})
+	}
+}
+
+// marshal is what encoding/json writes for v, without HTML escaping and
+// without the newline.
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// A ConfigMap of 400 KB of "<" makes an event of about 400 KB: the
+// characters HTML escaping would blow up to six bytes each are written as
+// they are.
+func TestEncodeDoesNotInflateHTMLCharacters(t *testing.T) {
+	const size = 400 << 10
+	d := baseDelta()
+	d.Object = object(configmaps, "team-a", "settings", "uid-1", "42", map[string]any{"page": strings.Repeat("<", size)})
+	msg, err := Encoder{Cluster: "prod"}.Encode(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := msg.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("event of a ConfigMap of %d bytes of %q: %d bytes", size, "<", len(event))
+	if len(event) > size+1024 {
+		t.Errorf("event is %d bytes, want at most %d: the data was inflated", len(event), size+1024)
 	}
 }
