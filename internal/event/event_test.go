@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -422,5 +423,54 @@ func TestEncodeDoesNotInflateHTMLCharacters(t *testing.T) {
 	t.Logf("event of a ConfigMap of %d bytes of %q: %d bytes", size, "<", len(event))
 	if len(event) > size+1024 {
 		t.Errorf("event is %d bytes, want at most %d: the data was inflated", len(event), size+1024)
+	}
+}
+
+// A delta marked ContentOmitted becomes the same event, marked, with only
+// the object's identity as data: no content, no old object.
+func TestEncodeContentOmitted(t *testing.T) {
+	enc := Encoder{Cluster: "prod"}
+	for _, tt := range []struct {
+		name string
+		d    source.Delta
+		want string
+	}{
+		{"update", func() source.Delta {
+			d := baseDelta()
+			d.Object.Object["data"] = map[string]any{"page": strings.Repeat("<", 1<<20)}
+			d.Object.SetLabels(map[string]string{"app": "web"})
+			d.OldObject = object(configmaps, "team-a", "settings", "uid-1", "41", map[string]any{"k": "v1"})
+			return d
+		}(), `{"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"team-a","resourceVersion":"42","uid":"uid-1"}}}`},
+		{"delete found by a list, cluster-scoped", source.Delta{
+			Type: source.Deleted, Resource: clusterroles, Name: "<viewer>", UID: "uid-2", ResourceVersion: "99", Snapshot: true,
+			// The object carries the last published state, the delta the
+			// list's resourceVersion.
+			Object: object(clusterroles, "", "<viewer>", "uid-2", "97", nil),
+		}, `{"object":{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"<viewer>","resourceVersion":"97","uid":"uid-2"}}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			full, err := enc.Encode(&tt.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tt.d
+			d.ContentOmitted = true
+			msg, err := enc.Encode(&d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !msg.ContentOmitted || full.ContentOmitted {
+				t.Errorf("ContentOmitted = %v, and %v for the full event; want true, false", msg.ContentOmitted, full.ContentOmitted)
+			}
+			if string(msg.Data) != tt.want {
+				t.Errorf("Data\n got %.300s\nwant %s", msg.Data, tt.want)
+			}
+			// Everything else is the full event's: it replaces it.
+			msg.Data, full.Data, msg.ContentOmitted = nil, nil, false
+			if !reflect.DeepEqual(msg, full) {
+				t.Errorf("attributes differ from the full event's:\n got %+v\nwant %+v", msg, full)
+			}
+		})
 	}
 }

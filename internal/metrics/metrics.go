@@ -20,6 +20,7 @@ type Metrics struct {
 	observed  *prometheus.CounterVec
 	published *prometheus.CounterVec
 	failed    *prometheus.CounterVec
+	omitted   *prometheus.CounterVec
 	latency   prometheus.Histogram
 	relists   *prometheus.CounterVec
 	watchErrs *prometheus.CounterVec
@@ -57,6 +58,10 @@ func New() *Metrics {
 			Name: "bridge_deltas_failed_total",
 			Help: "Failed attempts to publish a delta, by resource, type and whether the failure was terminal (the delta was skipped) or retried.",
 		}, []string{"resource", "type", "reason"}),
+		omitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_deltas_content_omitted_total",
+			Help: "Deltas whose event was larger than the bus takes, published without the object's content (marked contentomitted), by resource and type.",
+		}, []string{"resource", "type"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bridge_publish_duration_seconds",
 			Help: "Time from handing a batch to the sink until it returned.",
@@ -81,7 +86,7 @@ func New() *Metrics {
 			Help: "1 while this replica holds the lease and publishes, else 0.",
 		}),
 	}
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.leader,
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.leader,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -131,6 +136,12 @@ func (m *Metrics) Failed(d *source.Delta, terminal bool) {
 		reason = "terminal"
 	}
 	m.failed.WithLabelValues(d.Resource.Name(), string(d.Type), reason).Inc()
+}
+
+// Omitted counts a delta published without its object's content, because
+// its full event was larger than the bus takes.
+func (m *Metrics) Omitted(d *source.Delta) {
+	m.omitted.WithLabelValues(d.Resource.Name(), string(d.Type)).Inc()
 }
 
 // PublishDuration records how long one Publish call took.
