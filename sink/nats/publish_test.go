@@ -183,7 +183,7 @@ func TestCoreMode(t *testing.T) {
 // A message larger than the server or the stream takes fails alone, too
 // large and terminal; the rest of the batch is published, but for the
 // later changes of its object, which wait for its replacement.
-func TestTooLargeIsTerminal(t *testing.T) {
+func TestTooLarge(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		opts  natstest.Options
