@@ -1,11 +1,13 @@
 package e2e
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/kubebus/bridge/sink"
@@ -119,4 +121,47 @@ func newEvents(before, after []*sink.Message) []*sink.Message {
 		}
 	}
 	return out
+}
+
+// limitedSink is a sink for a bridge run in this process that takes
+// messages of at most limit bytes (data and attributes, as structured
+// mode writes them) and refuses larger ones as a bus does. It keeps what
+// it accepts, in order, and every attempt.
+type limitedSink struct {
+	limit    int
+	mu       sync.Mutex
+	accepted []*sink.Message
+	attempts []*sink.Message
+}
+
+func (s *limitedSink) Publish(_ context.Context, msgs []*sink.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	errs := make([]error, len(msgs))
+	failed := false
+	for i, m := range msgs {
+		s.attempts = append(s.attempts, m)
+		b, err := m.MarshalJSON()
+		if err != nil {
+			return err
+		}
+		if len(b) > s.limit {
+			errs[i] = sink.TooLarge(fmt.Errorf("limited sink: %d bytes over the limit of %d", len(b), s.limit))
+			failed = true
+			continue
+		}
+		s.accepted = append(s.accepted, m)
+	}
+	if failed {
+		return &sink.BatchError{Errors: errs}
+	}
+	return nil
+}
+
+func (s *limitedSink) Close() error { return nil }
+
+func (s *limitedSink) all() (accepted, attempts []*sink.Message) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.accepted), slices.Clone(s.attempts)
 }
