@@ -271,7 +271,7 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 }
 
 // appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}:
-// the bytes json.Marshal writes for it.
+// the bytes encoding/json writes for it with HTML escaping off.
 func appendPosition(dst []byte, p Position) []byte {
 	dst = append(dst, `{"uid":`...)
 	dst = jsonenc.AppendString(dst, p.UID)

@@ -6,9 +6,9 @@ import (
 	"strings"
 )
 
-// TerminalError marks a failure that retrying cannot fix, such as a message
-// larger than the bus accepts. The bridge logs and counts the message, then
-// moves on without it.
+// TerminalError marks a failure that retrying cannot fix. The bridge logs
+// and counts the message, then moves on without it; except when the
+// failure is also ErrTooLarge, see there.
 type TerminalError struct {
 	Err error
 }
@@ -29,6 +29,49 @@ func Terminal(err error) error {
 func IsTerminal(err error) bool {
 	var t *TerminalError
 	return errors.As(err, &t)
+}
+
+// ErrTooLarge is what the error of a message larger than the bus takes
+// wraps (through TooLarge, which also makes it terminal). Such a message
+// is not skipped: the bridge publishes in its place the same event with
+// only the object's identity as data, marked ContentOmitted. Only when
+// that one is too large as well is the change skipped.
+//
+// A sink must treat a too-large message that is not marked ContentOmitted
+// like a retryable failure as far as order goes: it must not accept a
+// later message with the same key in the same batch, since the bridge
+// sends the replacement, and the later messages after it.
+var ErrTooLarge = errors.New("larger than the bus takes")
+
+// TooLarge wraps err, the failure of a message larger than the bus takes,
+// into a terminal error that errors.Is(err, ErrTooLarge) reports. err
+// should say how large the message was and which limit it passed.
+// TooLarge(nil) returns nil.
+func TooLarge(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &TerminalError{Err: tooLarge{err}}
+}
+
+// tooLarge makes errors.Is report ErrTooLarge for the error it wraps,
+// without changing its text.
+type tooLarge struct{ error }
+
+func (e tooLarge) Unwrap() error        { return e.error }
+func (e tooLarge) Is(target error) bool { return target == ErrTooLarge }
+
+// IsTooLarge reports whether err, or any error it wraps, is ErrTooLarge.
+func IsTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }
+
+// HoldsKey reports whether the failure err of message m must keep the
+// later messages with m's key from being accepted in the same batch: a
+// failure that a retry may fix, and a message too large for the bus that
+// is not yet marked ContentOmitted (the bridge sends its replacement, then
+// the later messages again). A terminal failure of any other kind does
+// not hold them back: the bridge skips that message and goes on.
+func HoldsKey(m *Message, err error) bool {
+	return err != nil && (!IsTerminal(err) || (IsTooLarge(err) && !m.ContentOmitted))
 }
 
 // BatchError reports the outcome of Publish message by message. Errors has

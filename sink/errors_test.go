@@ -136,3 +136,21 @@ func sameError(a, b error) bool {
 	}
 	return IsTerminal(a) == IsTerminal(b) && a.Error() == b.Error()
 }
+
+func TestTooLarge(t *testing.T) {
+	cause := errors.New("record of 2000 bytes over the limit of 1000")
+	err := fmt.Errorf("kafka sink: %w", TooLarge(cause))
+	if !IsTooLarge(err) || !errors.Is(err, ErrTooLarge) || !IsTerminal(err) || !errors.Is(err, cause) {
+		t.Errorf("%v: IsTooLarge %v, IsTerminal %v, wraps its cause %v; want all true",
+			err, IsTooLarge(err), IsTerminal(err), errors.Is(err, cause))
+	}
+	if want := "kafka sink: terminal: " + cause.Error(); err.Error() != want {
+		t.Errorf("error text %q, want %q", err, want)
+	}
+	if IsTooLarge(Terminal(cause)) {
+		t.Error("a terminal error of another kind reports too large")
+	}
+	if TooLarge(nil) != nil {
+		t.Error("TooLarge(nil) is not nil")
+	}
+}

@@ -52,6 +52,12 @@ type Message struct {
 	// the resource with what the bridge published before, rather than seen
 	// on a watch.
 	Snapshot bool
+	// ContentOmitted is true when the event carries only the object's
+	// identity, because the full event is larger than the bus takes: Data
+	// is {"object": {...}} with the object's apiVersion, kind, and
+	// metadata namespace, name, uid and resourceVersion, and nothing else.
+	// It is the "contentomitted" attribute, present only when true.
+	ContentOmitted bool
 
 	// Data is the JSON payload: {"object": ...}, plus "oldObject" on updates
 	// when the bridge is configured to include it. It must be valid JSON:
@@ -82,6 +88,7 @@ type structured struct {
 	Name            string          `json:"name"`
 	Cluster         string          `json:"cluster"`
 	Snapshot        bool            `json:"snapshot"`
+	ContentOmitted  bool            `json:"contentomitted,omitempty"`
 	Data            json.RawMessage `json:"data"`
 }
 
@@ -89,8 +96,10 @@ type structured struct {
 // the attributes in the order of the structured type and Data last. Data
 // is written as it is, so it must be valid JSON (the bridge's encoder
 // writes it compact, as encoding/json does); an empty Data is null. The
-// attributes are escaped as encoding/json escapes strings, so the event
-// is byte for byte what json.Marshal makes of it. It never fails.
+// attributes are escaped as encoding/json escapes strings with HTML
+// escaping off ("<", ">" and "&" are written as they are), so the event
+// is byte for byte what a json.Encoder with SetEscapeHTML(false) makes of
+// it. It never fails.
 func (m *Message) MarshalJSON() ([]byte, error) {
 	n := len(m.ID) + len(m.Source) + len(m.Type) + len(m.Subject) + len(m.ResourceVersion) + len(m.UID) +
 		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + len(m.Data)
@@ -124,6 +133,9 @@ func (m *Message) MarshalJSON() ([]byte, error) {
 	b = jsonenc.AppendString(b, m.Cluster)
 	b = append(b, `,"snapshot":`...)
 	b = strconv.AppendBool(b, m.Snapshot)
+	if m.ContentOmitted {
+		b = append(b, `,"contentomitted":true`...)
+	}
 	b = append(b, `,"data":`...)
 	if len(m.Data) == 0 {
 		b = append(b, "null"...)
@@ -172,6 +184,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		Name:            s.Name,
 		Cluster:         s.Cluster,
 		Snapshot:        s.Snapshot,
+		ContentOmitted:  s.ContentOmitted,
 		Data:            s.Data,
 	}
 	return nil

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"encoding/json"
 	"reflect"
 	"strings"
@@ -54,6 +55,34 @@ func clusterScopedMessage() *Message {
 	}
 }
 
+// omittedMessage is the delete of an object whose full event was too
+// large: its data is the object's identity only.
+func omittedMessage() *Message {
+	m := clusterScopedMessage()
+	m.ContentOmitted = true
+	m.Data = json.RawMessage(`{"object":{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"viewer","resourceVersion":"98","uid":"c1-uid"}}}`)
+	return m
+}
+
+// The contentomitted attribute is written only when true, as the last
+// attribute before data.
+func TestMessageContentOmitted(t *testing.T) {
+	b, err := omittedMessage().MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"snapshot":false,"contentomitted":true,"data":{"object":`)) {
+		t.Errorf("MarshalJSON of a marked message: %s", b)
+	}
+	b, err = clusterScopedMessage().MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if bytes.Contains(b, []byte("contentomitted")) {
+		t.Errorf("MarshalJSON of an unmarked message: %s", b)
+	}
+}
+
 func TestMessageRoundTrip(t *testing.T) {
 	tests := []struct {
 		name string
@@ -61,6 +90,7 @@ func TestMessageRoundTrip(t *testing.T) {
 	}{
 		{"namespaced core resource", namespacedMessage()},
 		{"cluster-scoped grouped resource", clusterScopedMessage()},
+		{"content omitted", omittedMessage()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -168,8 +198,8 @@ func boolInt(b bool) int {
 	return 0
 }
 
-// TestMessageMarshalLikeEncodingJSON: MarshalJSON writes what json.Marshal
-// makes of the structured form, escapes included.
+// TestMessageMarshalLikeEncodingJSON: MarshalJSON writes what encoding/json
+// makes of the structured form with HTML escaping off, escapes included.
 func TestMessageMarshalLikeEncodingJSON(t *testing.T) {
 	odd := namespacedMessage()
 	odd.Name = "<a&b> \"quoted\" \\ tab\t \u2028 é \xff"
@@ -186,19 +216,24 @@ func TestMessageMarshalLikeEncodingJSON(t *testing.T) {
 		{"cluster-scoped", clusterScopedMessage()},
 		{"characters to escape", odd},
 		{"no data", noData},
+		{"content omitted", omittedMessage()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			m := tt.msg
-			want, err := json.Marshal(structured{
+			var buf bytes.Buffer
+			enc := json.NewEncoder(&buf)
+			enc.SetEscapeHTML(false)
+			err := enc.Encode(structured{
 				SpecVersion: SpecVersion, ID: m.ID, Source: m.Source, Type: m.Type, Subject: m.Subject,
 				Time: m.Time.UTC().Format(time.RFC3339Nano), DataContentType: ContentType,
 				ResourceVersion: m.ResourceVersion, UID: m.UID, Kind: m.Kind, APIVersion: m.APIVersion,
-				Namespace: m.Namespace, Name: m.Name, Cluster: m.Cluster, Snapshot: m.Snapshot, Data: m.Data,
+				Namespace: m.Namespace, Name: m.Name, Cluster: m.Cluster, Snapshot: m.Snapshot, ContentOmitted: m.ContentOmitted, Data: m.Data,
 			})
 			if err != nil {
 				t.Fatal(err)
 			}
+			want := bytes.TrimSuffix(buf.Bytes(), []byte("\n"))
 			got, err := m.MarshalJSON()
 			if err != nil {
 				t.Fatal(err)

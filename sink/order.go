@@ -19,9 +19,11 @@ type RoundFunc func(ctx context.Context, msgs []*Message) []error
 // PublishInOrder publishes a batch with publish so that, for every key, a
 // message is accepted only after every earlier message with that key was.
 // It sends the batch in rounds: round r holds the r-th message of each key.
-// Once a key's message fails in a way a retry may fix, its later messages
-// are not sent and fail with ErrEarlierFailed. A terminal failure does not
-// hold them back: the bridge skips that message and goes on.
+// Once a key's message fails in a way that holds the key (HoldsKey: a
+// retry may fix it, or it is too large and the bridge sends a smaller
+// replacement), its later messages are not sent and fail with
+// ErrEarlierFailed. Any other terminal failure does not hold them back:
+// the bridge skips that message and goes on.
 //
 // Sinks that publish asynchronously use it to keep the Sink contract: a
 // failure is never followed by an accepted later message of the same key,
@@ -58,7 +60,7 @@ func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) err
 			}
 			if errs[i] != nil {
 				failed = true
-				if !IsTerminal(errs[i]) {
+				if HoldsKey(msgs[i], errs[i]) {
 					failedKeys[identity(msgs[i])] = true
 				}
 			}

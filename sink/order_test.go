@@ -88,6 +88,47 @@ func TestPublishInOrder(t *testing.T) {
 		}
 	})
 
+	// The bridge replaces a too-large message by one without the object's
+	// content, and sends the later messages after it: they must wait. A
+	// replacement too large as well is skipped, and they need not.
+	for _, tt := range []struct {
+		name     string
+		omitted  bool
+		accepted int
+	}{
+		{"a too-large message holds back later messages", false, 3},
+		{"a too-large replacement does not", true, 5},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			batch := slices.Clone(batch)
+			a1 := *batch[0]
+			a1.ContentOmitted = tt.omitted
+			batch[0] = &a1
+			var accepted []string
+			err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+				errs := make([]error, len(ms))
+				for i, m := range ms {
+					if m.Key() == "a" && m.ResourceVersion == "1" {
+						errs[i] = TooLarge(errors.New("2 MB over a 1 MB limit"))
+						continue
+					}
+					accepted = append(accepted, m.Key()+m.ResourceVersion)
+				}
+				return errs
+			})
+			var be *BatchError
+			if !errors.As(err, &be) || !IsTooLarge(be.Errors[0]) || !IsTerminal(be.Errors[0]) {
+				t.Fatalf("error %v: want the first message too large, terminally", err)
+			}
+			if held := errors.Is(be.Errors[2], ErrEarlierFailed) && errors.Is(be.Errors[4], ErrEarlierFailed); held == tt.omitted {
+				t.Errorf("later messages of a: errors %v, %v", be.Errors[2], be.Errors[4])
+			}
+			if len(accepted) != tt.accepted {
+				t.Errorf("accepted %v, want %d messages", accepted, tt.accepted)
+			}
+		})
+	}
+
 	t.Run("same key in different resources is not ordered together", func(t *testing.T) {
 		other := msg("a", "9")
 		other.Resource.Resource = "secrets"

@@ -60,6 +60,12 @@ type Delta struct {
 	// OldObject is the state before an update, when the source is configured
 	// to keep it; otherwise nil.
 	OldObject *unstructured.Unstructured
+
+	// ContentOmitted asks for an event that carries only the object's
+	// identity (its apiVersion, kind, namespace, name, uid and
+	// resourceVersion), marked so: the pipeline sets it when the full
+	// event is larger than the bus takes. The source never does.
+	ContentOmitted bool
 }
 
 // Key is the object's identity within its resource: "namespace/name", or

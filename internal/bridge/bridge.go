@@ -271,7 +271,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	st := pipe.Stats()
 	ws := writer.Stats()
 	b.log.Info("stopped", "took", time.Since(start).Round(time.Millisecond),
-		"published", st.Published, "skipped", st.Skipped, "retried", st.Retried,
+		"published", st.Published, "contentOmitted", st.Omitted, "skipped", st.Skipped, "retried", st.Retried,
 		"coalesced", st.Coalesced, "abandoned", st.Abandoned, "relists", src.Relists(),
 		"checkpointFlushes", ws.Flushes)
 	if srcErr != nil {

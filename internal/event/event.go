@@ -29,16 +29,22 @@ type Encoder struct {
 }
 
 // Encode turns d into a message. It fails only when the object cannot be
-// encoded as JSON.
+// encoded as JSON. When d.ContentOmitted is set, the message is the one
+// of the full delta, marked ContentOmitted, with data {"object": ...}
+// holding only the object's identity (see docs/message-format.md).
 func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 	buf := buffers.Get().(*[]byte)
 	defer buffers.Put(buf)
 	data := append((*buf)[:0], `{"object":`...)
-	data, err := appendObject(data, d.Object)
+	obj := d.Object
+	if d.ContentOmitted {
+		obj = identity(d)
+	}
+	data, err := appendObject(data, obj)
 	if err != nil {
 		return nil, fmt.Errorf("event: encode %s %s: %w", d.Resource.Name(), d.Key(), err)
 	}
-	if d.OldObject != nil {
+	if d.OldObject != nil && !d.ContentOmitted {
 		data = append(data, `,"oldObject":`...)
 		if data, err = appendObject(data, d.OldObject); err != nil {
 			return nil, fmt.Errorf("event: encode old %s %s: %w", d.Resource.Name(), d.Key(), err)
@@ -66,8 +72,38 @@ func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 		Name:            d.Name,
 		Cluster:         e.Cluster,
 		Snapshot:        d.Snapshot,
+		ContentOmitted:  d.ContentOmitted,
 		Data:            bytes.Clone(data),
 	}, nil
+}
+
+// identity is the object of d reduced to what identifies it: apiVersion,
+// kind, and metadata namespace, name, uid and resourceVersion. They come
+// from d.Object when it has them, so that a delete found by a list keeps
+// the last published resourceVersion there, as its full event does.
+func identity(d *source.Delta) *unstructured.Unstructured {
+	id := &unstructured.Unstructured{Object: map[string]any{}}
+	id.SetAPIVersion(d.Resource.APIVersion())
+	id.SetKind(d.Resource.Kind)
+	id.SetNamespace(d.Namespace)
+	id.SetName(d.Name)
+	id.SetUID(d.UID)
+	id.SetResourceVersion(d.ResourceVersion)
+	if o := d.Object; o != nil {
+		if v := o.GetAPIVersion(); v != "" {
+			id.SetAPIVersion(v)
+		}
+		if v := o.GetKind(); v != "" {
+			id.SetKind(v)
+		}
+		if v := o.GetUID(); v != "" {
+			id.SetUID(v)
+		}
+		if v := o.GetResourceVersion(); v != "" {
+			id.SetResourceVersion(v)
+		}
+	}
+	return id
 }
 
 // buffers hold the data of messages being encoded; each message gets a

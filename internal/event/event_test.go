@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"math"
+	"reflect"
 	"regexp"
 	"strings"
 	"testing"
@@ -353,8 +354,8 @@ func TestEncodeFailure(t *testing.T) {
 	}
 }
 
-// TestEncodeDataBytes: the data holds each object exactly as its own
-// MarshalJSON writes it (encoding/json's bytes), without the newline.
+// TestEncodeDataBytes: the data holds each object exactly as
+// encoding/json writes it without HTML escaping.
 func TestEncodeDataBytes(t *testing.T) {
 	enc := Encoder{Cluster: "prod"}
 	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
@@ -372,18 +373,9 @@ func TestEncodeDataBytes(t *testing.T) {
 		}()},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			want := []byte(`{"object":`)
-			b, err := tt.d.Object.MarshalJSON()
-			if err != nil {
-				t.Fatal(err)
-			}
-			want = append(want, bytes.TrimSuffix(b, []byte("\n"))...)
+			want := append([]byte(`{"object":`), marshal(t, tt.d.Object.Object)...)
 			if tt.d.OldObject != nil {
-				b, err := tt.d.OldObject.MarshalJSON()
-				if err != nil {
-					t.Fatal(err)
-				}
-				want = append(append(want, `,"oldObject":`...), bytes.TrimSuffix(b, []byte("\n"))...)
+				want = append(append(want, `,"oldObject":`...), marshal(t, tt.d.OldObject.Object)...)
 			}
 			want = append(want, '}')
 			// Twice: the second encoding reuses the first one's buffer.
@@ -393,8 +385,91 @@ func TestEncodeDataBytes(t *testing.T) {
 					t.Fatal(err)
 				}
 				if !bytes.Equal(msg.Data, want) {
-					t.Fatalf("Data differs from the objects' MarshalJSON\n got %s\nwant %s", msg.Data, want)
+					t.Fatalf("Data differs from encoding/json's\n got %s\nwant %s", msg.Data, want)
 				}
+			}
+		})
+	}
+}
+
+// marshal is what encoding/json writes for v, without HTML escaping and
+// without the newline.
+func marshal(t *testing.T, v any) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		t.Fatal(err)
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+}
+
+// A ConfigMap of 400 KB of "<" makes an event of about 400 KB: the
+// characters HTML escaping would blow up to six bytes each are written as
+// they are.
+func TestEncodeDoesNotInflateHTMLCharacters(t *testing.T) {
+	const size = 400 << 10
+	d := baseDelta()
+	d.Object = object(configmaps, "team-a", "settings", "uid-1", "42", map[string]any{"page": strings.Repeat("<", size)})
+	msg, err := Encoder{Cluster: "prod"}.Encode(&d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	event, err := msg.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("event of a ConfigMap of %d bytes of %q: %d bytes", size, "<", len(event))
+	if len(event) > size+1024 {
+		t.Errorf("event is %d bytes, want at most %d: the data was inflated", len(event), size+1024)
+	}
+}
+
+// A delta marked ContentOmitted becomes the same event, marked, with only
+// the object's identity as data: no content, no old object.
+func TestEncodeContentOmitted(t *testing.T) {
+	enc := Encoder{Cluster: "prod"}
+	for _, tt := range []struct {
+		name string
+		d    source.Delta
+		want string
+	}{
+		{"update", func() source.Delta {
+			d := baseDelta()
+			d.Object.Object["data"] = map[string]any{"page": strings.Repeat("<", 1<<20)}
+			d.Object.SetLabels(map[string]string{"app": "web"})
+			d.OldObject = object(configmaps, "team-a", "settings", "uid-1", "41", map[string]any{"k": "v1"})
+			return d
+		}(), `{"object":{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"settings","namespace":"team-a","resourceVersion":"42","uid":"uid-1"}}}`},
+		{"delete found by a list, cluster-scoped", source.Delta{
+			Type: source.Deleted, Resource: clusterroles, Name: "<viewer>", UID: "uid-2", ResourceVersion: "99", Snapshot: true,
+			// The object carries the last published state, the delta the
+			// list's resourceVersion.
+			Object: object(clusterroles, "", "<viewer>", "uid-2", "97", nil),
+		}, `{"object":{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{"name":"<viewer>","resourceVersion":"97","uid":"uid-2"}}}`},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			full, err := enc.Encode(&tt.d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			d := tt.d
+			d.ContentOmitted = true
+			msg, err := enc.Encode(&d)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !msg.ContentOmitted || full.ContentOmitted {
+				t.Errorf("ContentOmitted = %v, and %v for the full event; want true, false", msg.ContentOmitted, full.ContentOmitted)
+			}
+			if string(msg.Data) != tt.want {
+				t.Errorf("Data\n got %.300s\nwant %s", msg.Data, tt.want)
+			}
+			// Everything else is the full event's: it replaces it.
+			msg.Data, full.Data, msg.ContentOmitted = nil, nil, false
+			if !reflect.DeepEqual(msg, full) {
+				t.Errorf("attributes differ from the full event's:\n got %+v\nwant %+v", msg, full)
 			}
 		})
 	}

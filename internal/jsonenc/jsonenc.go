@@ -1,21 +1,26 @@
-// Package jsonenc writes JSON byte for byte as encoding/json's Marshal
-// writes it, for the values that make up Kubernetes objects in
+// Package jsonenc writes JSON byte for byte as encoding/json writes it
+// with HTML escaping off (an Encoder with SetEscapeHTML(false), without
+// the newline), for the values that make up Kubernetes objects in
 // unstructured form, several times faster and with a fraction of the
 // allocations.
 //
 // Guarantees:
 //
-//   - AppendValue(dst, v) appends exactly the bytes json.Marshal(v) returns,
-//     and fails where json.Marshal fails. Maps have their keys sorted;
-//     "<", ">" and "&" in strings are escaped as \u003c, \u003e and
-//     \u0026; invalid UTF-8 becomes U+FFFD.
+//   - AppendValue(dst, v) appends exactly those bytes, and fails where
+//     json.Marshal fails. Maps have their keys sorted; invalid UTF-8
+//     becomes U+FFFD; U+2028 and U+2029 are escaped, as encoding/json
+//     always does.
+//   - "<", ">" and "&" are written as they are. HTML escaping makes each
+//     six bytes, which can make an object's event several times its size
+//     on the API server, and nothing on a message bus needs it.
 //   - The types of unstructured content (map[string]any, []any, string,
 //     int64, float64, bool and nil) take the fast path; any other value
-//     anywhere in the tree is handed to json.Marshal, so the output stays
+//     anywhere in the tree is handed to encoding/json, so the output stays
 //     the same whatever the tree holds.
 package jsonenc
 
 import (
+	"bytes"
 	"encoding/json"
 	"math"
 	"slices"
@@ -26,7 +31,7 @@ import (
 )
 
 // maxDepth is how deeply maps and slices nest before the rest of the tree
-// is handed to json.Marshal, which detects cycles. Kubernetes objects nest
+// is handed to encoding/json, which detects cycles. Kubernetes objects nest
 // a few dozen levels at most.
 const maxDepth = 500
 
@@ -89,11 +94,19 @@ func (e *encoder) value(dst []byte, v any, depth int) ([]byte, error) {
 			return e.array(dst, v, depth+1)
 		}
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
+	return appendMarshal(dst, v)
+}
+
+// appendMarshal appends what encoding/json writes for v, without HTML
+// escaping.
+func appendMarshal(dst []byte, v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
 		return dst, err
 	}
-	return append(dst, b...), nil
+	return append(dst, bytes.TrimSuffix(b.Bytes(), []byte("\n"))...), nil
 }
 
 func (e *encoder) object(dst []byte, m map[string]any, depth int) ([]byte, error) {
@@ -167,7 +180,7 @@ func appendFloat(dst []byte, f float64) ([]byte, error) {
 }
 
 // AppendString appends s as a JSON string, escaped as encoding/json
-// escapes strings by default.
+// escapes strings with HTML escaping off.
 func AppendString(dst []byte, s string) []byte {
 	dst = append(dst, '"')
 	done := 0 // s[:done] is written
@@ -206,7 +219,7 @@ func AppendString(dst []byte, s string) []byte {
 }
 
 // asIs marks the ASCII bytes written unescaped in a string: printable
-// characters but the quote, the backslash and the HTML specials.
+// characters but the quote and the backslash.
 var asIs [utf8.RuneSelf]bool
 
 // escapes holds the escape of every other ASCII byte.
@@ -228,8 +241,6 @@ func init() {
 			escapes[c] = `\r`
 		case '\t':
 			escapes[c] = `\t`
-		case '<', '>', '&':
-			escapes[c] = `\u00` + string(hex[c>>4]) + string(hex[c&0xF])
 		default:
 			if c < ' ' {
 				escapes[c] = `\u00` + string(hex[c>>4]) + string(hex[c&0xF])

@@ -13,11 +13,23 @@ import (
 	"github.com/kubebus/bridge/test/synthetic"
 )
 
-// same fails unless AppendValue writes v exactly as json.Marshal does, or
-// fails as it does.
+// marshal is json.Marshal without HTML escaping: what AppendValue must
+// write.
+func marshal(v any) ([]byte, error) {
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		return nil, err
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n")), nil
+}
+
+// same fails unless AppendValue writes v exactly as json.Marshal does
+// without HTML escaping, or fails as it does.
 func same(t *testing.T, v any) {
 	t.Helper()
-	want, wantErr := json.Marshal(v)
+	want, wantErr := marshal(v)
 	prefix := []byte("prefix:")
 	got, err := jsonenc.AppendValue(prefix, v)
 	switch {
@@ -110,10 +122,24 @@ func TestAppendValueLikeMarshal(t *testing.T) {
 
 func TestAppendString(t *testing.T) {
 	for _, s := range []string{"", "plain", "quote\" backslash\\ tab\t", "<>&", "\x00\x1f\x7f", "\u2028", "\xff"} {
-		want, _ := json.Marshal(s)
+		want, _ := marshal(s)
 		if got := jsonenc.AppendString(nil, s); !bytes.Equal(got, want) {
 			t.Errorf("AppendString(%q) = %s, want %s", s, got, want)
 		}
+	}
+}
+
+// "<", ">" and "&" are written as they are: the bus is no HTML page, and
+// their escapes take six bytes each.
+func TestNoHTMLEscaping(t *testing.T) {
+	v := map[string]any{"<k>": "<a href=\"x?a=1&b=2\">", "list": []any{"&", map[string]string{"x": "<>"}}}
+	got, err := jsonenc.AppendValue(nil, v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const want = `{"<k>":"<a href=\"x?a=1&b=2\">","list":["&",{"x":"<>"}]}`
+	if string(got) != want {
+		t.Errorf("AppendValue\n got %s\nwant %s", got, want)
 	}
 }
 

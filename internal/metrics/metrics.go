@@ -20,6 +20,7 @@ type Metrics struct {
 	observed  *prometheus.CounterVec
 	published *prometheus.CounterVec
 	failed    *prometheus.CounterVec
+	omitted   *prometheus.CounterVec
 	latency   prometheus.Histogram
 	relists   *prometheus.CounterVec
 	watchErrs *prometheus.CounterVec
@@ -59,6 +60,10 @@ func New() *Metrics {
 			Name: "bridge_deltas_failed_total",
 			Help: "Failed attempts to publish a delta, by resource, type and whether the failure was terminal (the delta was skipped) or retried.",
 		}, []string{"resource", "type", "reason"}),
+		omitted: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_deltas_content_omitted_total",
+			Help: "Deltas whose event was larger than the bus takes, published without the object's content (marked contentomitted), by resource and type.",
+		}, []string{"resource", "type"}),
 		latency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: "bridge_publish_duration_seconds",
 			Help: "Time from handing a batch to the sink until it returned.",
@@ -95,7 +100,7 @@ func New() *Metrics {
 	// them sees a value instead of nothing.
 	m.fresh.WithLabelValues("empty")
 	m.fresh.WithLabelValues("corrupt")
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh,
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -145,6 +150,12 @@ func (m *Metrics) Failed(d *source.Delta, terminal bool) {
 		reason = "terminal"
 	}
 	m.failed.WithLabelValues(d.Resource.Name(), string(d.Type), reason).Inc()
+}
+
+// Omitted counts a delta published without its object's content, because
+// its full event was larger than the bus takes.
+func (m *Metrics) Omitted(d *source.Delta) {
+	m.omitted.WithLabelValues(d.Resource.Name(), string(d.Type)).Inc()
 }
 
 // PublishDuration records how long one Publish call took.

@@ -13,9 +13,15 @@
 //     jittered, capped backoff, for as long as the pipeline runs. When one
 //     of an object's deltas fails, it and every later delta of that object
 //     in the batch are sent again, so order holds even across retries.
-//   - A terminal failure (such as a message too large for the bus) is
-//     logged with the object's identity, counted, and skipped; it never
-//     stalls the stream.
+//   - A change whose event is larger than the bus takes (sink.ErrTooLarge)
+//     is published all the same, in its place in the object's order, as
+//     the same event with only the object's identity as data, marked
+//     ContentOmitted; it is logged, counted (Stats.Omitted) and
+//     checkpointed once accepted like any other. A delete is therefore
+//     always delivered.
+//   - Any other terminal failure, and a change whose identity-only event
+//     is too large as well, is logged with the object's identity, counted,
+//     and skipped; it never stalls the stream.
 //   - Memory is bounded by the number of objects with deltas waiting, not by
 //     the number of changes: when more than MaxPendingPerObject deltas of
 //     one object wait (the sink is slow or down), consecutive deltas of the

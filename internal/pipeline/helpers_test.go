@@ -70,6 +70,7 @@ type testSink struct {
 	inflight map[string]bool
 	problems []string   // broken sink contract: overlapping or reordered keys
 	accepted []accepted // in the order the sink accepted them
+	messages []*sink.Message
 	acked    map[ackKey]bool
 	closed   bool
 }
@@ -120,6 +121,7 @@ func (s *testSink) Publish(ctx context.Context, msgs []*sink.Message) error {
 			m := msgs[i]
 			a := accepted{m.Subject, m.UID, mustAtoi(m.ResourceVersion), m.Action}
 			s.accepted = append(s.accepted, a)
+			s.messages = append(s.messages, m)
 			if s.acked == nil {
 				s.acked = map[ackKey]bool{}
 			}
@@ -160,6 +162,20 @@ func (s *testSink) acceptedOf(subject string) []accepted {
 	for _, a := range s.accepted {
 		if a.Subject == subject {
 			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// acceptedMessages returns the messages the sink accepted for one
+// object, in order.
+func (s *testSink) acceptedMessages(subject string) []*sink.Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []*sink.Message
+	for _, m := range s.messages {
+		if m.Subject == subject {
+			out = append(out, m)
 		}
 	}
 	return out

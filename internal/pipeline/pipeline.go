@@ -62,6 +62,10 @@ type Observer interface {
 	Published(d *source.Delta)
 	// Failed: publishing d failed; terminal when it is skipped for good.
 	Failed(d *source.Delta, terminal bool)
+	// Omitted: the sink accepted, in place of d's full event, which is
+	// larger than the bus takes, an event with only the object's identity.
+	// Published is called for d too.
+	Omitted(d *source.Delta)
 	// PublishDuration: one Publish call took this long.
 	PublishDuration(time.Duration)
 }
@@ -70,6 +74,7 @@ type noObserver struct{}
 
 func (noObserver) Published(*source.Delta)       {}
 func (noObserver) Failed(*source.Delta, bool)    {}
+func (noObserver) Omitted(*source.Delta)         {}
 func (noObserver) PublishDuration(time.Duration) {}
 
 // Options tune a Pipeline. Zero values take the defaults above.
@@ -90,6 +95,7 @@ type Options struct {
 type Stats struct {
 	Published int64 // deltas the sink accepted
 	Skipped   int64 // deltas dropped after a terminal failure
+	Omitted   int64 // deltas too large for the bus, published without their content (also in Published)
 	Retried   int64 // deltas sent again after a retryable failure
 	Coalesced int64 // deltas collapsed into a later one while waiting
 	Abandoned int64 // deltas still unpublished when the pipeline stopped
@@ -113,7 +119,7 @@ type Pipeline struct {
 	seq      uint64
 	barriers map[*barrier]struct{}
 
-	published, skipped, retried, coalesced, abandoned atomic.Int64
+	published, skipped, omitted, retried, coalesced, abandoned atomic.Int64
 }
 
 // object is the state of one object with deltas waiting or in flight.
@@ -290,6 +296,7 @@ func (p *Pipeline) Stats() Stats {
 	return Stats{
 		Published: p.published.Load(),
 		Skipped:   p.skipped.Load(),
+		Omitted:   p.omitted.Load(),
 		Retried:   p.retried.Load(),
 		Coalesced: p.coalesced.Load(),
 		Abandoned: p.abandoned.Load(),
@@ -302,6 +309,9 @@ type item struct {
 	key   string
 	delta *source.Delta
 	msg   *sink.Message
+	// tooLarge is why the delta's full event was not published, when msg
+	// is the event without the object's content sent in its place.
+	tooLarge error
 }
 
 // batch is what an assembler hands to a worker: the keys it took off the
@@ -413,6 +423,11 @@ func (p *Pipeline) encode(items []item) []item {
 }
 
 // publish sends items until each is accepted or skipped, or ctx ends.
+//
+// A delta whose event the sink finds too large for the bus
+// (sink.ErrTooLarge) is encoded again without the object's content and
+// sent in its place, at once, with the object's later deltas after it;
+// only when that event is too large as well is the delta skipped.
 func (p *Pipeline) publish(ctx context.Context, items []item) {
 	if len(items) == 0 {
 		return
@@ -422,54 +437,81 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 		return
 	}
 	op := func() error {
-		msgs := make([]*sink.Message, len(items))
-		for i, it := range items {
-			msgs[i] = it.msg
-		}
-		start := time.Now()
-		errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
-		p.opts.Observer.PublishDuration(time.Since(start))
+		for {
+			msgs := make([]*sink.Message, len(items))
+			for i, it := range items {
+				msgs[i] = it.msg
+			}
+			start := time.Now()
+			errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
+			p.opts.Observer.PublishDuration(time.Since(start))
 
-		var (
-			acked []checkpoint.Record
-			retry []item
-			first error
-		)
-		failed := map[string]bool{}
-		for i, it := range items {
-			err := errs[i]
-			switch {
-			case failed[it.key]:
-				// An earlier delta of this object failed: send this one
-				// again after it, even if it was accepted, to keep order.
-				retry = append(retry, it)
-			case err == nil:
-				acked = append(acked, record(it.delta))
-				p.opts.Observer.Published(it.delta)
-			case sink.IsTerminal(err):
-				p.skip(it, err)
-			default:
-				failed[it.key] = true
-				retry = append(retry, it)
-				p.opts.Observer.Failed(it.delta, false)
-				if first == nil {
-					first = err
+			var (
+				acked []checkpoint.Record
+				retry []item
+				first error
+			)
+			// failed holds the objects whose later deltas must be sent
+			// again: true after a retryable failure, false after a
+			// replacement.
+			failed := map[string]bool{}
+			retried := 0
+			for i, it := range items {
+				err := errs[i]
+				again, held := failed[it.key]
+				switch {
+				case held:
+					// An earlier delta of this object failed or is replaced:
+					// send this one again after it, even if it was accepted,
+					// to keep order.
+					retry = append(retry, it)
+					if again {
+						retried++
+					}
+				case err == nil:
+					acked = append(acked, record(it.delta))
+					if it.tooLarge != nil {
+						p.omitted.Add(1)
+						p.opts.Observer.Omitted(it.delta)
+						p.logOmitted(it)
+					}
+					p.opts.Observer.Published(it.delta)
+				case sink.IsTooLarge(err) && it.tooLarge == nil:
+					if r, ok := p.withoutContent(it, err); ok {
+						failed[it.key] = false
+						retry = append(retry, r)
+					}
+				case sink.IsTerminal(err):
+					p.skip(it, err)
+				default:
+					failed[it.key] = true
+					retry = append(retry, it)
+					retried++
+					p.opts.Observer.Failed(it.delta, false)
+					if first == nil {
+						first = err
+					}
 				}
 			}
+			if len(acked) > 0 {
+				p.rec.Record(acked...)
+				p.published.Add(int64(len(acked)))
+			}
+			items = retry
+			if len(retry) == 0 {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return backoff.Permanent(ctx.Err())
+			}
+			if first == nil {
+				// Only replacements, and what follows them: nothing to wait
+				// for.
+				continue
+			}
+			p.retried.Add(int64(retried))
+			return fmt.Errorf("%d of %d messages not accepted: %w", retried, len(msgs), first)
 		}
-		if len(acked) > 0 {
-			p.rec.Record(acked...)
-			p.published.Add(int64(len(acked)))
-		}
-		items = retry
-		if len(retry) == 0 {
-			return nil
-		}
-		if ctx.Err() != nil {
-			return backoff.Permanent(ctx.Err())
-		}
-		p.retried.Add(int64(len(retry)))
-		return fmt.Errorf("%d of %d messages not accepted: %w", len(retry), len(msgs), first)
 	}
 	notify := func(err error, wait time.Duration) {
 		p.log.Warn("publish failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
@@ -513,6 +555,26 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
 		p.log.Warn("checkpoint flush before publishing new objects failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
 	}
 	return backoff.RetryNotify(func() error { return f.Flush(ctx) }, backoff.WithContext(p.opts.NewBackOff(), ctx), notify) == nil
+}
+
+// withoutContent is it with the event of its delta without the object's
+// content, to send in place of the full event, which failed with
+// tooLarge. When that event cannot be encoded, it skips the delta.
+func (p *Pipeline) withoutContent(it item, tooLarge error) (item, bool) {
+	d := *it.delta
+	d.ContentOmitted = true
+	msg, err := p.enc.Encode(&d)
+	if err != nil {
+		p.skip(it, fmt.Errorf("%w; without its content: %w", tooLarge, err))
+		return item{}, false
+	}
+	return item{key: it.key, delta: &d, msg: msg, tooLarge: tooLarge}, true
+}
+
+func (p *Pipeline) logOmitted(it item) {
+	p.log.Warn("change published without its content: its event is larger than the bus takes",
+		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", it.delta.Name,
+		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", it.tooLarge)
 }
 
 func (p *Pipeline) skip(it item, err error) {

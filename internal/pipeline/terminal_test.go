@@ -17,7 +17,7 @@ import (
 	"github.com/kubebus/bridge/source"
 )
 
-var errTooLarge = errors.New("message too large")
+var errRefused = errors.New("refused for good")
 
 // perMessage answers a batch message by message with verdict.
 func perMessage(msgs []*sink.Message, verdict func(m *sink.Message) error) error {
@@ -61,7 +61,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 			respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
 				return perMessage(msgs, func(m *sink.Message) error {
 					if m.Subject == a && m.ResourceVersion == "2" {
-						return sink.Terminal(errTooLarge)
+						return sink.Terminal(errRefused)
 					}
 					return nil
 				})
@@ -76,7 +76,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 			respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
 				return perMessage(msgs, func(m *sink.Message) error {
 					if m.Subject == a && m.ResourceVersion == "2" {
-						return fmt.Errorf("kafka sink: %w", sink.Terminal(errTooLarge))
+						return fmt.Errorf("kafka sink: %w", sink.Terminal(errRefused))
 					}
 					return nil
 				})
@@ -97,7 +97,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 					case m.Subject == a && m.ResourceVersion == "1" && call == 1:
 						return errors.New("timeout")
 					case m.Subject == a && m.ResourceVersion == "2":
-						return sink.Terminal(errTooLarge)
+						return sink.Terminal(errRefused)
 					}
 					return nil
 				})

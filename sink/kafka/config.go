@@ -59,7 +59,7 @@ type Config struct {
 	Compression string `env:"BRIDGE_KAFKA_COMPRESSION" envDefault:"none" help:"none, gzip, snappy, lz4 or zstd"`
 	// Kafka's default message.max.bytes is 1048588: one MiB of records plus
 	// the 12 bytes of a batch header the broker counts.
-	MaxMessageBytes int `env:"BRIDGE_KAFKA_MAX_MESSAGE_BYTES" envDefault:"1048576" help:"largest record (key, value and headers, uncompressed) and produce batch sent; larger changes are skipped and logged"`
+	MaxMessageBytes int `env:"BRIDGE_KAFKA_MAX_MESSAGE_BYTES" envDefault:"1048576" help:"largest record (key, value and headers, uncompressed) and produce batch sent; larger changes are published without the object's content (marked contentomitted)"`
 
 	// TLS is off unless asked for, as on a default Kafka listener.
 	TLS           bool   `env:"BRIDGE_KAFKA_TLS" envDefault:"false" help:"connect with TLS; on as well when any other BRIDGE_KAFKA_TLS_* variable is set"`

@@ -36,7 +36,7 @@ func DecodeRecord(value []byte, headers map[string]string) (*sink.Message, error
 			continue
 		}
 		event[attr] = v
-		if attr == "snapshot" {
+		if attr == "snapshot" || attr == "contentomitted" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, fmt.Errorf("kafka: header %s: %w", name, err)

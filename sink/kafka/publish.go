@@ -22,6 +22,11 @@ type pending struct {
 // reach the log.
 type chain struct {
 	recs []pending
+	// held is set once a message of the key is too large and will be
+	// replaced: the key's later messages are not written.
+	held bool
+	// listed is set once the chain is in the list Publish writes.
+	listed bool
 }
 
 // Publish writes the records of msgs and returns nil only when every one
@@ -34,8 +39,14 @@ type chain struct {
 // it was acknowledged. When a record fails, the later records of its key
 // are not sent (their messages fail too), so that a retry can never put
 // them in front of it. A record too large for the producer limit or the
-// broker is a terminal failure of its message; the key's later records
-// are still sent, as the pipeline skips such a message and goes on.
+// broker fails its message with sink.TooLarge, and holds back the key's
+// later records in the same way: the bridge sends in its place an event
+// with only the object's identity (sink.Message.ContentOmitted), then
+// the later ones. A delete's tombstone is written with that replacement,
+// not with the event that did not fit. When the replacement is too large
+// as well, its tombstone is written anyway, so compacted topics forget
+// the object, and the key's later records are sent: the pipeline skips
+// the replacement and goes on.
 func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 	if len(msgs) == 0 {
 		return nil
@@ -55,9 +66,12 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 		for i, c := range chains {
 			head, err := c.recs[0], results[i]
 			errs[head.msg] = worse(errs[head.msg], err)
-			if err != nil && !sink.IsTerminal(err) {
+			if sink.HoldsKey(msgs[head.msg], err) {
 				for _, later := range c.recs[1:] {
-					errs[later.msg] = worse(errs[later.msg], fmt.Errorf("kafka sink: not sent after an earlier record of key %q failed: %w", later.rec.Key, err))
+					if later.msg == head.msg {
+						continue // the message's own tombstone: it failed already
+					}
+					errs[later.msg] = worse(errs[later.msg], notSent(later.rec.Key, err))
 				}
 				continue
 			}
@@ -74,9 +88,11 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 }
 
 // chains encodes msgs into records grouped by key, in batch order. A
-// message that cannot be encoded, or whose event is over the size limit,
-// fails terminally; a delete's tombstone is still written, so compacted
-// topics forget the object.
+// message that cannot be encoded fails terminally, and one whose event
+// is over the size limit with sink.TooLarge; a delete's tombstone is
+// still written, so compacted topics forget the object, unless the
+// message will be replaced (see Publish): then the key's later messages
+// are not written either.
 func (s *Sink) chains(msgs []*sink.Message, errs []error) []*chain {
 	type chainID struct{ topic, key string }
 	byKey := make(map[chainID]*chain, len(msgs))
@@ -87,25 +103,45 @@ func (s *Sink) chains(msgs []*sink.Message, errs []error) []*chain {
 		c := byKey[id]
 		if c == nil {
 			c = &chain{}
+			byKey[id] = c
 		}
+		if c.held {
+			errs[i] = notSent(key, sink.TooLarge(errors.New("an earlier message of the key is replaced")))
+			continue
+		}
+		withTombstone := s.cfg.Tombstones && m.Action == actionDeleted
 		rec, err := s.encode(m, id.topic, key)
 		switch {
 		case err != nil:
 			errs[i] = sink.Terminal(fmt.Errorf("kafka sink: %w", err))
 		case recordSize(&rec) > s.cfg.MaxMessageBytes:
 			errs[i] = errTooLarge(recordSize(&rec), s.cfg.MaxMessageBytes)
+			if sink.HoldsKey(m, errs[i]) {
+				c.held, withTombstone = true, false
+			}
 		default:
 			c.recs = append(c.recs, pending{msg: i, rec: rec})
 		}
-		if s.cfg.Tombstones && m.Action == actionDeleted {
+		if withTombstone {
 			c.recs = append(c.recs, pending{msg: i, rec: tombstone(id.topic, key)})
 		}
-		if len(c.recs) > 0 && byKey[id] == nil {
-			byKey[id] = c
+		if len(c.recs) > 0 && !c.listed {
+			c.listed = true
 			out = append(out, c)
 		}
 	}
 	return out
+}
+
+// notSent is the error of a record of key held back because an earlier
+// record of the key failed with err. It is retryable, whatever err is:
+// the record is sent again after the earlier one (or its replacement).
+func notSent(key []byte, err error) error {
+	if sink.IsTerminal(err) {
+		// Keep the text only: wrapped, err would make this one terminal.
+		return fmt.Errorf("kafka sink: not sent after an earlier record of key %q failed (%s): %w", key, err, sink.ErrEarlierFailed)
+	}
+	return fmt.Errorf("kafka sink: not sent after an earlier record of key %q failed: %w", key, err)
 }
 
 // write writes recs, which all have different keys, and returns one error
@@ -175,7 +211,7 @@ func (s *Sink) writeAlone(ctx context.Context, rec kafkago.Message) error {
 	case err == nil:
 		return nil
 	case brokerTooLarge(err):
-		return sink.Terminal(fmt.Errorf("kafka sink: topic %s refused a record of %d bytes as too large (topic max.message.bytes, broker message.max.bytes): %w",
+		return sink.TooLarge(fmt.Errorf("kafka sink: topic %s refused a record of %d bytes as too large (topic max.message.bytes, broker message.max.bytes): %w",
 			rec.Topic, recordSize(&rec), err))
 	default:
 		return fmt.Errorf("kafka sink: write to topic %s: %w", rec.Topic, err)

@@ -13,7 +13,9 @@ import (
 
 // Record headers. In both modes every event carries HeaderContentType,
 // HeaderID, HeaderType and HeaderResourceVersion, so consumers can filter
-// and deduplicate without reading the value. Binary mode adds the other
+// and deduplicate without reading the value, and an event that carries
+// only its object's identity (sink.Message.ContentOmitted) carries
+// HeaderContentOmitted. Binary mode adds the other
 // attributes as "ce_<attribute>" headers, as the CloudEvents Kafka binding
 // says. Tombstones carry no headers.
 const (
@@ -21,6 +23,7 @@ const (
 	HeaderID              = "ce_id"
 	HeaderType            = "ce_type"
 	HeaderResourceVersion = "ce_resourceversion"
+	HeaderContentOmitted  = "ce_contentomitted"
 
 	headerPrefix = "ce_"
 )
@@ -54,6 +57,9 @@ func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Messag
 		{Key: HeaderType, Value: []byte(m.Type)},
 		{Key: HeaderResourceVersion, Value: []byte(m.ResourceVersion)},
 	}
+	if m.ContentOmitted {
+		rec.Headers = append(rec.Headers, kafkago.Header{Key: HeaderContentOmitted, Value: []byte("true")})
+	}
 	return rec, nil
 }
 
@@ -61,7 +67,7 @@ func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Messag
 // "ce_" and the attribute's name, with datacontenttype as content-type.
 // An empty namespace is left out, as in structured mode.
 func binaryHeaders(m *sink.Message) []kafkago.Header {
-	h := make([]kafkago.Header, 0, 15)
+	h := make([]kafkago.Header, 0, 16)
 	add := func(name, value string) {
 		h = append(h, kafkago.Header{Key: name, Value: []byte(value)})
 	}
@@ -81,6 +87,9 @@ func binaryHeaders(m *sink.Message) []kafkago.Header {
 	add(headerPrefix+"name", m.Name)
 	add(headerPrefix+"cluster", m.Cluster)
 	add(headerPrefix+"snapshot", strconv.FormatBool(m.Snapshot))
+	if m.ContentOmitted {
+		add(HeaderContentOmitted, "true")
+	}
 	return append(h, kafkago.Header{Key: HeaderContentType, Value: []byte(sink.ContentType)})
 }
 
@@ -109,8 +118,8 @@ func varintLen(n int) int {
 	return binary.PutVarint(buf[:], int64(n))
 }
 
-// errTooLarge is the terminal error of a record over the producer limit.
+// errTooLarge is the error of a record over the producer limit.
 func errTooLarge(size, limit int) error {
-	return sink.Terminal(fmt.Errorf("kafka sink: record of %d bytes is larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES (%d): %w",
+	return sink.TooLarge(fmt.Errorf("kafka sink: record of %d bytes is larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES (%d): %w",
 		size, limit, kafkago.MessageSizeTooLarge))
 }

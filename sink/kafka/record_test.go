@@ -13,6 +13,8 @@ func TestEncodeDecode(t *testing.T) {
 	cm := message(configmaps, "ns", "a", "updated", 42)
 	cm.Snapshot = true
 	ns := message(configmaps, "", "cluster-wide", "deleted", 7)
+	omitted := message(configmaps, "ns", "huge", "deleted", 9)
+	omitted.ContentOmitted = true
 	tests := []struct {
 		mode    string
 		msg     *sink.Message
@@ -30,7 +32,9 @@ func TestEncodeDecode(t *testing.T) {
 			"ce_namespace": "ns", "ce_name": "a", "ce_cluster": "test", "ce_snapshot": "true",
 		}, nil},
 		{ModeBinary, ns, map[string]string{"ce_type": "io.kubebus.object.deleted", "ce_resourceversion": "7", "ce_snapshot": "false"},
-			[]string{"ce_namespace"}},
+			[]string{"ce_namespace", "ce_contentomitted"}},
+		{ModeStructured, omitted, map[string]string{"ce_contentomitted": "true"}, nil},
+		{ModeBinary, omitted, map[string]string{"ce_contentomitted": "true"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode+"/"+tt.msg.Subject, func(t *testing.T) {

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"maps"
 	"strings"
 	"testing"
@@ -129,8 +130,12 @@ func TestTombstonesAndModes(t *testing.T) {
 }
 
 // A message too large for the producer limit or for the broker fails
-// terminally, alone: the others of the batch, its own tombstone and the
-// later changes of its object are written.
+// with sink.TooLarge, alone: the other objects of the batch are written.
+// The bridge sends such a message again without the object's content, so
+// until then the later changes of its object wait, and a delete's
+// tombstone goes with the replacement. A replacement too large as well
+// (marked ContentOmitted) is given up: its tombstone is still written, and
+// the later changes of its object too.
 func TestTooLarge(t *testing.T) {
 	big := func(m *sink.Message, n int) *sink.Message {
 		m.Data = []byte(`{"object":{"data":"` + strings.Repeat("x", n) + `"}}`)
@@ -146,49 +151,64 @@ func TestTooLarge(t *testing.T) {
 		{"over the topic's max.message.bytes", nil, map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "max.message.bytes=20000"}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			c := kafkatest.Start(t, tt.cluster...)
-			// One partition: the records share produce requests, which the
-			// broker refuses whole.
-			vars := map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1"}
-			maps.Copy(vars, tt.vars)
-			s := newSink(t, clusterConfig(t, c, vars), configmaps)
-			msgs := []*sink.Message{
-				message(configmaps, "ns", "small", "added", 1),
-				big(message(configmaps, "ns", "big", "added", 2), 30000),
-				message(configmaps, "ns", "big", "updated", 3),
-				big(message(configmaps, "ns", "gone", "deleted", 4), 30000),
-				message(configmaps, "ns", "small", "updated", 5),
-				big(message(configmaps, "ns", "fits", "added", 6), 15000),
+		for _, omitted := range []bool{false, true} {
+			name := tt.name
+			if omitted {
+				name += ", replacement"
 			}
-			errs := sink.PerMessage(s.Publish(t.Context(), msgs), len(msgs))
-			for i, err := range errs {
-				tooBig := i == 1 || i == 3
-				switch {
-				case tooBig && !sink.IsTerminal(err):
-					t.Errorf("message %d (%s): %v, want a terminal error", i, msgs[i].Subject, err)
-				case !tooBig && err != nil:
-					t.Errorf("message %d (%s): %v, want it written", i, msgs[i].Subject, err)
+			t.Run(name, func(t *testing.T) {
+				c := kafkatest.Start(t, tt.cluster...)
+				// One partition: the records share produce requests, which the
+				// broker refuses whole.
+				vars := map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1"}
+				maps.Copy(vars, tt.vars)
+				s := newSink(t, clusterConfig(t, c, vars), configmaps)
+				msgs := []*sink.Message{
+					message(configmaps, "ns", "small", "added", 1),
+					big(message(configmaps, "ns", "big", "added", 2), 30000),
+					message(configmaps, "ns", "big", "updated", 3),
+					big(message(configmaps, "ns", "gone", "deleted", 4), 30000),
+					message(configmaps, "ns", "small", "updated", 5),
+					big(message(configmaps, "ns", "fits", "added", 6), 15000),
 				}
-			}
-			var got []string
-			for _, r := range c.ReadAll("kube.configmaps") {
-				if m := decode(t, r); m != nil {
-					got = append(got, string(r.Key)+"@"+m.ResourceVersion)
-				} else {
-					got = append(got, string(r.Key)+" tombstone")
+				msgs[1].ContentOmitted, msgs[3].ContentOmitted = omitted, omitted
+				errs := sink.PerMessage(s.Publish(t.Context(), msgs), len(msgs))
+				for i, err := range errs {
+					switch {
+					case i == 1 || i == 3:
+						if !sink.IsTooLarge(err) || !sink.IsTerminal(err) {
+							t.Errorf("message %d (%s): %v, want it too large, terminally", i, msgs[i].Subject, err)
+						}
+					case i == 2 && !omitted:
+						if err == nil || sink.IsTerminal(err) || !errors.Is(err, sink.ErrEarlierFailed) {
+							t.Errorf("message %d (%s): %v, want it held back, to retry", i, msgs[i].Subject, err)
+						}
+					case err != nil:
+						t.Errorf("message %d (%s): %v, want it written", i, msgs[i].Subject, err)
+					}
 				}
-			}
-			want := map[string]bool{"ns/small@1": true, "ns/big@3": true, "ns/gone tombstone": true, "ns/small@5": true, "ns/fits@6": true}
-			if len(got) != len(want) {
-				t.Errorf("topic holds %v, want %v", got, want)
-			}
-			for _, g := range got {
-				if !want[g] {
-					t.Errorf("topic holds %s, want %v", g, want)
+				var got []string
+				for _, r := range c.ReadAll("kube.configmaps") {
+					if m := decode(t, r); m != nil {
+						got = append(got, string(r.Key)+"@"+m.ResourceVersion)
+					} else {
+						got = append(got, string(r.Key)+" tombstone")
+					}
 				}
-			}
-		})
+				want := map[string]bool{"ns/small@1": true, "ns/small@5": true, "ns/fits@6": true}
+				if omitted {
+					want["ns/big@3"], want["ns/gone tombstone"] = true, true
+				}
+				if len(got) != len(want) {
+					t.Errorf("topic holds %v, want %v", got, want)
+				}
+				for _, g := range got {
+					if !want[g] {
+						t.Errorf("topic holds %s, want %v", g, want)
+					}
+				}
+			})
+		}
 	}
 }
 

@@ -40,7 +40,7 @@ func Decode(nm *nats.Msg) (*sink.Message, error) {
 			return nil, fmt.Errorf("nats sink: decode %s: header %s: %w", nm.Subject, name, err)
 		}
 		attr = strings.ToLower(attr)
-		if attr == "snapshot" {
+		if attr == "snapshot" || attr == "contentomitted" {
 			snap, err := strconv.ParseBool(v)
 			if err != nil {
 				return nil, fmt.Errorf("nats sink: decode %s: header %s: %w", nm.Subject, name, err)

@@ -59,9 +59,10 @@ type attribute struct{ header, value string }
 
 // attributes lists the event's attributes as binary mode sends them, in
 // the order of docs/message-format.md. namespace is left out for
-// cluster-scoped objects, as in structured mode.
+// cluster-scoped objects, and contentomitted unless true, as in
+// structured mode.
 func attributes(m *sink.Message) []attribute {
-	attrs := make([]attribute, 0, 15)
+	attrs := make([]attribute, 0, 16)
 	attrs = append(attrs,
 		attribute{HeaderPrefix + "specversion", sink.SpecVersion},
 		attribute{HeaderPrefix + "id", m.ID},
@@ -78,11 +79,15 @@ func attributes(m *sink.Message) []attribute {
 	if m.Namespace != "" {
 		attrs = append(attrs, attribute{HeaderPrefix + "namespace", m.Namespace})
 	}
-	return append(attrs,
+	attrs = append(attrs,
 		attribute{HeaderPrefix + "name", m.Name},
 		attribute{HeaderPrefix + "cluster", m.Cluster},
 		attribute{HeaderPrefix + "snapshot", strconv.FormatBool(m.Snapshot)},
 	)
+	if m.ContentOmitted {
+		attrs = append(attrs, attribute{HeaderPrefix + "contentomitted", "true"})
+	}
+	return attrs
 }
 
 // percentEncode encodes a header value as the CloudEvents NATS binding

@@ -13,9 +13,11 @@ func TestEncodeModes(t *testing.T) {
 	m.Subject = "team-a/héllo wörld"
 	cluster := message("", 1, 0) // cluster-scoped: no namespace
 	cluster.Subject, cluster.Namespace = "cm-001", ""
+	omitted := message("team-a", 2, 3) // its full event did not fit
+	omitted.ContentOmitted, omitted.Snapshot = true, true
 
 	for _, mode := range []string{CEStructured, CEBinary} {
-		for _, msg := range []*sink.Message{m, cluster} {
+		for _, msg := range []*sink.Message{m, cluster, omitted} {
 			t.Run(mode+" "+msg.Subject, func(t *testing.T) {
 				cfg := defaults(t)
 				cfg.CEMode = mode
@@ -57,6 +59,9 @@ func TestEncodeModes(t *testing.T) {
 					}
 					if _, ok := nm.Header["ce-namespace"]; ok != (msg.Namespace != "") {
 						t.Errorf("ce-namespace present = %v for namespace %q", ok, msg.Namespace)
+					}
+					if got := nm.Header.Get("ce-contentomitted"); (got == "true") != msg.ContentOmitted || (got == "") == msg.ContentOmitted {
+						t.Errorf("ce-contentomitted = %q for a message with ContentOmitted %v", got, msg.ContentOmitted)
 					}
 					if nm.Header.Get(ContentTypeHeader) != "" {
 						t.Errorf("binary mode has Content-Type %q", nm.Header.Get(ContentTypeHeader))

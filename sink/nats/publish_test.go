@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"errors"
 	"fmt"
 	"strconv"
 	"sync"
@@ -179,9 +180,10 @@ func TestCoreMode(t *testing.T) {
 	}
 }
 
-// A message larger than the server or the stream takes fails alone, as
-// terminal; the rest of the batch is published.
-func TestTooLargeIsTerminal(t *testing.T) {
+// A message larger than the server or the stream takes fails alone, too
+// large and terminal; the rest of the batch is published, but for the
+// later changes of its object, which wait for its replacement.
+func TestTooLarge(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		opts  natstest.Options
@@ -206,13 +208,19 @@ func TestTooLargeIsTerminal(t *testing.T) {
 			s := newSink(t, serverConfig(t, srv, vars))
 			big := message("big", 1, 0)
 			big.Data = []byte(fmt.Sprintf(`{"object":{"pad":%q}}`, make([]byte, 8192)))
-			msgs := []*sink.Message{message("big", 0, 0), big, message("big", 2, 0)}
+			// The later change of the large message's object waits for the
+			// replacement the bridge sends.
+			later := message("big", 1, 1)
+			msgs := []*sink.Message{message("big", 0, 0), big, message("big", 2, 0), later}
 			errs := sink.PerMessage(s.Publish(t.Context(), msgs), len(msgs))
 			if errs[0] != nil || errs[2] != nil {
 				t.Errorf("small messages failed: %v, %v", errs[0], errs[2])
 			}
-			if !sink.IsTerminal(errs[1]) {
-				t.Errorf("large message: %v, want a terminal error", errs[1])
+			if !sink.IsTerminal(errs[1]) || !sink.IsTooLarge(errs[1]) {
+				t.Errorf("large message: %v, want it too large, terminally", errs[1])
+			}
+			if !errors.Is(errs[3], sink.ErrEarlierFailed) || sink.IsTerminal(errs[3]) {
+				t.Errorf("later change of the large message's object: %v, want it held back, to retry", errs[3])
 			}
 			if n := streamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
 				t.Errorf("stream holds %d messages, want 2", n)

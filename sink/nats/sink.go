@@ -99,8 +99,9 @@ func (s *Sink) Health() error {
 // JetStream mode, when its PubAck arrived (a repeat that the stream
 // dropped as a duplicate counts as accepted); in core mode, when the server
 // has received it. Otherwise it returns a *sink.BatchError with one entry
-// per message. Messages that can never be published (larger than the
-// server or the stream takes) fail with a sink.TerminalError.
+// per message. A message larger than the server (max_payload) or the
+// stream (max_msg_size) takes fails with sink.TooLarge, and one that can
+// never be published for another reason with a sink.TerminalError.
 //
 // Messages are sent in batch order on one connection, which the server
 // processes in order. An object's messages go in successive rounds, each
@@ -229,9 +230,11 @@ func publishError(subject string, err error) error {
 	err = fmt.Errorf("nats sink: publish to %s: %w", subject, err)
 	var apiErr *jetstream.APIError
 	switch {
-	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
-		return sink.Terminal(err)
+	case errors.Is(err, nats.ErrMaxPayload):
+		return sink.TooLarge(err)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return sink.TooLarge(err)
+	case errors.Is(err, nats.ErrBadSubject):
 		return sink.Terminal(err)
 	}
 	return err

@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"errors"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -33,15 +34,29 @@ type bus interface {
 	start(t *testing.T)
 }
 
+// busOptions shape the buses of forEachBusWith. The zero value is a bus
+// with its usual limits.
+type busOptions struct {
+	// maxMessageBytes, when positive, is the largest message the bus
+	// takes: the NATS server's max_payload, or the Kafka sink's
+	// BRIDGE_KAFKA_MAX_MESSAGE_BYTES.
+	maxMessageBytes int
+}
+
 // forEachBus runs f as a subtest for each kind of bus.
 func forEachBus(t *testing.T, f func(t *testing.T, b bus)) {
+	forEachBusWith(t, busOptions{}, f)
+}
+
+// forEachBusWith runs f as a subtest for each kind of bus, shaped by o.
+func forEachBusWith(t *testing.T, o busOptions, f func(t *testing.T, b bus)) {
 	for _, name := range []string{"nats", "kafka"} {
 		t.Run(name, func(t *testing.T) {
 			var b bus
 			if name == "nats" {
-				b = newNATSBus(t)
+				b = newNATSBus(t, o)
 			} else {
-				b = newKafkaBus(t)
+				b = newKafkaBus(t, o)
 			}
 			f(t, b)
 		})
@@ -53,7 +68,9 @@ type natsBus struct {
 	nc  *nats.Conn // the reader's connection, made on first read
 }
 
-func newNATSBus(t *testing.T) *natsBus { return &natsBus{srv: natstest.Start(t, natstest.Options{})} }
+func newNATSBus(t *testing.T, o busOptions) *natsBus {
+	return &natsBus{srv: natstest.Start(t, natstest.Options{MaxPayload: int32(o.maxMessageBytes)})}
+}
 
 func (b *natsBus) name() string { return "nats" }
 
@@ -77,7 +94,8 @@ func (b *natsBus) stop(t *testing.T)  { b.srv.Shutdown() }
 func (b *natsBus) start(t *testing.T) { b.srv.Start() }
 
 type kafkaBus struct {
-	c *kafkatest.Cluster
+	c    *kafkatest.Cluster
+	opts busOptions
 	// down is true during an outage; refused counts the requests the
 	// cluster turned away meanwhile.
 	down    atomic.Bool
@@ -85,23 +103,44 @@ type kafkaBus struct {
 	control sync.Once
 }
 
-func newKafkaBus(t *testing.T) *kafkaBus { return &kafkaBus{c: kafkatest.Start(t)} }
+func newKafkaBus(t *testing.T, o busOptions) *kafkaBus {
+	return &kafkaBus{c: kafkatest.Start(t), opts: o}
+}
 
 func (b *kafkaBus) name() string { return "kafka" }
 
 func (b *kafkaBus) env(ns string) map[string]string {
-	return kafkaEnv(b.c,
+	env := kafkaEnv(b.c,
 		"BRIDGE_RESOURCES", "configmaps",
 		"BRIDGE_NAMESPACES", ns,
 		"BRIDGE_CLUSTER_NAME", "e2e",
 		"BRIDGE_KAFKA_TOPIC_PREFIX", "kube-"+ns,
 		"BRIDGE_CHECKPOINT", "kafka:ckpt-"+ns)
+	if b.opts.maxMessageBytes > 0 {
+		env["BRIDGE_KAFKA_MAX_MESSAGE_BYTES"] = strconv.Itoa(b.opts.maxMessageBytes)
+	}
+	return env
+}
+
+// topic is the topic of the ConfigMaps of ns.
+func (b *kafkaBus) topic(ns string) string { return "kube-" + ns + ".configmaps" }
+
+// records returns every record of the ConfigMaps of ns, tombstones
+// included, in per-key log order.
+func (b *kafkaBus) records(t *testing.T, ns string) []kafkaRecord {
+	var out []kafkaRecord
+	for _, r := range readTopic(t, b.c, b.topic(ns)) {
+		if strings.HasPrefix(r.key, ns+"/") {
+			out = append(out, r)
+		}
+	}
+	return out
 }
 
 func (b *kafkaBus) read(t *testing.T, ns string) []*sink.Message {
 	var out []*sink.Message
-	for _, r := range readTopic(t, b.c, "kube-"+ns+".configmaps") {
-		if r.msg != nil && strings.HasPrefix(r.key, ns+"/") {
+	for _, r := range b.records(t, ns) {
+		if r.msg != nil {
 			out = append(out, r.msg)
 		}
 	}

@@ -136,7 +136,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 	}
 	got := readEvents(t, out2)
 	if len(got) != 2 {
-		t.Errorf("%d events after the restart, want 2: %s", len(got), describe(got))
+		t.Errorf("%d events after the restart, want 2: %s", len(got), describeVersions(got))
 	}
 	for _, m := range got {
 		want, ok := fresh[m.Key()]
@@ -254,7 +254,7 @@ func failure(logs string) string {
 	return msg
 }
 
-func describe(msgs []*sink.Message) string {
+func describeVersions(msgs []*sink.Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		fmt.Fprintf(&b, "\n  %s %s %s snapshot=%v", m.Action, m.Key(), m.APIVersion, m.Snapshot)

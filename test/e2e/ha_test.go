@@ -55,7 +55,7 @@ func readyz(addr string) (int, string) {
 // publishes. SIGKILL the leader: the standby takes over within the lease
 // duration, and the oracle finds nothing lost.
 func TestLeaderFailover(t *testing.T) {
-	b := newNATSBus(t)
+	b := newNATSBus(t, busOptions{})
 	ns := namespace(t, "ha")
 	const lease = 4 * time.Second
 	base := map[string]string{
@@ -139,7 +139,7 @@ func TestLeaderFailover(t *testing.T) {
 // /metrics counts real deltas, and /readyz turns not-ready while the sink
 // is down, then ready again.
 func TestMetricsAndReadiness(t *testing.T) {
-	b := newNATSBus(t)
+	b := newNATSBus(t, busOptions{})
 	ns := namespace(t, "metrics")
 	var environ []string
 	for k, v := range b.env(ns) {
