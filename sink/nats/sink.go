@@ -218,6 +218,10 @@ func (s *Sink) publishCore(ctx context.Context, msgs []*sink.Message) []error {
 	return errs
 }
 
+// jsErrCodeHeaderExceedsMaximum is the stream's answer to a message whose
+// headers pass 64 KiB; nats.go has no name for it.
+const jsErrCodeHeaderExceedsMaximum jetstream.ErrorCode = 10097
+
 // publishError wraps a failure to publish to subject, marking those that
 // no retry can fix as terminal.
 func publishError(subject string, err error) error {
@@ -231,7 +235,7 @@ func publishError(subject string, err error) error {
 	switch {
 	case errors.Is(err, nats.ErrMaxPayload), errors.Is(err, nats.ErrBadSubject):
 		return sink.Terminal(err)
-	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+	case errors.As(err, &apiErr) && (apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum || apiErr.ErrorCode == jsErrCodeHeaderExceedsMaximum):
 		return sink.Terminal(err)
 	}
 	return err
