@@ -66,14 +66,21 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 			snap.LastResourceVersion = string(e.Value())
 		case strings.HasPrefix(key, objects):
 			k, err := unescapeKey(key[len(objects):])
-			if err != nil {
+			hashed := errors.Is(err, errHashedKey)
+			if err != nil && !hashed {
 				return snap, err
 			}
-			var p checkpoint.Position
-			if err := json.Unmarshal(e.Value(), &p); err != nil {
+			var v value
+			if err := json.Unmarshal(e.Value(), &v); err != nil {
 				return snap, fmt.Errorf("key %s: decode position: %w", key, err)
 			}
-			snap.Objects[k] = p
+			if hashed {
+				if v.Key == "" || escapeKey(v.Key) != key[len(objects):] {
+					return snap, fmt.Errorf("key %s: bounded, and its value holds no object key of that key", key)
+				}
+				k = v.Key
+			}
+			snap.Objects[k] = v.Position
 		default:
 			s.log.Warn("checkpoint: nats-kv: ignoring a key the bridge does not write", "bucket", s.bucket, "key", key)
 		}
