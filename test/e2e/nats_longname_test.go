@@ -3,6 +3,7 @@ package e2e
 import (
 	"fmt"
 	"maps"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
@@ -22,18 +24,25 @@ import (
 const clusterRoleSubjects = "kube.e2e.rbac_authorization_k8s_io.v1.clusterroles._.*"
 
 // ClusterRoles whose names are far past the NATS server's 4 KiB control
-// line, up to the longest the API server takes, are published among the
-// others with the nats-kv checkpoint: every ClusterRole arrives at its
-// current state, each on the subject EscapeToken gives for its name; the
-// connection never drops and the bridge stays ready; the checkpoint holds
-// the whole names; a restart publishes nothing again; and both runs stop
-// cleanly.
+// line and bbolt's 32 KiB keys, up to the longest the API server takes,
+// are published among the others, with the checkpoint in NATS KV and in a
+// file: every ClusterRole arrives at its current state, each on the
+// subject EscapeToken gives for its name; the connection never drops and
+// the bridge stays ready; the checkpoint holds the whole names; a restart
+// publishes nothing again; and both runs stop cleanly.
 func TestNATSLongObjectNames(t *testing.T) {
+	for _, kind := range []string{"nats-kv", "file"} {
+		t.Run(kind, func(t *testing.T) { testNATSLongObjectNames(t, kind) })
+	}
+}
+
+func testNATSLongObjectNames(t *testing.T, ckpt string) {
 	// Room for the events of the longest names, which carry the name three
 	// times: the payload limit is not what this test is about.
 	srv := natstest.Start(t, natstest.Options{MaxPayload: 8 << 20})
 	nc := srv.Conn(t)
 	bucket := fmt.Sprintf("e2e-long-%d", nsCounter.Add(1))
+	file := filepath.Join(t.TempDir(), "checkpoint.db")
 	env := srv.Env()
 	maps.Copy(env, map[string]string{
 		"BRIDGE_SINK":         "nats",
@@ -41,6 +50,9 @@ func TestNATSLongObjectNames(t *testing.T) {
 		"BRIDGE_CLUSTER_NAME": "e2e",
 		"BRIDGE_CHECKPOINT":   "nats-kv:" + bucket,
 	})
+	if ckpt == "file" {
+		env["BRIDGE_CHECKPOINT"] = "file:" + file
+	}
 	prefix := fmt.Sprintf("e2e-long-%d-", nsCounter.Add(1))
 	roles := kube(t).RbacV1().ClusterRoles()
 	ctx := t.Context()
@@ -125,7 +137,13 @@ func TestNATSLongObjectNames(t *testing.T) {
 	r.stop(t) // fails the test unless Run returns nil
 
 	// The checkpoint holds every ClusterRole under its whole name.
-	store, err := natskv.Open(ctx, nc, bucket, natskv.Options{}, nil)
+	var store checkpoint.Store
+	var err error
+	if ckpt == "file" {
+		store, err = checkpoint.OpenFile(file)
+	} else {
+		store, err = natskv.Open(ctx, nc, bucket, natskv.Options{}, nil)
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
