@@ -21,10 +21,13 @@ import (
 //
 //	"objects/<resource>"   one bucket per resource
 //	    <key>              JSON Position, e.g. {"uid":"…","rv":"12345"}
+//	    <long key>         the same, and the key: {"uid":"…","rv":"1","key":"…"}
 //	"meta"                 one bucket for all resources
 //	    <resource>         LastResourceVersion as raw bytes, e.g. "12345"
 //
 // <key> is "namespace/name" or "name"; <resource> is e.g. "deployments.apps".
+// A key longer than maxFileKey is stored as <long key>, its start and a
+// hash (see fileKey), since bbolt takes keys of at most 32 KiB.
 const (
 	objectsBucketPrefix = "objects/"
 	metaBucket          = "meta"
@@ -105,11 +108,18 @@ func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
 					return err
 				}
 			}
-			var p Position
-			if err := json.Unmarshal(v, &p); err != nil {
+			var fv fileValue
+			if err := json.Unmarshal(v, &fv); err != nil {
 				return fmt.Errorf("key %q: decode position: %w", k, err)
 			}
-			snap.Objects[string(k)] = p
+			key := string(k)
+			if isLongKey(k) {
+				if fv.Key == "" || string(fileKey(fv.Key)) != key {
+					return fmt.Errorf("key %q: the value holds no object key of that key", k)
+				}
+				key = fv.Key
+			}
+			snap.Objects[key] = fv.Position
 			return nil
 		})
 	})
@@ -173,12 +183,12 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 				res = r.Resource
 			}
 			if r.Deleted {
-				err = objects.Delete([]byte(r.Key))
+				err = objects.Delete(fileKey(r.Key))
 			} else {
-				err = objects.Put([]byte(r.Key), appendPosition(nil, r.Position))
+				err = objects.Put(fileKey(r.Key), appendValue(nil, r.Key, r.Position))
 			}
 			if err != nil {
-				return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
+				return fmt.Errorf("%s %q: %w", r.Resource, fileKey(r.Key), err)
 			}
 			cur, seen := last[r.Resource]
 			if !seen {
