@@ -161,11 +161,11 @@ func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
 						return err
 					}
 				}
-				p, err := DecodePosition(v)
+				key, p, err := decodeEntry(k, v)
 				if err != nil {
-					return unreadable(op, f.path, ErrCorrupt, fmt.Errorf("key %q: %w", k, err))
+					return unreadable(op, f.path, ErrCorrupt, err)
 				}
-				snap.Objects[string(k)] = p
+				snap.Objects[key] = p
 				return nil
 			})
 		})
@@ -235,12 +235,12 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 					res = r.Resource
 				}
 				if r.Deleted {
-					err = objects.Delete([]byte(r.Key))
+					err = objects.Delete(fileKey(r.Key))
 				} else {
-					err = objects.Put([]byte(r.Key), appendPosition(nil, r.Position))
+					err = objects.Put(fileKey(r.Key), appendValue(nil, r.Key, r.Position))
 				}
 				if err != nil {
-					return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
+					return fmt.Errorf("%s %q: %w", r.Resource, fileKey(r.Key), err)
 				}
 				cur, seen := last[r.Resource]
 				if !seen {

@@ -289,7 +289,6 @@ func TestFileCommitRejected(t *testing.T) {
 	}{
 		{"empty resource", context.Background(), []Record{put("configmaps", "ns/a", "u", "1"), put("", "ns/b", "u", "2")}, errEmptyResource},
 		{"empty key", context.Background(), []Record{put("configmaps", "ns/a", "u", "1"), put("configmaps", "", "u", "2")}, errEmptyKey},
-		{"key too large", context.Background(), []Record{put("configmaps", "ns/a", "u", "1"), put("configmaps", strings.Repeat("k", bolt.MaxKeySize+1), "u", "2")}, nil},
 		{"canceled context", canceled, []Record{put("configmaps", "ns/a", "u", "1")}, context.Canceled},
 	}
 	for _, tt := range tests {

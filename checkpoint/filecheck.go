@@ -99,8 +99,8 @@ func (f *File) verify(fileSize int64) error {
 					case v == nil:
 						return fmt.Errorf("bucket %q: key %q: a bucket where a value belongs", name, k)
 					case isObjects:
-						if _, err := DecodePosition(v); err != nil {
-							return fmt.Errorf("%s: key %q: %w", resource, k, err)
+						if _, _, err := decodeEntry(k, v); err != nil {
+							return fmt.Errorf("%s: %w", resource, err)
 						}
 					}
 					return nil

@@ -70,12 +70,17 @@ func (s *Store) commit(ctx context.Context, records []checkpoint.Record) error {
 		}
 		last[r.Resource] = checkpoint.LaterResourceVersion(cur, r.ResourceVersion)
 
-		m := nats.NewMsg(s.subjects + objectKey(r.Resource, r.Key))
+		tok := escapeKey(r.Key)
+		m := nats.NewMsg(s.subjects + escapeKey(r.Resource) + "." + objectsToken + "." + tok)
 		if r.Deleted {
 			m.Header.Set(kvOperationHeader, kvPurge)
 			m.Header.Set(jetstream.MsgRollup, jetstream.MsgRollupSubject)
 		} else {
-			v, err := json.Marshal(r.Position)
+			val := value{Position: r.Position}
+			if isBounded(tok) {
+				val.Key = r.Key
+			}
+			v, err := json.Marshal(val)
 			if err != nil {
 				return fmt.Errorf("%s %q: %w", r.Resource, r.Key, err)
 			}

@@ -16,6 +16,15 @@
 // hexadecimal. "deployments.apps" becomes "deployments_apps"; the key of
 // Node "ip-10-0-1-5.ec2.internal" becomes "ip-10-0-1-5_ec2_internal".
 //
+// A key is a subject ($KV.<bucket>.<key>), which must fit in the server's
+// 4 KiB control line, while an object's name may be 500 KB. So a token
+// longer than 256 bytes once escaped is bounded: its start, "==" (which
+// the escaping never writes) and the first 128 bits of the SHA-256 of the
+// whole value in hexadecimal, the same every time. The value of a bounded
+// object key also holds the object key, {"uid":…,"rv":…,"key":"…"}, which
+// is how Load gives it back. Every other key is written as before, so
+// buckets of earlier versions are read as they are.
+//
 // Guarantees:
 //
 //   - Every position in the bucket was acknowledged by the bus: the

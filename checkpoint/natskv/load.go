@@ -2,6 +2,7 @@ package natskv
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
@@ -65,14 +66,27 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 			snap.LastResourceVersion = string(e.Value())
 		case strings.HasPrefix(key, objects):
 			k, err := unescapeKey(key[len(objects):])
-			if err != nil {
+			hashed := errors.Is(err, errHashedKey)
+			if err != nil && !hashed {
 				return snap, err
 			}
-			p, err := checkpoint.DecodePosition(e.Value())
-			if err != nil {
-				return snap, fmt.Errorf("key %s: %w", key, err)
+			// The value is a position as every store writes it
+			// (checkpoint.DecodePosition's rules), with the whole object
+			// key as well when the bucket key is bounded.
+			var v value
+			if err := json.Unmarshal(e.Value(), &v); err != nil {
+				return snap, fmt.Errorf("key %s: decode position: %w", key, err)
 			}
-			snap.Objects[k] = p
+			if v.UID == "" {
+				return snap, fmt.Errorf("key %s: decode position %.40q: no uid", key, e.Value())
+			}
+			if hashed {
+				if v.Key == "" || escapeKey(v.Key) != key[len(objects):] {
+					return snap, fmt.Errorf("key %s: bounded, and its value holds no object key of that key", key)
+				}
+				k = v.Key
+			}
+			snap.Objects[k] = v.Position
 		default:
 			s.log.Warn("checkpoint: nats-kv: ignoring a key the bridge does not write", "bucket", s.bucket, "key", key)
 		}

@@ -124,16 +124,21 @@ func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, e
 	var topics []string
 	if cfg.Topic != "" {
 		topics = append(topics, cfg.Topic)
+		if err := CheckTopicName(cfg.Topic); err != nil {
+			return nil, fmt.Errorf("BRIDGE_KAFKA_TOPIC: %w", err)
+		}
 	}
 	for _, r := range resources {
-		if t := cfg.TopicOf(r); !slices.Contains(topics, t) {
-			topics = append(topics, t)
+		t := cfg.TopicOf(r)
+		if slices.Contains(topics, t) {
+			continue
 		}
-	}
-	for _, t := range topics {
+		// A custom resource's group may be 253 characters, which with the
+		// prefix and the resource passes Kafka's limit.
 		if err := CheckTopicName(t); err != nil {
-			return nil, fmt.Errorf("BRIDGE_KAFKA_TOPIC_PREFIX: %w", err)
+			return nil, fmt.Errorf("BRIDGE_KAFKA_TOPIC_PREFIX: resource %s: %w; use a shorter prefix, or one topic for every resource (BRIDGE_KAFKA_TOPIC)", r.GroupResource(), err)
 		}
+		topics = append(topics, t)
 	}
 	return topics, nil
 }

@@ -67,3 +67,20 @@ func TestCheckTopicName(t *testing.T) {
 		}
 	}
 }
+
+// A resource whose topic would pass Kafka's 249 characters, such as a
+// custom resource with a long group, is a start-up error that names the
+// resource and its topic's length; a topic of exactly 249 is fine.
+func TestTopicOfLongGroup(t *testing.T) {
+	c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092"})
+	group := func(n int) string { return strings.Repeat("g", n-len(".example.com")) + ".example.com" }
+	fits := schema.GroupVersionResource{Group: group(maxTopicName - len("kube.widgets.")), Version: "v1", Resource: "widgets"}
+	if topics, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, fits}); err != nil || len(topics[1]) != maxTopicName {
+		t.Fatalf("topic of %d characters: %v, %v", len(TopicFor("kube", fits)), topics, err)
+	}
+	long := schema.GroupVersionResource{Group: group(maxTopicName - len("kube.widgets.") + 1), Version: "v1", Resource: "widgets"}
+	_, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, long})
+	if err == nil || !strings.Contains(err.Error(), "widgets."+long.Group[:20]) || !strings.Contains(err.Error(), "250 characters") {
+		t.Fatalf("topic of 250 characters: %v, want an error naming the resource and the length", err)
+	}
+}

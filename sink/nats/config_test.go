@@ -49,6 +49,7 @@ func TestValidate(t *testing.T) {
 		{"core mode", map[string]string{"BRIDGE_NATS_MODE": "core"}, nil},
 		{"prefix", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": "a.>"}, []string{"BRIDGE_NATS_SUBJECT_PREFIX"}},
 		{"subject", map[string]string{"BRIDGE_NATS_SUBJECT": "{prefix}.{nope}"}, []string{"BRIDGE_NATS_SUBJECT"}},
+		{"prefix too long for the subjects", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": strings.Repeat("p", 1600)}, []string{"BRIDGE_NATS_SUBJECT"}},
 		{"content mode", map[string]string{"BRIDGE_NATS_CE_MODE": "batch"}, []string{"BRIDGE_NATS_CE_MODE"}},
 		{"stream name", map[string]string{"BRIDGE_NATS_STREAM": "a.b"}, []string{"BRIDGE_NATS_STREAM"}},
 		{"replicas", map[string]string{"BRIDGE_NATS_STREAM_REPLICAS": "7"}, []string{"BRIDGE_NATS_STREAM_REPLICAS"}},

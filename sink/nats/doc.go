@@ -25,8 +25,19 @@
 // Subjects follow BRIDGE_NATS_SUBJECT, by default
 // <prefix>.<cluster>.<group>.<version>.<resource>.<namespace>.<name>. Each
 // value is escaped with EscapeToken, so no name can add a token or a
-// wildcard; UnescapeToken reverses it. docs/nats.md describes the layout,
-// the escaping, the stream settings and both content modes.
+// wildcard; UnescapeToken reverses it. No name can make a subject pass the
+// server's limits either: a value longer than MaxTokenLen once escaped (a
+// ClusterRole's name may be 500 KB) gets a bounded token, its start and a
+// hash of the whole value, the same every time, which EscapeToken also
+// gives consumers for their filters. Every subject is at most
+// MaxSubjectLen bytes, well inside the server's 4 KiB control line, so no
+// message can make the server close the connection the sink and the
+// nats-kv checkpoint share; ParseTemplate refuses a prefix or fixed words
+// that leave no room, and a subject past the limit is never sent (a
+// terminal failure of that message alone). In binary mode an event whose
+// attributes would pass a stream's 64 KiB of headers is sent in structured
+// mode. docs/nats.md describes the layout, the escaping, the stream
+// settings and both content modes.
 //
 // The connection reconnects forever, with exponential backoff, once it has
 // been established; New fails if no server can be reached at start-up.

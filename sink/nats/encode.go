@@ -25,9 +25,17 @@ const (
 	HeaderPrefix = "ce-"
 )
 
+// maxHeaderLen is the most header bytes a binary-mode message may have. A
+// stream refuses a message whose headers pass 64 KiB (65,535 bytes); the
+// rest is room for the headers the publish adds (Nats-Expected-Stream).
+const maxHeaderLen = 65535 - 1024
+
 // encode builds the NATS message for m: its subject from the template, the
 // Nats-Msg-Id header, and the event in the content mode of the
-// configuration.
+// configuration. In binary mode an event whose attributes would pass
+// maxHeaderLen, which only an object name of more than about 30 KB can
+// do, is sent in structured mode instead: the binding's receivers, and
+// Decode, tell the modes apart by Content-Type.
 func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 	subject, err := s.tmpl.Subject(m)
 	if err != nil {
@@ -38,10 +46,15 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 		// Room for the stream header the publish adds.
 		h := make(nats.Header, len(attrs)+2)
 		h[MsgIDHeader] = []string{m.ID}
+		n := len("NATS/1.0\r\n") + len(MsgIDHeader) + len(m.ID) + 6
 		for _, a := range attrs {
-			h[a.header] = []string{percentEncode(a.value)}
+			v := percentEncode(a.value)
+			h[a.header] = []string{v}
+			n += len(a.header) + len(v) + 4 // "k: v\r\n"
 		}
-		return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
+		if n <= maxHeaderLen {
+			return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
+		}
 	}
 	body, err := m.MarshalJSON()
 	if err != nil {

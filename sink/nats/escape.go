@@ -4,11 +4,26 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kubebus/bridge/internal/bounded"
 )
 
 // ErrInvalidToken is returned (wrapped) by UnescapeToken for text that
 // EscapeToken cannot have produced.
 var ErrInvalidToken = errors.New("not an escaped subject token")
+
+// ErrHashedToken is returned (wrapped) by UnescapeToken for the bounded
+// token of a value too long to keep whole, which cannot be reversed.
+var ErrHashedToken = errors.New("subject token of a long value, cut and hashed")
+
+// MaxTokenLen is the longest token EscapeToken returns. Every Kubernetes
+// name that is a DNS subdomain (253 bytes at most) stays whole; a
+// subject of the default layout stays within about 1 KiB, far inside
+// the server's 4 KiB control line.
+const MaxTokenLen = 256
+
+// hashMarker separates the kept start of a bounded token from its hash.
+const hashMarker = "%~"
 
 const upperHex = "0123456789ABCDEF"
 
@@ -23,10 +38,22 @@ const upperHex = "0123456789ABCDEF"
 //     the byte in upper-case hexadecimal;
 //   - every other byte is kept.
 //
-// The mapping is one-to-one and UnescapeToken reverses it. The empty
-// string maps to the empty string, which is not a token: the subject
-// builder never asks for one.
+// A value whose escaped form is longer than MaxTokenLen bytes is bounded
+// (see BoundToken): its token is the start of the escaped form, the
+// marker "%~", and a hash of the whole value, MaxTokenLen bytes at most.
+// So is every subject within the server's limits whatever the name, and
+// the token of a given name is always the same: a consumer calls
+// EscapeToken to build the filter of one object, long name or not.
+//
+// For every other value the mapping is one-to-one and UnescapeToken
+// reverses it. The empty string maps to the empty string, which is not a
+// token: the subject builder never asks for one.
 func EscapeToken(s string) string {
+	return bounded.Token(s, escapeToken(s), hashMarker, '%', MaxTokenLen)
+}
+
+// escapeToken is EscapeToken without the bound.
+func escapeToken(s string) string {
 	n := 0 // extra bytes
 	clean := true
 	for i := 0; i < len(s); i++ {
@@ -62,8 +89,22 @@ func EscapeToken(s string) string {
 // EscapeToken produces, so that every token has one meaning: a raw
 // ".", "*", ">", whitespace or non-ASCII byte, a "%" not followed by two
 // upper-case hexadecimal digits, or "%XX" for a byte that is not escaped
-// is an error that wraps ErrInvalidToken.
+// is an error that wraps ErrInvalidToken. A bounded token, the token of
+// a value too long to keep whole, cannot be reversed: for it the error
+// wraps ErrHashedToken, and the value is in the event itself (its name
+// attribute, for {name}).
 func UnescapeToken(tok string) (string, error) {
+	if kept, ok := bounded.Cut(tok, hashMarker, MaxTokenLen); ok {
+		if _, err := unescape(kept); err != nil {
+			return "", err
+		}
+		return "", fmt.Errorf("%w: %q", ErrHashedToken, tok)
+	}
+	return unescape(tok)
+}
+
+// unescape is UnescapeToken for a token that is not bounded.
+func unescape(tok string) (string, error) {
 	var b strings.Builder
 	b.Grow(len(tok))
 	for i := 0; i < len(tok); i++ {

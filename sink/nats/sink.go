@@ -219,6 +219,10 @@ func (s *Sink) publishCore(ctx context.Context, msgs []*sink.Message) []error {
 	return errs
 }
 
+// jsErrCodeHeaderExceedsMaximum is the stream's answer to a message whose
+// headers pass 64 KiB; nats.go has no name for it.
+const jsErrCodeHeaderExceedsMaximum jetstream.ErrorCode = 10097
+
 // publishError wraps a failure to publish to subject, marking those that
 // no retry can fix as terminal.
 func publishError(subject string, err error) error {
@@ -234,7 +238,8 @@ func publishError(subject string, err error) error {
 		return sink.TooLarge(err)
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return sink.TooLarge(err)
-	case errors.Is(err, nats.ErrBadSubject):
+	case errors.Is(err, nats.ErrBadSubject),
+		errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrCodeHeaderExceedsMaximum:
 		return sink.Terminal(err)
 	}
 	return err

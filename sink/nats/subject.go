@@ -20,6 +20,14 @@ const (
 	ClusterScopedToken = "_"
 )
 
+// MaxSubjectLen is the longest subject the sink publishes to. The server
+// closes a connection whose protocol line passes its max_control_line
+// (4 KiB by default); a publish's line holds the subject, a reply inbox and
+// two sizes. The rest of the 4 KiB is room for those and for the requests
+// consumers make with a subject inside another, such as a direct get
+// ($JS.API.DIRECT.GET.<stream>.<subject>).
+const MaxSubjectLen = 3072
+
 // DefaultSubject is the default of BRIDGE_NATS_SUBJECT.
 const DefaultSubject = "{prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name}"
 
@@ -56,6 +64,8 @@ var placeholders = map[string]field{
 type Template struct {
 	src   string
 	parts []part
+	// limit is the longest subject Subject returns: MaxSubjectLen.
+	limit int
 }
 
 // part is one token of a subject: a fixed word, or a message's field.
@@ -69,12 +79,14 @@ type part struct {
 // {prefix} (the prefix, which may itself have several tokens), {cluster},
 // {group}, {version}, {resource}, {kind}, {namespace}, {name} and
 // {action}. The layout must start with {prefix}, so that every subject
-// lies under the prefix the stream captures.
+// lies under the prefix the stream captures. Every value is at most
+// MaxTokenLen bytes once escaped, so the layout and the prefix must leave
+// room for that many in each placeholder within MaxSubjectLen.
 func ParseTemplate(layout, prefix string) (*Template, error) {
 	if err := checkPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("prefix %q: %w", prefix, err)
 	}
-	t := &Template{src: layout}
+	t := &Template{src: layout, limit: MaxSubjectLen}
 	for i, tok := range strings.Split(layout, ".") {
 		name, isPlaceholder := strings.CutPrefix(tok, "{")
 		if isPlaceholder {
@@ -106,7 +118,24 @@ func ParseTemplate(layout, prefix string) (*Template, error) {
 			t.parts = append(t.parts, part{lit: tok})
 		}
 	}
+	if n := t.longest(); n > t.limit {
+		return nil, fmt.Errorf("the longest subject would be %d bytes, above %d: with each placeholder at its longest (%d bytes), the prefix and fixed words leave no room; shorten them",
+			n, t.limit, MaxTokenLen)
+	}
 	return t, nil
+}
+
+// longest is the length of the longest subject t can make.
+func (t *Template) longest() int {
+	n := len(t.parts) - 1 // dots
+	for _, p := range t.parts {
+		if p.f == literal {
+			n += len(p.lit)
+		} else {
+			n += MaxTokenLen
+		}
+	}
+	return n
 }
 
 // checkPrefix reports why prefix cannot start subjects.
@@ -131,8 +160,10 @@ func (t *Template) String() string { return t.src }
 // Subject returns the subject of m: each placeholder replaced by the
 // message's value, escaped with EscapeToken. The core group is written as
 // CoreGroupToken and the namespace of cluster-scoped objects as
-// ClusterScopedToken. It fails only when another value the layout uses is
-// empty.
+// ClusterScopedToken. Every value is bounded by EscapeToken, so the subject
+// is at most MaxSubjectLen bytes whatever the name. It fails when another
+// value the layout uses is empty, or, as a last guard, when the subject
+// would pass the limit; a subject that passes it is never returned.
 func (t *Template) Subject(m *sink.Message) (string, error) {
 	var b strings.Builder
 	b.Grow(128)
@@ -173,7 +204,21 @@ func (t *Template) Subject(m *sink.Message) (string, error) {
 		}
 		b.WriteString(EscapeToken(v))
 	}
+	if b.Len() > t.limit {
+		return "", fmt.Errorf("event %s of %s %s: subject of %d bytes is longer than %d", m.ID, m.Resource.GroupResource(), shortKey(m), b.Len(), t.limit)
+	}
 	return b.String(), nil
+}
+
+// shortKey is m's key for messages: whole when short, else its start and
+// length, so that one object's long name does not flood a log.
+func shortKey(m *sink.Message) string {
+	const most = 128
+	k := m.Key()
+	if len(k) <= most {
+		return fmt.Sprintf("%q", k)
+	}
+	return fmt.Sprintf("%q... (%d bytes)", k[:most], len(k))
 }
 
 func (f field) String() string {

@@ -80,6 +80,8 @@ func TestParseTemplateRejects(t *testing.T) {
 		{"system prefix", DefaultSubject, "$JS", `"$"`},
 		{"prefix with wildcard", DefaultSubject, "kube.*", `"*"`},
 		{"prefix with empty token", DefaultSubject, "kube.", "must not be empty"},
+		{"prefix too long", DefaultSubject, strings.Repeat("p", 1600), "longest subject would be 3142 bytes, above 3072"},
+		{"fixed words too long", "{prefix}." + strings.Repeat("w.", 1600) + "{name}", "kube", "longest subject would be 3461 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := ParseTemplate(tc.layout, tc.prefix)

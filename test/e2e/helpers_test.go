@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"slices"
@@ -78,6 +79,25 @@ type running struct {
 	b      *bridge.Bridge
 	cancel context.CancelFunc
 	done   chan error
+	logs   *logBuffer // everything it logged, also written to the test's output
+}
+
+// logBuffer keeps log lines for a test to search; safe for concurrent use.
+type logBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
 }
 
 // startBridge runs a bridge configured by env (BRIDGE_CHECKPOINT defaults
@@ -93,13 +113,14 @@ func startBridge(t *testing.T, env map[string]string, s sink.Sink) *running {
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	log := slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
+	logs := &logBuffer{}
+	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	var opts []bridge.Option
 	if s != nil {
 		opts = append(opts, bridge.WithSink(s))
 	}
-	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, opts...), cancel: cancel, done: make(chan error, 1)}
+	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, opts...), cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { r.done <- r.b.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })
 
