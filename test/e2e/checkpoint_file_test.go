@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,7 +15,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/test/controlplane"
 )
 
 // damagedCheckpoint writes a checkpoint file for dir of the kind named:
@@ -59,39 +57,6 @@ func damagedCheckpoint(t *testing.T, dir, kind string) string {
 		t.Fatal(err)
 	}
 	return path
-}
-
-// runToExit runs the bridge with env until it exits, and returns its exit
-// code and its log. Should it start instead (log "ready"), the test fails.
-func runToExit(t *testing.T, env []string) (int, string) {
-	t.Helper()
-	p := &proc{ready: make(chan struct{}), done: make(chan struct{}), readyPrefix: "ready"}
-	p.cmd = exec.Command(bridgeBin)
-	p.cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_LOG_FORMAT=json", "BRIDGE_METRICS_ADDR=127.0.0.1:0", "PATH=" + os.Getenv("PATH")}, env...)
-	p.cmd.Dir = t.TempDir()
-	stderr, err := p.cmd.StderrPipe()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := controlplane.StartTied(p.cmd, p.done); err != nil {
-		t.Fatal(err)
-	}
-	go p.watchLogs(stderr)
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
-	})
-	select {
-	case <-p.done:
-	case <-p.ready:
-		t.Fatalf("the bridge started:\n%s", p.logText())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("the bridge did not exit within 60s:\n%s", p.logText())
-	}
-	_ = p.cmd.Wait()
-	return p.cmd.ProcessState.ExitCode(), p.logText()
 }
 
 // A checkpoint file that is empty, or has random bytes over its pages,

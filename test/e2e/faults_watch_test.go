@@ -1,13 +1,11 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -125,34 +123,18 @@ func TestStartRefusesWatchForbidden(t *testing.T) {
 	grant(t, ns, user, "get", "list")
 	kubeconfig := impersonatingKubeconfig(t, user)
 
-	cmd := exec.Command(bridgeBin)
-	cmd.Env = []string{"KUBECONFIG=" + kubeconfig, "BRIDGE_RESOURCES=configmaps", "BRIDGE_NAMESPACES=" + ns,
-		"BRIDGE_CHECKPOINT=none", "BRIDGE_METRICS_ADDR=127.0.0.1:0", "BRIDGE_LOG_FORMAT=json"}
-	cmd.Dir = t.TempDir()
-	var out bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &out, &out
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan error, 1)
-	go func() { exited <- cmd.Wait() }()
-	select {
-	case <-exited:
-	case <-time.After(30 * time.Second):
-		_ = cmd.Process.Kill()
-		<-exited
-		t.Fatalf("the bridge did not exit within 30s, allowed to list configmaps but not to watch them:\n%s", out.String())
-	}
-	if code := cmd.ProcessState.ExitCode(); code != 1 {
-		t.Errorf("exit code %d, want 1; output:\n%s", code, out.String())
+	code, out := runToExit(t, []string{"KUBECONFIG=" + kubeconfig, "BRIDGE_RESOURCES=configmaps", "BRIDGE_NAMESPACES=" + ns,
+		"BRIDGE_CHECKPOINT=none"})
+	if code != 1 {
+		t.Errorf("exit code %d, want 1; output:\n%s", code, out)
 	}
 	for _, want := range []string{"watch configmaps in namespace " + ns, "grant the watch verb"} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("output does not say %q:\n%s", want, out.String())
+		if !strings.Contains(out, want) {
+			t.Errorf("output does not say %q:\n%s", want, out)
 		}
 	}
-	if strings.Contains(out.String(), `"msg":"ready`) {
-		t.Errorf("the bridge said it was ready:\n%s", out.String())
+	if strings.Contains(out, `"msg":"ready`) {
+		t.Errorf("the bridge said it was ready:\n%s", out)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -38,6 +39,40 @@ func startProc(t *testing.T, env []string, out string) *proc {
 // prefix instead.
 func startProcUntil(t *testing.T, env []string, out, prefix string) *proc {
 	t.Helper()
+	p := launchProc(t, env, out, prefix, "")
+	select {
+	case <-p.ready:
+	case <-p.done:
+		t.Fatalf("bridge exited before it was ready:\n%s", p.logText())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("bridge not ready after 60s:\n%s", p.logText())
+	}
+	return p
+}
+
+// runToExit runs the bridge with env until it exits, in a directory of its
+// own, and returns its exit code and its log. Should it start instead (log
+// "ready"), the test fails.
+func runToExit(t *testing.T, env []string) (int, string) {
+	t.Helper()
+	p := launchProc(t, env, filepath.Join(t.TempDir(), "stdout"), "ready", t.TempDir())
+	select {
+	case <-p.done:
+	case <-p.ready:
+		t.Fatalf("the bridge started:\n%s", p.logText())
+	case <-time.After(60 * time.Second):
+		t.Fatalf("the bridge did not exit within 60s:\n%s", p.logText())
+	}
+	_ = p.cmd.Wait()
+	return p.cmd.ProcessState.ExitCode(), p.logText()
+}
+
+// launchProc starts the bridge, tied to the test process, with env (after
+// KUBECONFIG and the tests' defaults, which env may override) writing
+// events to out, in dir ("" for the test's own directory). Its ready
+// channel closes when it logs a message that starts with prefix.
+func launchProc(t *testing.T, env []string, out, prefix, dir string) *proc {
+	t.Helper()
 	f, err := os.OpenFile(out, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		t.Fatal(err)
@@ -47,6 +82,7 @@ func startProcUntil(t *testing.T, env []string, out, prefix string) *proc {
 	p.cmd = exec.Command(bridgeBin)
 	p.cmd.Env = append([]string{"KUBECONFIG=" + cp.KubeconfigPath(), "BRIDGE_LOG_FORMAT=json", "BRIDGE_METRICS_ADDR=127.0.0.1:0", "PATH=" + os.Getenv("PATH")}, env...)
 	p.cmd.Stdout = f
+	p.cmd.Dir = dir
 	stderr, err := p.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
@@ -65,13 +101,6 @@ func startProcUntil(t *testing.T, env []string, out, prefix string) *proc {
 			t.Logf("bridge logs:\n%s", p.logText())
 		}
 	})
-	select {
-	case <-p.ready:
-	case <-p.done:
-		t.Fatalf("bridge exited before it was ready:\n%s", p.logText())
-	case <-time.After(60 * time.Second):
-		t.Fatalf("bridge not ready after 60s:\n%s", p.logText())
-	}
 	return p
 }
 

@@ -41,21 +41,7 @@ func (h holdingReader) Read(b []byte) (int, error) {
 // While held, the proxy forwards nothing on an open connection or a new
 // one, and closes neither; once released, both carry what was held.
 func TestCutProxyHold(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); c.Close() }()
-		}
-	}()
-	px := startCutProxy(t, ln.Addr().String())
+	px := startCutProxy(t, startEcho(t))
 	open, err := net.Dial("tcp", px.addr)
 	if err != nil {
 		t.Fatal(err)

@@ -167,21 +167,7 @@ func proxiedKubeconfig(t *testing.T, addr string) string {
 // new ones; after resume, connections go through again on the same
 // address.
 func TestCutProxy(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() { _, _ = io.Copy(c, c); c.Close() }()
-		}
-	}()
-	px := startCutProxy(t, ln.Addr().String())
+	px := startCutProxy(t, startEcho(t))
 
 	echo := func(c net.Conn, s string) (string, error) {
 		if _, err := io.WriteString(c, s); err != nil {
@@ -221,4 +207,25 @@ func TestCutProxy(t *testing.T) {
 	if n := px.accepted.Load(); n != 2 {
 		t.Errorf("%d connections forwarded, want 2", n)
 	}
+}
+
+// startEcho starts a TCP server on loopback that writes back what each
+// connection sends, and returns its address.
+func startEcho(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() { _, _ = io.Copy(c, c); c.Close() }()
+		}
+	}()
+	return ln.Addr().String()
 }

@@ -3,7 +3,6 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
-	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -174,39 +173,8 @@ const (
 // equals the API server's LIST.
 func TestSignalSecondStopsStuckDrain(t *testing.T) {
 	forEachBus(t, func(t *testing.T, b bus) {
-		ns := namespace(t, "sig-second-"+b.name())
-		env := maps.Clone(b.env(ns))
-		// A file, so that the checkpoint can be written while the bus is
-		// down.
-		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
-		env["BRIDGE_CHECKPOINT_INTERVAL"] = "200ms"
-		env["BRIDGE_RETRY_MAX_INTERVAL"] = "500ms"
-		env["BRIDGE_SHUTDOWN_TIMEOUT"] = "5m"
-		if b.name() == "nats" {
-			env["BRIDGE_NATS_RECONNECT_MAX_WAIT"] = "500ms"
-		}
-		environ := procEnv(env)
-		out := filepath.Join(t.TempDir(), "stdout") // the bus is the sink: stays empty
-		probe := newBusProbe(t, b, ns)
-
-		p := startProc(t, environ, out)
-		addr := p.httpAddr(t)
-		w := startChurners(t, ns, secondSignalObjects, 2, secondSignalSeed)
-		probe.waitGrown(t, 0, 100, "before the outage")
-		b.stop(t)
-		var pending float64
-		eventually(t, time.Minute, func() (bool, string) {
-			s, ok := scrape(addr)
-			pending = s.Sum("bridge_deltas_observed_total") - s.Sum("bridge_deltas_published_total")
-			return ok && pending >= secondSignalPending && s.Sum("bridge_deltas_failed_total") > 0,
-				fmt.Sprintf("%.0f deltas observed and not published, want %d, and failed publishes", pending, secondSignalPending)
-		})
-		made := w.stop()
-		eventually(t, time.Minute, func() (bool, string) {
-			s, _ := scrape(addr)
-			observed := s.Sum("bridge_deltas_observed_total")
-			return observed >= float64(made), fmt.Sprintf("the bridge observed %.0f of %d changes", observed, made)
-		})
+		h := holdDuringOutage(t, b, "sig-second-", "5m", secondSignalObjects, secondSignalPending, secondSignalSeed)
+		p := h.p
 
 		// The first SIGTERM starts the drain, which cannot end: the bus is
 		// down. The bridge goes on retrying meanwhile.
@@ -249,22 +217,8 @@ func TestSignalSecondStopsStuckDrain(t *testing.T) {
 		}
 
 		// With the bus back, a restart publishes what was abandoned.
-		b.start(t)
-		p = startProc(t, environ, out)
-		v, msgs := settleOracle(t, b, ns, probe, 30*time.Second)
-		if code := p.terminate(t); code != 0 {
-			t.Errorf("exit code %d after SIGTERM, want 0", code)
-		}
-		if v.mismatch != "" {
-			t.Errorf("the view does not converge on the LIST after the restart: %s%s", v.mismatch, explainMismatch(t, ns, msgs, nil))
-		}
-		if len(v.backwards) > 0 {
-			t.Errorf("%d resourceVersions went backwards: %s", len(v.backwards), strings.Join(v.backwards, "; "))
-		}
-		if b.name() == "nats" && v.duplicates != 0 {
-			t.Errorf("JetStream stored %d duplicates, want 0", v.duplicates)
-		}
+		v := h.restartConverges(t)
 		t.Logf("%s: %d changes made; %.0f held unpublished at the first SIGTERM; %s %s after the second; first run: %s; after the restart %d events, %d duplicates",
-			b.name(), made, pending, how, took.Round(time.Millisecond), stoppedSummary(stopped), v.events, v.duplicates)
+			b.name(), h.made, h.pending, how, took.Round(time.Millisecond), stoppedSummary(stopped), v.events, v.duplicates)
 	})
 }
