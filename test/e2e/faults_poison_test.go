@@ -138,7 +138,7 @@ func TestFaultPoisonObjects(t *testing.T) {
 			return len(missing) == 0, "not yet arrived: " + strings.Join(missing, ", ")
 		})
 		arrived := time.Since(poisoned)
-		seen = probe.waitGrown(t, probe.count(), 100, "after the poisons")
+		seen = probe.waitGrown(t, probe.count(), 300, "after the poisons")
 		after := createRole("after")
 		made := w.stop()
 
