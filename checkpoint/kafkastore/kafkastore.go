@@ -14,6 +14,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/bounded"
 	"github.com/kubebus/bridge/sink/kafka"
 )
 
@@ -237,16 +238,58 @@ func (s *Store) Commit(ctx context.Context, records []checkpoint.Record) error {
 	for i := range msgs {
 		msgs[i].Topic = s.topic
 	}
-	if err := s.w.WriteMessages(ctx, msgs...); err != nil {
+	dropped, err := s.write(ctx, msgs, records)
+	if err != nil {
 		return fmt.Errorf("checkpoint: kafka: commit %d records to topic %s: %w", len(records), s.topic, err)
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	for _, r := range records {
-		s.apply(parsed{resource: r.Resource, key: r.Key, deleted: r.Deleted, pos: r.Position})
+	for i, r := range records {
+		if !dropped[i] {
+			s.apply(parsed{resource: r.Resource, key: r.Key, deleted: r.Deleted, pos: r.Position})
+		}
 	}
 	maps.Copy(s.last, last)
 	return nil
+}
+
+// write writes msgs, made from records in order (then those of the
+// resources), and returns which records it left out.
+//
+// A record larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES can never be written:
+// it is left out, logged, and the others are written. Only an object key
+// of tens of kilobytes makes a record that large, and such an object's
+// events, which carry its key and name several times, are larger than the
+// sink takes as well: none of them is ever delivered, so there is no
+// position to keep. Failing the Commit instead would fail every flush from
+// then on, and stop the stream. A restart finds the object missing from
+// the checkpoint and tries to publish it again.
+func (s *Store) write(ctx context.Context, msgs []kafkago.Message, records []checkpoint.Record) (map[int]bool, error) {
+	index := make(map[string][]int, len(records)) // record indexes by message key
+	for i, r := range records {
+		k := string(objectKey(r.Resource, r.Key))
+		index[k] = append(index[k], i)
+	}
+	dropped := map[int]bool{}
+	for {
+		err := s.w.WriteMessages(ctx, msgs...)
+		var tooLarge kafkago.MessageTooLargeError
+		if !errors.As(err, &tooLarge) {
+			return dropped, err
+		}
+		at, ok := index[string(tooLarge.Message.Key)]
+		if !ok {
+			return dropped, err // a resource's record: never that large
+		}
+		for _, i := range at {
+			dropped[i] = true
+		}
+		r := records[at[0]]
+		s.log.Warn("checkpoint: kafka: record too large for BRIDGE_KAFKA_MAX_MESSAGE_BYTES; left out, as the object's events cannot be published either",
+			"topic", s.topic, "resource", r.Resource, "key", bounded.Abbrev(r.Key), "uid", r.UID,
+			"resourceVersion", r.ResourceVersion, "bytes", len(tooLarge.Message.Key)+len(tooLarge.Message.Value))
+		msgs = tooLarge.Remaining
+	}
 }
 
 // Close implements checkpoint.Store: it waits for writes in flight and

@@ -2,6 +2,7 @@ package kafkastore
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -151,4 +152,25 @@ func TestConcurrentUse(t *testing.T) {
 			t.Errorf("%s: %d objects, last resourceVersion %s; want 40 and 309", name, len(snap.Objects), snap.LastResourceVersion)
 		}
 	}
+}
+
+// A record larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES (the position of an
+// object whose name alone passes it) can never be written: Commit drops it,
+// logs it, and writes the rest, instead of failing every flush from then
+// on.
+func TestRecordPastMaxMessageBytes(t *testing.T) {
+	c := kafkatest.Start(t)
+	cfg := config(t, c, map[string]string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES": "65536"})
+	topic := newTopic()
+	s := open(t, cfg, topic)
+	const resource = "roles.rbac.authorization.k8s.io"
+	huge := "team-a/" + strings.Repeat("h", 100_000)
+	commit(t, s, put(resource, "team-a/before", "ua", "1"), put(resource, huge, "uh", "2"), put(resource, "team-a/after", "ub", "3"))
+	want := checkpoint.Snapshot{LastResourceVersion: "3", Objects: map[string]checkpoint.Position{
+		"team-a/before": {UID: "ua", ResourceVersion: "1"},
+		"team-a/after":  {UID: "ub", ResourceVersion: "3"},
+	}}
+	assertSnapshot(t, "in memory", load(t, s, resource), want)
+	assertSnapshot(t, "read back", load(t, open(t, cfg, topic), resource), want)
+	commit(t, s, del(resource, huge, "uh", "4"))
 }

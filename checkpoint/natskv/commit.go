@@ -10,6 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/bounded"
 )
 
 // Headers of a purge, as the KV API writes them.
@@ -53,13 +54,15 @@ func (s *Store) Commit(ctx context.Context, records []checkpoint.Record) error {
 type put struct {
 	msg   *nats.Msg
 	purge bool
+	// rec is the record the message stores; nil for a LastResourceVersion.
+	rec *checkpoint.Record
 }
 
 func (s *Store) commit(ctx context.Context, records []checkpoint.Record) error {
 	last := map[string]string{}
 	var order []string // resources in the order first seen
 	puts := make([]put, 0, len(records)+1)
-	for _, r := range records {
+	for i, r := range records {
 		cur, seen := last[r.Resource]
 		if !seen {
 			var err error
@@ -86,7 +89,7 @@ func (s *Store) commit(ctx context.Context, records []checkpoint.Record) error {
 			}
 			m.Data = v
 		}
-		puts = append(puts, put{msg: m, purge: r.Deleted})
+		puts = append(puts, put{msg: m, purge: r.Deleted, rec: &records[i]})
 	}
 	for _, resource := range order {
 		if rv := last[resource]; rv != "" && rv != s.last[resource] {
@@ -124,9 +127,15 @@ func (s *Store) lastResourceVersion(ctx context.Context, resource string) (strin
 
 // publish sends puts in order, at most maxInFlight awaiting their acks,
 // and waits for every ack. Once a put fails to be sent, the rest are not.
+// A record larger than the server or the bucket takes is dropped (see
+// drop) and the others go on.
 func (s *Store) publish(ctx context.Context, puts []put) error {
+	type pendingPut struct {
+		f jetstream.PubAckFuture
+		p put
+	}
 	var (
-		pending []jetstream.PubAckFuture
+		pending []pendingPut
 		failed  int
 		first   error
 	)
@@ -135,11 +144,13 @@ func (s *Store) publish(ctx context.Context, puts []put) error {
 			first = err
 		}
 	}
-	wait := func(f jetstream.PubAckFuture) {
+	wait := func(pp pendingPut) {
 		select {
-		case <-f.Ok():
-		case err := <-f.Err():
-			fail(fmt.Errorf("%s: %w", f.Msg().Subject, err))
+		case <-pp.f.Ok():
+		case err := <-pp.f.Err():
+			if !s.drop(pp.p, err) {
+				fail(fmt.Errorf("%s: %w", pp.f.Msg().Subject, err))
+			}
 		case <-ctx.Done():
 			fail(ctx.Err())
 		}
@@ -164,10 +175,12 @@ func (s *Store) publish(ctx context.Context, puts []put) error {
 			err = fmt.Errorf("not connected, reconnecting: %w", err)
 		}
 		if err != nil {
-			fail(fmt.Errorf("%s: %w", p.msg.Subject, err))
+			if !s.drop(p, err) {
+				fail(fmt.Errorf("%s: %w", p.msg.Subject, err))
+			}
 			continue
 		}
-		pending = append(pending, f)
+		pending = append(pending, pendingPut{f, p})
 	}
 	for _, f := range pending {
 		wait(f)
@@ -176,4 +189,23 @@ func (s *Store) publish(ctx context.Context, puts []put) error {
 		return fmt.Errorf("%d of %d writes failed: %w", failed, len(puts), first)
 	}
 	return nil
+}
+
+// drop reports whether err says that p's record can never be stored,
+// because its message is larger than the server (max_payload) or the
+// bucket takes, and then logs that it is left out. Only an object key of
+// tens of kilobytes makes a record that large, and such an object's
+// events, which carry its name at least twice, are larger than the same
+// server takes as well: none of them is ever delivered, so there is no
+// position to keep. Failing the Commit instead would fail every flush
+// from then on, and stop the stream. A restart finds the object missing
+// from the checkpoint and tries to publish it again.
+func (s *Store) drop(p put, err error) bool {
+	if p.rec == nil || !(errors.Is(err, nats.ErrMaxPayload) || errors.Is(err, jetstream.ErrStreamMessageExceedsMaximum)) {
+		return false
+	}
+	s.log.Warn("checkpoint: nats-kv: record too large for the bucket; left out, as the object's events cannot be published either",
+		"bucket", s.bucket, "resource", p.rec.Resource, "key", bounded.Abbrev(p.rec.Key), "uid", p.rec.UID,
+		"resourceVersion", p.rec.ResourceVersion, "bytes", len(p.msg.Data), "err", err)
+	return true
 }

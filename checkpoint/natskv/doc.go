@@ -43,6 +43,11 @@
 //     after a crash too.
 //   - Records of one Commit are stored in order, because they are
 //     published in order on one connection: a later record for a key wins.
+//   - A record larger than the server (max_payload) or the bucket takes,
+//     which only an object key of that size makes, is left out of its
+//     Commit and logged; the rest is stored. No event of such an object
+//     fits the same server either, so there is no delivered position to
+//     keep, and a failing Commit would fail every flush from then on.
 //   - Deleting an object purges its key: the bucket keeps one small
 //     marker, which expires after an hour when the bucket allows per-message
 //     TTLs (buckets the bridge creates do), so deleted objects do not

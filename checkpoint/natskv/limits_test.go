@@ -111,3 +111,30 @@ func TestLoadBoundedKeyWithoutKey(t *testing.T) {
 		t.Fatalf("Load = %v, want an error saying the value holds no object key", err)
 	}
 }
+
+// A record whose value is larger than the server takes (the position of an
+// object whose name alone passes max_payload) can never be stored: Commit
+// drops it, logs it, and stores the rest, instead of failing every flush
+// from then on.
+func TestRecordPastMaxPayload(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{MaxPayload: 64 << 10})
+	nc := srv.Conn(t)
+	s := open(t, nc, "payload")
+	const resource = "roles.rbac.authorization.k8s.io"
+	huge := "team-a/" + strings.Repeat("h", 100_000)
+	if err := s.Commit(t.Context(), []checkpoint.Record{
+		rec(resource, "team-a/before", "ua", "1"), rec(resource, huge, "uh", "2"), rec(resource, "team-a/after", "ub", "3"),
+	}); err != nil {
+		t.Fatalf("Commit: %.500v", err)
+	}
+	snap := load(t, open(t, nc, "payload"), resource)
+	if _, ok := snap.Objects[huge]; ok || len(snap.Objects) != 2 || snap.LastResourceVersion != "3" {
+		t.Errorf("loaded %d objects (the huge one: %v), last %s; want the 2 others, 3", len(snap.Objects), ok, snap.LastResourceVersion)
+	}
+	if err := s.Commit(t.Context(), []checkpoint.Record{del(resource, huge, "uh", "4")}); err != nil {
+		t.Fatalf("Commit its delete: %.500v", err)
+	}
+	if r := nc.Stats().Reconnects; r != 0 || !nc.IsConnected() {
+		t.Errorf("connection: %d reconnects, connected %v", r, nc.IsConnected())
+	}
+}

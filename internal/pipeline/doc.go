@@ -20,8 +20,9 @@
 //     checkpointed once accepted like any other. A delete is therefore
 //     always delivered.
 //   - Any other terminal failure, and a change whose identity-only event
-//     is too large as well, is logged with the object's identity, counted,
-//     and skipped; it never stalls the stream.
+//     is too large as well, is logged with the object's identity (a name
+//     past 128 bytes abbreviated, see bounded.Abbrev), counted, and
+//     skipped; it never stalls the stream.
 //   - Memory is bounded by the number of objects with deltas waiting, not by
 //     the number of changes: when more than MaxPendingPerObject deltas of
 //     one object wait (the sink is slow or down), consecutive deltas of the

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/bounded"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 )
@@ -573,7 +574,7 @@ func (p *Pipeline) withoutContent(it item, tooLarge error) (item, bool) {
 
 func (p *Pipeline) logOmitted(it item) {
 	p.log.Warn("change published without its content: its event is larger than the bus takes",
-		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", it.delta.Name,
+		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", bounded.Abbrev(it.delta.Name),
 		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", it.tooLarge)
 }
 
@@ -581,7 +582,7 @@ func (p *Pipeline) skip(it item, err error) {
 	p.skipped.Add(1)
 	p.opts.Observer.Failed(it.delta, true)
 	p.log.Error("skipping delta that cannot be published",
-		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", it.delta.Name,
+		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", bounded.Abbrev(it.delta.Name),
 		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)
 }
 

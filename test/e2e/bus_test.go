@@ -14,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kubebus/bridge/sink"
+	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
 )
@@ -28,6 +29,8 @@ type bus interface {
 	// read returns every event the bus holds about ConfigMaps of ns, in
 	// per-object stream order (tombstones left out).
 	read(t *testing.T, ns string) []*sink.Message
+	// readKinds is read for the objects of several kinds.
+	readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message
 	// stop makes the bus unavailable; start makes it available again with
 	// what it stored.
 	stop(t *testing.T)
@@ -79,8 +82,12 @@ func (b *natsBus) env(ns string) map[string]string {
 }
 
 func (b *natsBus) read(t *testing.T, ns string) []*sink.Message {
+	return b.readKinds(t, ns, []watchedKind{configMaps})
+}
+
+func (b *natsBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message {
 	var out []*sink.Message
-	cfg := jetstream.ConsumerConfig{FilterSubject: natsSubjects(ns), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
+	cfg := jetstream.ConsumerConfig{FilterSubjects: natsKindSubjects(ns, kinds), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
 	if b.nc == nil {
 		b.nc = b.srv.Conn(t)
 	}
@@ -123,23 +130,38 @@ func (b *kafkaBus) env(ns string) map[string]string {
 }
 
 // topic is the topic of the ConfigMaps of ns.
-func (b *kafkaBus) topic(ns string) string { return "kube-" + ns + ".configmaps" }
+func (b *kafkaBus) topic(ns string) string { return kafkaTopic(ns, configMaps) }
+
+// kafkaTopic is the topic of the objects of kind k in ns, as b.env(ns)
+// makes them.
+func kafkaTopic(ns string, k watchedKind) string { return kafkasink.TopicFor("kube-"+ns, k.gvr) }
 
 // records returns every record of the ConfigMaps of ns, tombstones
 // included, in per-key log order.
 func (b *kafkaBus) records(t *testing.T, ns string) []kafkaRecord {
+	return b.recordsOf(t, ns, []watchedKind{configMaps})
+}
+
+// recordsOf is records for the objects of several kinds.
+func (b *kafkaBus) recordsOf(t *testing.T, ns string, kinds []watchedKind) []kafkaRecord {
 	var out []kafkaRecord
-	for _, r := range readTopic(t, b.c, b.topic(ns)) {
-		if strings.HasPrefix(r.key, ns+"/") {
-			out = append(out, r)
+	for _, k := range kinds {
+		for _, r := range readTopic(t, b.c, kafkaTopic(ns, k)) {
+			if strings.HasPrefix(r.key, ns+"/") {
+				out = append(out, r)
+			}
 		}
 	}
 	return out
 }
 
 func (b *kafkaBus) read(t *testing.T, ns string) []*sink.Message {
+	return b.readKinds(t, ns, []watchedKind{configMaps})
+}
+
+func (b *kafkaBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message {
 	var out []*sink.Message
-	for _, r := range b.records(t, ns) {
+	for _, r := range b.recordsOf(t, ns, kinds) {
 		if r.msg != nil {
 			out = append(out, r.msg)
 		}

@@ -267,7 +267,7 @@ func convergeWhileRunning(t *testing.T, r *busReader, p *proc, timeout time.Dura
 		}
 		if time.Since(r.last) >= 250*time.Millisecond {
 			r.last = time.Now()
-			r.v = oracle(t, r.ns, r.read(t))
+			r.v = r.s.judge(t, r.read(t))
 		}
 		return r.v.mismatch == "", r.v.mismatch
 	})

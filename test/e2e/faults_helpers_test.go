@@ -196,30 +196,40 @@ func liveHeap() runtime.MemStats {
 // mib formats a byte count in MiB.
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// busReader reads what a bus holds about the ConfigMaps of one namespace,
-// like bus.read, but is made to be polled while the bridge is still
-// publishing. (For NATS, bus.read counts a message that arrives during the
-// read as an error; for Kafka, each bus.read leaves two clients fetching
-// until the test ends.)
+// busReader reads what a bus holds about the objects of a scope (the
+// ConfigMaps of one namespace, unless told otherwise), like bus.read, but
+// is made to be polled while the bridge is still publishing. (For NATS,
+// bus.read counts a message that arrives during the read as an error; for
+// Kafka, each bus.read leaves two clients fetching until the test ends.)
 type busReader struct {
-	b  bus
-	ns string
+	b bus
+	s scope
 
 	js jetstream.JetStream // NATS
 
-	kc    *kgo.Client // Kafka: one consumer, reading on from where it stopped
-	adm   *kadm.Client
-	topic string
-	next  map[int32]int64 // next offset to read, by partition
-	msgs  []*sink.Message // everything read so far, in per-partition order
+	kc     *kgo.Client // Kafka: one consumer, reading on from where it stopped
+	adm    *kadm.Client
+	topics []string
+	next   map[topicPartition]int64 // next offset to read
+	msgs   []*sink.Message          // everything read so far, in per-partition order
 
 	last time.Time
 	v    verdict
 }
 
+type topicPartition struct {
+	topic     string
+	partition int32
+}
+
 func newBusReader(t *testing.T, b bus, ns string) *busReader {
 	t.Helper()
-	r := &busReader{b: b, ns: ns}
+	return newScopeReader(t, b, scope{ns: ns, kinds: []watchedKind{configMaps}})
+}
+
+func newScopeReader(t *testing.T, b bus, s scope) *busReader {
+	t.Helper()
+	r := &busReader{b: b, s: s}
 	switch bb := b.(type) {
 	case *natsBus:
 		js, err := jetstream.New(bb.srv.Conn(t))
@@ -228,10 +238,12 @@ func newBusReader(t *testing.T, b bus, ns string) *busReader {
 		}
 		r.js = js
 	case *kafkaBus:
-		r.topic = "kube-" + ns + ".configmaps"
-		r.kc = bb.c.Client(kgo.ConsumeTopics(r.topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+		for _, k := range s.kinds {
+			r.topics = append(r.topics, kafkaTopic(s.ns, k))
+		}
+		r.kc = bb.c.Client(kgo.ConsumeTopics(r.topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 		r.adm = kadm.NewClient(bb.c.Client())
-		r.next = map[int32]int64{}
+		r.next = map[topicPartition]int64{}
 	default:
 		t.Fatalf("no reader for bus %T", b)
 	}
@@ -253,7 +265,7 @@ func (r *busReader) readNATS(t *testing.T) []*sink.Message {
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	cons, err := r.js.CreateConsumer(ctx, "KUBE", jetstream.ConsumerConfig{
-		FilterSubject:     natsSubjects(r.ns),
+		FilterSubjects:    natsKindSubjects(r.s.ns, r.s.kinds),
 		AckPolicy:         jetstream.AckNonePolicy,
 		InactiveThreshold: time.Minute,
 	})
@@ -273,7 +285,7 @@ func (r *busReader) readNATS(t *testing.T) []*sink.Message {
 			got++
 			d, err := natssink.Decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 			if err != nil {
-				t.Fatalf("message on %s: %v", m.Subject(), err)
+				t.Fatalf("message on %.200s: %v", m.Subject(), err)
 			}
 			out = append(out, d)
 		}
@@ -288,14 +300,14 @@ func (r *busReader) readKafka(t *testing.T) []*sink.Message {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	ends, err := r.adm.ListEndOffsets(ctx, r.topic)
+	ends, err := r.adm.ListEndOffsets(ctx, r.topics...)
 	if err != nil {
-		t.Fatalf("end offsets of %s: %v", r.topic, err)
+		t.Fatalf("end offsets of %s: %v", r.topics, err)
 	}
 	behind := func() bool {
 		short := false
 		ends.Each(func(o kadm.ListedOffset) {
-			if o.Err == nil && r.next[o.Partition] < o.Offset {
+			if o.Err == nil && r.next[topicPartition{o.Topic, o.Partition}] < o.Offset {
 				short = true
 			}
 		})
@@ -304,22 +316,22 @@ func (r *busReader) readKafka(t *testing.T) []*sink.Message {
 	for behind() {
 		fetches := r.kc.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %s: %v", r.topic, err)
+			t.Fatalf("read %s: %v", r.topics, err)
 		}
 		fetches.EachError(func(topic string, p int32, err error) {
 			t.Fatalf("read %s partition %d: %v", topic, p, err)
 		})
 		fetches.EachRecord(func(rec *kgo.Record) {
-			r.next[rec.Partition] = rec.Offset + 1
+			r.next[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
 			h := map[string]string{}
 			for _, x := range rec.Headers {
 				h[x.Key] = string(x.Value)
 			}
 			m, err := kafkasink.DecodeRecord(rec.Value, h)
 			if err != nil {
-				t.Fatalf("%s[%d]@%d: %v", r.topic, rec.Partition, rec.Offset, err)
+				t.Fatalf("%s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
 			}
-			if m != nil && strings.HasPrefix(string(rec.Key), r.ns+"/") {
+			if m != nil && strings.HasPrefix(string(rec.Key), r.s.ns+"/") {
 				r.msgs = append(r.msgs, m)
 			}
 		})
@@ -337,7 +349,7 @@ func (r *busReader) converge(t *testing.T, timeout time.Duration) (verdict, time
 	eventually(t, timeout, func() (bool, string) {
 		if time.Since(r.last) >= 250*time.Millisecond {
 			r.last = time.Now()
-			r.v = oracle(t, r.ns, r.read(t))
+			r.v = r.s.judge(t, r.read(t))
 		}
 		return r.v.mismatch == "", r.v.mismatch
 	})

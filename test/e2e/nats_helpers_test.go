@@ -30,8 +30,20 @@ func natsEnv(srv *natstest.Server, ns string, extra map[string]string) map[strin
 
 // natsSubjects is the subject filter of the ConfigMaps of ns, as the
 // default layout makes them.
-func natsSubjects(ns string) string {
-	return "kube.e2e.core.v1.configmaps." + natssink.EscapeToken(ns) + ".>"
+func natsSubjects(ns string) string { return natsKindSubjects(ns, []watchedKind{configMaps})[0] }
+
+// natsKindSubjects are the subject filters of the objects of kinds in ns,
+// as the default layout makes them.
+func natsKindSubjects(ns string, kinds []watchedKind) []string {
+	var out []string
+	for _, k := range kinds {
+		group := natssink.CoreGroupToken
+		if k.gvr.Group != "" {
+			group = natssink.EscapeToken(k.gvr.Group)
+		}
+		out = append(out, "kube.e2e."+group+"."+k.gvr.Version+"."+k.gvr.Resource+"."+natssink.EscapeToken(ns)+".>")
+	}
+	return out
 }
 
 // natsEvent is one message read from a stream.

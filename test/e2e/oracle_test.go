@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink"
 )
@@ -16,21 +18,94 @@ type verdict struct {
 	duplicates int      // the same event id more than once
 	backwards  []string // an object's resourceVersion went down
 	mismatch   string   // how the view differs from the API server; "" when equal
+	// excepted names the live objects the view lacks as the scope allows,
+	// each with its reason.
+	excepted []string
 }
 
-// oracle replays msgs, everything a bus holds about the ConfigMaps of ns in
-// stream order, into a materialized view (the latest object per key;
-// deletes remove keys) and compares it with a LIST from the API server:
-// same keys, same resourceVersions. It also checks that no object's
-// resourceVersion goes backwards in the stream and counts duplicates.
+// watchedKind is a kind of namespaced object the oracle compares with the
+// API server.
+type watchedKind struct {
+	kind string // the events' kind attribute
+	gvr  schema.GroupVersionResource
+	// list returns the resourceVersion of every object of the kind in ns,
+	// by name.
+	list func(t *testing.T, ns string) (map[string]string, error)
+}
+
+var (
+	configMaps = watchedKind{kind: "ConfigMap", gvr: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+		list: func(t *testing.T, ns string) (map[string]string, error) {
+			l, err := kube(t).CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]string{}
+			for _, o := range l.Items {
+				out[o.Name] = o.ResourceVersion
+			}
+			return out, nil
+		}}
+	roles = watchedKind{kind: "Role", gvr: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "roles"},
+		list: func(t *testing.T, ns string) (map[string]string, error) {
+			l, err := kube(t).RbacV1().Roles(ns).List(t.Context(), metav1.ListOptions{})
+			if err != nil {
+				return nil, err
+			}
+			out := map[string]string{}
+			for _, o := range l.Items {
+				out[o.Name] = o.ResourceVersion
+			}
+			return out, nil
+		}}
+)
+
+// objectRef names one object of a scope: its kind and its key
+// ("namespace/name").
+type objectRef struct{ kind, key string }
+
+func (o objectRef) String() string {
+	if o.kind == configMaps.kind {
+		return o.key // the usual case keeps messages short
+	}
+	return o.kind + " " + shortName(o.key)
+}
+
+func refOf(m *sink.Message) objectRef { return objectRef{m.Kind, m.Key()} }
+
+// scope is what the oracle compares: the objects of some kinds in one
+// namespace, less the objects the stream is documented to lack.
+type scope struct {
+	ns    string
+	kinds []watchedKind
+	// except maps each live object the stream may lack to the documented
+	// reason. Such an object must be missing from the view, not merely
+	// may: an exception that does not happen is a mismatch too.
+	except map[objectRef]string
+}
+
+// oracle judges msgs, everything a bus holds about the ConfigMaps of ns in
+// stream order, against the API server (see scope.judge).
 func oracle(t *testing.T, ns string, msgs []*sink.Message) verdict {
 	t.Helper()
+	return scope{ns: ns, kinds: []watchedKind{configMaps}}.judge(t, msgs)
+}
+
+// judge replays msgs, everything a bus holds about the scope's objects in
+// stream order, into a materialized view (the latest object per kind and
+// key; deletes remove keys) and compares it with a LIST of each kind from
+// the API server: same objects, same resourceVersions, but for the
+// scope's exceptions. It also checks that no object's resourceVersion goes
+// backwards in the stream and counts duplicates.
+func (s scope) judge(t *testing.T, msgs []*sink.Message) verdict {
+	t.Helper()
 	v := verdict{events: len(msgs)}
-	view := map[string]string{}
-	last := map[string]string{} // key -> newest resourceVersion seen
-	history := map[string][]string{}
+	view := map[objectRef]string{}
+	last := map[objectRef]string{} // newest resourceVersion seen
+	history := map[objectRef][]string{}
 	ids := map[string]bool{}
 	for _, m := range msgs {
+		ref := refOf(m)
 		if ids[m.ID] {
 			v.duplicates++
 		}
@@ -39,49 +114,71 @@ func oracle(t *testing.T, ns string, msgs []*sink.Message) verdict {
 		if m.Snapshot {
 			h += "(s)"
 		}
-		history[m.Key()] = append(history[m.Key()], h)
-		if prev, ok := last[m.Key()]; ok && rvLess(m.ResourceVersion, prev) {
-			v.backwards = append(v.backwards, fmt.Sprintf("%s: %s %s after %s", m.Key(), m.Action, m.ResourceVersion, prev))
+		history[ref] = append(history[ref], h)
+		if prev, ok := last[ref]; ok && rvLess(m.ResourceVersion, prev) {
+			v.backwards = append(v.backwards, fmt.Sprintf("%s: %s %s after %s", ref, m.Action, m.ResourceVersion, prev))
 		} else {
-			last[m.Key()] = m.ResourceVersion
+			last[ref] = m.ResourceVersion
 		}
 		if m.Action == "deleted" {
-			delete(view, m.Key())
+			delete(view, ref)
 		} else {
-			view[m.Key()] = m.ResourceVersion
+			view[ref] = m.ResourceVersion
 		}
 	}
 
-	list, err := kube(t).CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		v.mismatch = "list: " + err.Error()
-		return v
+	type diff struct {
+		ref  objectRef
+		what string
 	}
-	var diffs []string
-	live := map[string]bool{}
-	for _, cm := range list.Items {
-		key := ns + "/" + cm.Name
-		live[key] = true
-		if got, ok := view[key]; !ok {
-			diffs = append(diffs, key+" missing from the stream's view")
-		} else if got != cm.ResourceVersion {
-			diffs = append(diffs, fmt.Sprintf("%s at %s in the view, %s in the API server", key, got, cm.ResourceVersion))
+	var diffs []diff
+	live := map[objectRef]bool{}
+	for _, k := range s.kinds {
+		list, err := k.list(t, s.ns)
+		if err != nil {
+			v.mismatch = fmt.Sprintf("list %s: %v", k.gvr.Resource, err)
+			return v
+		}
+		for name, rv := range list {
+			ref := objectRef{k.kind, s.ns + "/" + name}
+			live[ref] = true
+			got, ok := view[ref]
+			why, excepted := s.except[ref]
+			switch {
+			case excepted && !ok:
+				v.excepted = append(v.excepted, fmt.Sprintf("%s (%s)", ref, why))
+			case excepted:
+				diffs = append(diffs, diff{ref, fmt.Sprintf("in the view at %s, though the stream should lack it: %s", got, why)})
+			case !ok:
+				diffs = append(diffs, diff{ref, "missing from the stream's view"})
+			case got != rv:
+				diffs = append(diffs, diff{ref, fmt.Sprintf("at %s in the view, %s in the API server", got, rv)})
+			}
 		}
 	}
-	for key := range view {
-		if !live[key] {
-			diffs = append(diffs, key+" in the view but deleted in the API server")
+	for ref := range view {
+		if !live[ref] {
+			diffs = append(diffs, diff{ref, "in the view but deleted in the API server"})
 		}
 	}
-	for i, d := range diffs {
-		key, _, _ := strings.Cut(d, " ")
-		if hist := history[key]; len(hist) > 0 {
-			diffs[i] += fmt.Sprintf(" (stream: %s)", strings.Join(hist[max(0, len(hist)-4):], " "))
+	for ref, why := range s.except {
+		if !live[ref] {
+			diffs = append(diffs, diff{ref, "not in the API server, though named as an exception: " + why})
 		}
 	}
-	if len(diffs) > 5 {
-		diffs = append(diffs[:5], fmt.Sprintf("and %d more", len(diffs)-5))
+	slices.Sort(v.excepted)
+	slices.SortFunc(diffs, func(a, b diff) int { return strings.Compare(a.ref.String(), b.ref.String()) })
+	var out []string
+	for _, d := range diffs {
+		line := d.ref.String() + " " + d.what
+		if hist := history[d.ref]; len(hist) > 0 {
+			line += fmt.Sprintf(" (stream: %s)", strings.Join(hist[max(0, len(hist)-4):], " "))
+		}
+		out = append(out, line)
 	}
-	v.mismatch = strings.Join(diffs, "; ")
+	if len(out) > 5 {
+		out = append(out[:5], fmt.Sprintf("and %d more", len(out)-5))
+	}
+	v.mismatch = strings.Join(out, "; ")
 	return v
 }
