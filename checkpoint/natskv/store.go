@@ -53,6 +53,7 @@ type Options struct {
 type Store struct {
 	js        jetstream.JetStream
 	kv        jetstream.KeyValue
+	st        jetstream.Stream // the bucket's stream
 	bucket    string
 	stream    string // the bucket's stream, KV_<bucket>
 	subjects  string // subject prefix of the bucket's keys, $KV.<bucket>.
@@ -116,6 +117,7 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, opts Options, log *
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s: %w", bucket, err)
 	}
+	s.st = st
 	if st.CachedInfo().Config.AllowMsgTTL {
 		s.markerTTL = markerTTL
 	}
