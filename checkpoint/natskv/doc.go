@@ -54,7 +54,7 @@
 //     published in order on one connection: a later record for a key wins.
 //   - A record larger than the server (max_payload) or the bucket takes,
 //     which only an object key of that size makes, is left out of its
-//     Commit and logged; the rest is stored. No event of such an object
+//     Commit, logged and reported to Options.Dropped; the rest is stored. No event of such an object
 //     fits the same server either, so there is no delivered position to
 //     keep, and a failing Commit would fail every flush from then on.
 //   - Deleting an object purges its key: the bucket keeps one small

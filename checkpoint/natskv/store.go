@@ -46,6 +46,10 @@ type Options struct {
 	Create bool
 	// Replicas of a bucket Open creates; 0 means 1.
 	Replicas int
+	// Dropped, when set, is told the resource of each record a Commit
+	// leaves out as too large for the server or the bucket (see the
+	// package documentation), for a metric. It must not block.
+	Dropped func(resource string)
 }
 
 // Store is a checkpoint.Store in a JetStream key-value bucket. It is safe
@@ -59,6 +63,7 @@ type Store struct {
 	subjects  string // subject prefix of the bucket's keys, $KV.<bucket>.
 	markerTTL time.Duration
 	log       *slog.Logger
+	dropped   func(resource string)
 
 	mu     sync.Mutex
 	last   map[string]string // LastResourceVersion known to be stored, by resource
@@ -112,6 +117,10 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, opts Options, log *
 		subjects: "$KV." + bucket + ".",
 		log:      log,
 		last:     map[string]string{},
+		dropped:  opts.Dropped,
+	}
+	if s.dropped == nil {
+		s.dropped = func(string) {}
 	}
 	st, err := js.Stream(ctx, s.stream)
 	if err != nil {

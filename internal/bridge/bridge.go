@@ -359,14 +359,15 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 			}
 			nc, release = c, c.Close
 		}
-		s, err := natskv.Open(ctx, nc, arg, natskv.Options{Create: b.cfg.NATS.CreateStream, Replicas: b.cfg.NATS.StreamReplicas}, log)
+		s, err := natskv.Open(ctx, nc, arg, natskv.Options{Create: b.cfg.NATS.CreateStream, Replicas: b.cfg.NATS.StreamReplicas,
+			Dropped: b.metrics.CheckpointRecordDropped}, log)
 		if err != nil {
 			release()
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}
 		return s, release, nil
 	case config.CheckpointKafka:
-		s, err := kafkastore.Open(ctx, b.cfg.Kafka, arg, log)
+		s, err := kafkastore.Open(ctx, b.cfg.Kafka, arg, log, kafkastore.WithDropped(b.metrics.CheckpointRecordDropped))
 		if err != nil {
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}
