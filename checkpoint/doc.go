@@ -34,6 +34,15 @@
 //     something else. [SetAside] keeps an unreadable file under another
 //     name for a fresh start. The other stores fail Load with an error
 //     naming the key of a value that is not a position.
+//   - Damage found at run time is final: a Commit error for which
+//     [IsTerminal] reports true is never retried. The Writer's Run returns
+//     it at once, so the bridge stops rather than wait on a flush that
+//     cannot succeed; the next OpenFile refuses the file.
+//   - Every object key has one entry, under one bbolt key: keys past
+//     1 KiB are stored under a bounded key (see fileKey). Keys an earlier
+//     release stored whole (1,025 bytes to 32 KiB) are moved to their
+//     bounded key by [OpenFile], in one transaction after the check, so
+//     that an object's delete removes its only entry.
 //   - What a crash loses is the records acknowledged since the last
 //     successful flush (at most one flush interval's worth). After a restart
 //     those objects look changed and are published again: delivery is

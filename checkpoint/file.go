@@ -125,7 +125,11 @@ func OpenFile(path string) (*File, error) {
 		f.Close()
 		return nil, fmt.Errorf("checkpoint: open %s: %w", path, err)
 	}
-	if err := f.verify(fi.Size()); err != nil {
+	old, err := f.verify(fi.Size())
+	if err == nil {
+		err = f.migrate(old)
+	}
+	if err != nil {
 		f.Close()
 		return nil, err
 	}

@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -265,13 +266,15 @@ func TestFileSetAside(t *testing.T) {
 }
 
 // TestFileCreateWhole: a new checkpoint file appears whole or not at all,
-// so an empty file is never one the bridge left, even after a crash in
-// the middle of making one.
+// so an empty file is never one the bridge left. Making it touches no
+// other file: not a "checkpoint.db.new" that another process may be
+// writing at that moment (or that an earlier release left after a crash),
+// and no temporary file of its own is left.
 func TestFileCreateWhole(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "checkpoint.db")
-	// What a crash while making the file leaves behind.
-	if err := os.WriteFile(path+".new", []byte("half a file"), 0o600); err != nil {
+	other := path + ".new"
+	if err := os.WriteFile(other, []byte("half a file"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	f, err := OpenFile(path)
@@ -287,11 +290,51 @@ func TestFileCreateWhole(t *testing.T) {
 	for _, e := range entries {
 		names = append(names, e.Name())
 	}
-	if !slices.Equal(names, []string{"checkpoint.db"}) {
-		t.Errorf("directory holds %q, want only the checkpoint", names)
+	if !slices.Equal(names, []string{"checkpoint.db", "checkpoint.db.new"}) {
+		t.Errorf("directory holds %q, want the checkpoint and the other process's file", names)
+	}
+	if b, err := os.ReadFile(other); err != nil || string(b) != "half a file" {
+		t.Errorf("the other process's file: %q, %v; want it untouched", b, err)
 	}
 	if fi, err := os.Stat(path); err != nil || fi.Size() == 0 {
 		t.Errorf("new checkpoint: %v, %v; want a file with its first pages", fi, err)
+	}
+}
+
+// TestFileCreateConcurrent: of several creators of one new file, each
+// ends with a whole checkpoint at path (its own or another's), and no
+// temporary file is left.
+func TestFileCreateConcurrent(t *testing.T) {
+	for round := range 20 {
+		dir := t.TempDir()
+		path := filepath.Join(dir, "checkpoint.db")
+		var wg sync.WaitGroup
+		errs := make([]error, 4)
+		for i := range errs {
+			wg.Go(func() { errs[i] = create(path) })
+		}
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil {
+				t.Fatalf("round %d: creator %d: %v", round, i, err)
+			}
+		}
+		f, err := OpenFile(path)
+		if err != nil {
+			t.Fatalf("round %d: the file made: %v", round, err)
+		}
+		f.Close()
+		entries, err := os.ReadDir(dir)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(entries) != 1 {
+			var names []string
+			for _, e := range entries {
+				names = append(names, e.Name())
+			}
+			t.Fatalf("round %d: directory holds %q, want only the checkpoint", round, names)
+		}
 	}
 }
 

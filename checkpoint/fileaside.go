@@ -39,17 +39,31 @@ func SetAside(path string, now time.Time) (string, error) {
 }
 
 // create makes a new, empty checkpoint file at path, whole: bbolt writes
-// its first pages into path.new, which is then linked to path. A crash
+// its first pages into a temporary file of a unique name in the same
+// directory (path.new-<random>), which is then linked to path. A crash
 // leaves either no file at path or a complete one, never an empty or
 // half-written one that the next start would take for a damaged
 // checkpoint. Of two processes creating the same file, one wins and the
 // other's file is discarded; bbolt's lock then decides which one runs.
+// Each removes only its own temporary file, in every case, so neither can
+// remove, or link, the other's while it is being written. (A crash in the
+// middle of a create leaves its temporary file behind: another process's
+// may be in use, so none is removed but one's own.)
 func create(path string) error {
-	tmp := path + ".new"
-	// A leftover of a crash in the middle of a create.
-	if err := os.Remove(tmp); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	fh, err := os.CreateTemp(dir, base+".new-*")
+	if err != nil {
 		return err
 	}
+	tmp := fh.Name()
+	defer os.Remove(tmp)
+	if err := fh.Close(); err != nil {
+		return err
+	}
+	// bbolt lays out a new checkpoint in a file that is there but empty.
 	db, err := bolt.Open(tmp, 0o600, &bolt.Options{Timeout: lockTimeout})
 	if err != nil {
 		return err
@@ -57,7 +71,6 @@ func create(path string) error {
 	if err := db.Close(); err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	// A link never replaces a file another process created meanwhile, as
 	// a rename would; a file system without links gets the rename.
 	if err := os.Link(tmp, path); err != nil && !errors.Is(err, fs.ErrExist) {
@@ -65,7 +78,7 @@ func create(path string) error {
 			return err
 		}
 	}
-	return syncDir(filepath.Dir(path))
+	return syncDir(dir)
 }
 
 // syncDir makes a rename or a link in dir durable. Windows cannot sync a

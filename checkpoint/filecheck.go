@@ -82,9 +82,10 @@ func openError(path string, err error) error {
 // lies within it; every bucket and position decodes; and bbolt's own
 // consistency check (Tx.Check: page types, key order, freelist, pages
 // neither reachable nor free) finds nothing. It costs about as much as
-// loading every resource, once per start.
-func (f *File) verify(fileSize int64) error {
-	return f.guard("open", func() error {
+// loading every resource, once per start. It returns the object keys an
+// earlier release stored whole past maxFileKey, for migrate.
+func (f *File) verify(fileSize int64) (old []oldLongKeys, err error) {
+	err = f.guard("open", func() error {
 		return f.db.View(func(tx *bolt.Tx) error {
 			if tx.Size() > fileSize {
 				return unreadable("open", f.path, ErrCorrupt, fmt.Errorf("truncated: %d bytes, but its pages reach to %d", fileSize, tx.Size()))
@@ -94,7 +95,8 @@ func (f *File) verify(fileSize int64) error {
 			// reads on a goroutine of its own.
 			err := tx.ForEach(func(name []byte, b *bolt.Bucket) error {
 				resource, isObjects := strings.CutPrefix(string(name), objectsBucketPrefix)
-				return b.ForEach(func(k, v []byte) error {
+				var keys [][]byte
+				err := b.ForEach(func(k, v []byte) error {
 					switch {
 					case v == nil:
 						return fmt.Errorf("bucket %q: key %q: a bucket where a value belongs", name, k)
@@ -102,9 +104,18 @@ func (f *File) verify(fileSize int64) error {
 						if _, _, err := decodeEntry(k, v); err != nil {
 							return fmt.Errorf("%s: %w", resource, err)
 						}
+						if isOldLongKey(k) {
+							// bbolt's bytes are valid only inside the
+							// transaction.
+							keys = append(keys, append([]byte(nil), k...))
+						}
 					}
 					return nil
 				})
+				if len(keys) > 0 {
+					old = append(old, oldLongKeys{bucket: append([]byte(nil), name...), keys: keys})
+				}
+				return err
 			})
 			if err != nil {
 				return unreadable("open", f.path, ErrCorrupt, err)
@@ -121,4 +132,5 @@ func (f *File) verify(fileSize int64) error {
 			return nil
 		})
 	})
+	return old, err
 }

@@ -27,6 +27,7 @@ const longKeyMark = "\xff"
 // most maxFileKey bytes; otherwise its start, longKeyMark and the first 128
 // bits of its SHA-256 in hexadecimal, maxFileKey bytes in all. The value
 // of a long key holds the whole key (appendValue), which Load gives back.
+// Earlier releases stored long keys whole; OpenFile moves them (migrate).
 func fileKey(key string) []byte {
 	if len(key) <= maxFileKey {
 		return []byte(key)

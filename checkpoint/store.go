@@ -43,7 +43,8 @@ type Store interface {
 	Load(ctx context.Context, resource string) (Snapshot, error)
 	// Commit applies all records atomically, in order, so a later record for
 	// the same key wins. It also advances LastResourceVersion of every
-	// resource it touches. A failed Commit applies nothing.
+	// resource it touches. A failed Commit applies nothing. An error for
+	// which IsTerminal reports true is final: no later Commit succeeds.
 	Commit(ctx context.Context, records []Record) error
 	// Close releases the Store.
 	Close() error

@@ -155,6 +155,11 @@ func (w *Writer) commit(ctx context.Context, batch map[pendingKey]pendingRecord)
 // are logged and retried on the next tick. Run returns nil on a clean
 // shutdown or the final flush's error, in which case the records still
 // pending are lost unless Flush is called again.
+//
+// A flush that fails with an error no retry can fix (IsTerminal: the store
+// is damaged) ends Run at once with that error, before ctx is done and
+// without a final flush: the caller must stop, since nothing it publishes
+// from then on can be checkpointed.
 func (w *Writer) Run(ctx context.Context) error {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
@@ -166,7 +171,13 @@ func (w *Writer) Run(ctx context.Context) error {
 				continue // both channels were ready; shut down instead
 			}
 			dropped = w.logDropped(dropped)
-			if err := w.Flush(ctx); err != nil && ctx.Err() == nil {
+			err := w.Flush(ctx)
+			if IsTerminal(err) {
+				w.logger.Error("checkpoint: the store is damaged; no flush can succeed, stopping",
+					"err", err, "pending", w.Stats().Pending)
+				return err
+			}
+			if err != nil && ctx.Err() == nil {
 				w.logger.Warn("checkpoint: flush failed, will retry",
 					"err", err, "pending", w.Stats().Pending, "retry_in", w.interval)
 			}

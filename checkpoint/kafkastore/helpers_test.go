@@ -36,11 +36,11 @@ func config(t *testing.T, c *kafkatest.Cluster, vars map[string]string) kafka.Co
 }
 
 // open opens the store on topic and closes it when the test ends.
-func open(t *testing.T, cfg kafka.Config, topic string) *Store {
+func open(t *testing.T, cfg kafka.Config, topic string, opts ...Option) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := Open(ctx, cfg, topic, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	s, err := Open(ctx, cfg, topic, slog.New(slog.NewTextHandler(t.Output(), nil)), opts...)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", topic, err)
 	}

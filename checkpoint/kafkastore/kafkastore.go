@@ -51,8 +51,19 @@ type Store struct {
 	objects  map[string]map[string]checkpoint.Position
 	last     map[string]string
 
+	// dropped is told of each record left out as too large (see write).
+	dropped func(resource string)
+
 	closeOnce sync.Once
 }
+
+// Option changes how Open makes a Store.
+type Option func(*Store)
+
+// WithDropped has f told the resource of each record a Commit leaves out
+// because it is larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES, for a metric.
+// f must not block.
+func WithDropped(f func(resource string)) Option { return func(s *Store) { s.dropped = f } }
 
 var _ checkpoint.Store = (*Store)(nil)
 
@@ -61,7 +72,7 @@ var _ checkpoint.Store = (*Store)(nil)
 // it is absent and BRIDGE_KAFKA_CREATE_TOPICS allows; a missing topic is
 // otherwise an error that names it. It then reads every partition up to
 // the end offsets it finds, so that Load can answer from memory.
-func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger) (*Store, error) {
+func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger, opts ...Option) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: %w", err)
 	}
@@ -90,6 +101,10 @@ func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger)
 		stop:      stop,
 		objects:   map[string]map[string]checkpoint.Position{},
 		last:      map[string]string{},
+		dropped:   func(string) {},
+	}
+	for _, o := range opts {
+		o(s)
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -288,6 +303,7 @@ func (s *Store) write(ctx context.Context, msgs []kafkago.Message, records []che
 		s.log.Warn("checkpoint: kafka: record too large for BRIDGE_KAFKA_MAX_MESSAGE_BYTES; left out, as the object's events cannot be published either",
 			"topic", s.topic, "resource", r.Resource, "key", bounded.Abbrev(r.Key), "uid", r.UID,
 			"resourceVersion", r.ResourceVersion, "bytes", len(tooLarge.Message.Key)+len(tooLarge.Message.Value))
+		s.dropped(r.Resource)
 		msgs = tooLarge.Remaining
 	}
 }

@@ -2,6 +2,7 @@ package kafkastore
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -162,10 +163,14 @@ func TestRecordPastMaxMessageBytes(t *testing.T) {
 	c := kafkatest.Start(t)
 	cfg := config(t, c, map[string]string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES": "65536"})
 	topic := newTopic()
-	s := open(t, cfg, topic)
+	var dropped []string // only Commit calls it, and Commits are serialised
+	s := open(t, cfg, topic, WithDropped(func(resource string) { dropped = append(dropped, resource) }))
 	const resource = "roles.rbac.authorization.k8s.io"
 	huge := "team-a/" + strings.Repeat("h", 100_000)
 	commit(t, s, put(resource, "team-a/before", "ua", "1"), put(resource, huge, "uh", "2"), put(resource, "team-a/after", "ub", "3"))
+	if !slices.Equal(dropped, []string{resource}) {
+		t.Errorf("dropped records reported: %q, want the one of %s", dropped, resource)
+	}
 	want := checkpoint.Snapshot{LastResourceVersion: "3", Objects: map[string]checkpoint.Position{
 		"team-a/before": {UID: "ua", ResourceVersion: "1"},
 		"team-a/after":  {UID: "ub", ResourceVersion: "3"},

@@ -207,5 +207,6 @@ func (s *Store) drop(p put, err error) bool {
 	s.log.Warn("checkpoint: nats-kv: record too large for the bucket; left out, as the object's events cannot be published either",
 		"bucket", s.bucket, "resource", p.rec.Resource, "key", bounded.Abbrev(p.rec.Key), "uid", p.rec.UID,
 		"resourceVersion", p.rec.ResourceVersion, "bytes", len(p.msg.Data), "err", err)
+	s.dropped(p.rec.Resource)
 	return true
 }

@@ -22,8 +22,17 @@
 // the escaping never writes) and the first 128 bits of the SHA-256 of the
 // whole value in hexadecimal, the same every time. The value of a bounded
 // object key also holds the object key, {"uid":…,"rv":…,"key":"…"}, which
-// is how Load gives it back. Every other key is written as before, so
-// buckets of earlier versions are read as they are.
+// is how Load gives it back. Every other key is written as before.
+//
+// Earlier releases wrote object tokens whole at any length the server
+// took (up to about 3,900 bytes). Load reads such a key, and moves it to
+// its bounded key: it creates the bounded key if absent (one this release
+// wrote since is the later position), then purges the whole key from the
+// bucket's stream with a purge request, whose subject filter goes in the
+// request's body, never on a control line. Left in place, the entry would
+// outlive the object's delete, which purges only the bounded key, and
+// every start would publish the delete again. A move that fails is logged
+// and tried again at the next Load.
 //
 // Guarantees:
 //
@@ -45,7 +54,7 @@
 //     published in order on one connection: a later record for a key wins.
 //   - A record larger than the server (max_payload) or the bucket takes,
 //     which only an object key of that size makes, is left out of its
-//     Commit and logged; the rest is stored. No event of such an object
+//     Commit, logged and reported to Options.Dropped; the rest is stored. No event of such an object
 //     fits the same server either, so there is no delivered position to
 //     keep, and a failing Commit would fail every flush from then on.
 //   - Deleting an object purges its key: the bucket keeps one small

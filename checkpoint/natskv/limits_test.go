@@ -2,6 +2,7 @@ package natskv
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 
@@ -119,13 +120,21 @@ func TestLoadBoundedKeyWithoutKey(t *testing.T) {
 func TestRecordPastMaxPayload(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{MaxPayload: 64 << 10})
 	nc := srv.Conn(t)
-	s := open(t, nc, "payload")
+	var dropped []string // only Commit calls it, and Commits are serialised
+	s, err := Open(t.Context(), nc, "payload", Options{Create: true, Dropped: func(resource string) { dropped = append(dropped, resource) }}, testLogger(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
 	const resource = "roles.rbac.authorization.k8s.io"
 	huge := "team-a/" + strings.Repeat("h", 100_000)
 	if err := s.Commit(t.Context(), []checkpoint.Record{
 		rec(resource, "team-a/before", "ua", "1"), rec(resource, huge, "uh", "2"), rec(resource, "team-a/after", "ub", "3"),
 	}); err != nil {
 		t.Fatalf("Commit: %.500v", err)
+	}
+	if !slices.Equal(dropped, []string{resource}) {
+		t.Errorf("dropped records reported: %q, want the one of %s", dropped, resource)
 	}
 	snap := load(t, open(t, nc, "payload"), resource)
 	if _, ok := snap.Objects[huge]; ok || len(snap.Objects) != 2 || snap.LastResourceVersion != "3" {

@@ -44,6 +44,10 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 	last := lastRVKey(resource)
 	idle := time.NewTimer(loadIdleTimeout)
 	defer idle.Stop()
+	var (
+		old        []oldKey
+		hasBounded map[string]bool
+	)
 	for {
 		var e jetstream.KeyValueEntry
 		select {
@@ -52,7 +56,11 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 				return snap, errors.New("the watch ended early")
 			}
 			if entry == nil {
-				return snap, nil // every stored value has been read
+				// Every stored value has been read.
+				if len(old) > 0 {
+					s.migrate(ctx, resource, old, hasBounded)
+				}
+				return snap, nil
 			}
 			e = entry
 		case <-idle.C:
@@ -85,6 +93,12 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 					return snap, fmt.Errorf("key %s: bounded, and its value holds no object key of that key", key)
 				}
 				k = v.Key
+				if hasBounded == nil {
+					hasBounded = map[string]bool{}
+				}
+				hasBounded[k] = true
+			} else if tok := key[len(objects):]; isOldForm(tok) {
+				old = append(old, oldKey{key: key, object: k, pos: v.Position})
 			}
 			snap.Objects[k] = v.Position
 		default:

@@ -46,6 +46,10 @@ type Options struct {
 	Create bool
 	// Replicas of a bucket Open creates; 0 means 1.
 	Replicas int
+	// Dropped, when set, is told the resource of each record a Commit
+	// leaves out as too large for the server or the bucket (see the
+	// package documentation), for a metric. It must not block.
+	Dropped func(resource string)
 }
 
 // Store is a checkpoint.Store in a JetStream key-value bucket. It is safe
@@ -53,11 +57,13 @@ type Options struct {
 type Store struct {
 	js        jetstream.JetStream
 	kv        jetstream.KeyValue
+	st        jetstream.Stream // the bucket's stream
 	bucket    string
 	stream    string // the bucket's stream, KV_<bucket>
 	subjects  string // subject prefix of the bucket's keys, $KV.<bucket>.
 	markerTTL time.Duration
 	log       *slog.Logger
+	dropped   func(resource string)
 
 	mu     sync.Mutex
 	last   map[string]string // LastResourceVersion known to be stored, by resource
@@ -111,11 +117,16 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, opts Options, log *
 		subjects: "$KV." + bucket + ".",
 		log:      log,
 		last:     map[string]string{},
+		dropped:  opts.Dropped,
+	}
+	if s.dropped == nil {
+		s.dropped = func(string) {}
 	}
 	st, err := js.Stream(ctx, s.stream)
 	if err != nil {
 		return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s: %w", bucket, err)
 	}
+	s.st = st
 	if st.CachedInfo().Config.AllowMsgTTL {
 		s.markerTTL = markerTTL
 	}

@@ -8,6 +8,12 @@
 // hard stage; it was never checkpointed, so the next start publishes it),
 // and finally the checkpoint is flushed. A bridge stopped this way and
 // started again publishes nothing twice.
+//
+// A checkpoint store found damaged while running (checkpoint.IsTerminal,
+// such as a file whose pages were overwritten) ends Run at once, without
+// draining, with the store's error, which names the file and says what to
+// do: nothing published from then on could be checkpointed. The next
+// start refuses the damaged file.
 package bridge
 
 import (
@@ -43,6 +49,10 @@ import (
 	"github.com/kubebus/bridge/sink/stdout"
 	"github.com/kubebus/bridge/source"
 )
+
+// errCheckpointBroken is the cause the source is stopped with when the
+// checkpoint writer stopped on a damaged store.
+var errCheckpointBroken = errors.New("bridge: the checkpoint store is damaged")
 
 // Bridge is one configured bridge.
 type Bridge struct {
@@ -209,15 +219,19 @@ func (b *Bridge) Run(ctx context.Context) error {
 		defer utilruntime.HandleCrash()
 		_ = pipe.Run(pipeCtx)
 	})
+	srcCtx, stopSrc := context.WithCancelCause(ctx)
+	defer stopSrc(nil)
 	var writerErr error
 	var writerWG sync.WaitGroup
 	writerWG.Go(func() {
 		defer utilruntime.HandleCrash()
 		writerErr = writer.Run(writerCtx)
+		if writerErr != nil && writerCtx.Err() == nil {
+			// The store is damaged (checkpoint.IsTerminal): nothing
+			// published from now on could be checkpointed.
+			stopSrc(errCheckpointBroken)
+		}
 	})
-
-	srcCtx, stopSrc := context.WithCancel(ctx)
-	defer stopSrc()
 	go func() {
 		defer utilruntime.HandleCrash()
 		select {
@@ -238,7 +252,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// publish and this one must stop at once.
 	start := time.Now()
 	hard := false
+	broken := errors.Is(context.Cause(srcCtx), errCheckpointBroken)
 	switch {
+	case broken:
+		b.log.Error("the checkpoint store is damaged: stopping without draining, since nothing published now could be checkpointed",
+			"pending", pipe.Stats().Pending)
 	case errors.Is(context.Cause(ctx), leader.ErrLostLeadership):
 		b.log.Warn("lost the lease: stopping without draining; the new leader publishes what is left", "pending", pipe.Stats().Pending)
 	case b.hard.Err() != nil:
@@ -274,6 +292,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 		"published", st.Published, "contentOmitted", st.Omitted, "skipped", st.Skipped, "retried", st.Retried,
 		"coalesced", st.Coalesced, "abandoned", st.Abandoned, "relists", src.Relists(),
 		"checkpointFlushes", ws.Flushes)
+	if broken {
+		return fmt.Errorf("bridge: %w", writerErr)
+	}
 	if srcErr != nil {
 		return fmt.Errorf("bridge: %w", srcErr)
 	}
@@ -338,14 +359,15 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 			}
 			nc, release = c, c.Close
 		}
-		s, err := natskv.Open(ctx, nc, arg, natskv.Options{Create: b.cfg.NATS.CreateStream, Replicas: b.cfg.NATS.StreamReplicas}, log)
+		s, err := natskv.Open(ctx, nc, arg, natskv.Options{Create: b.cfg.NATS.CreateStream, Replicas: b.cfg.NATS.StreamReplicas,
+			Dropped: b.metrics.CheckpointRecordDropped}, log)
 		if err != nil {
 			release()
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}
 		return s, release, nil
 	case config.CheckpointKafka:
-		s, err := kafkastore.Open(ctx, b.cfg.Kafka, arg, log)
+		s, err := kafkastore.Open(ctx, b.cfg.Kafka, arg, log, kafkastore.WithDropped(b.metrics.CheckpointRecordDropped))
 		if err != nil {
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}

@@ -28,6 +28,7 @@ type Metrics struct {
 	served    *prometheus.GaugeVec
 	leader    prometheus.Gauge
 	fresh     *prometheus.CounterVec
+	dropped   *prometheus.CounterVec
 }
 
 // Gauges read state that other parts of the bridge own, at scrape time.
@@ -95,12 +96,16 @@ func New() *Metrics {
 			Name: "bridge_checkpoint_fresh_starts_total",
 			Help: "Starts that found the file checkpoint empty or corrupt (reason) and, as BRIDGE_CHECKPOINT_FRESH_START allows, moved it aside and began afresh: every object was published again and deletes made while the bridge was down were lost. At most 1 per process; alert on > 0.",
 		}, []string{"reason"}),
+		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_checkpoint_records_dropped_total",
+			Help: "Checkpoint records left out because they are larger than the nats-kv or kafka store takes (only an object name of tens of kilobytes makes one; its events cannot be published either), by resource. Such an object is tried again on every start.",
+		}, []string{"resource"}),
 	}
 	// Both reasons are there from the start, at 0, so that an alert on
 	// them sees a value instead of nothing.
 	m.fresh.WithLabelValues("empty")
 	m.fresh.WithLabelValues("corrupt")
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh,
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh, m.dropped,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -190,6 +195,12 @@ func (m *Metrics) Served(res source.Resource, served bool) {
 // CheckpointFreshStart counts a start that set an unreadable checkpoint
 // aside, for reason "empty" or "corrupt".
 func (m *Metrics) CheckpointFreshStart(reason string) { m.fresh.WithLabelValues(reason).Inc() }
+
+// CheckpointRecordDropped counts a record of resource that the checkpoint
+// store left out as too large for it.
+func (m *Metrics) CheckpointRecordDropped(resource string) {
+	m.dropped.WithLabelValues(resource).Inc()
+}
 
 // Leader records whether this replica leads.
 func (m *Metrics) Leader(leading bool) {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"testing"
@@ -99,5 +100,53 @@ func TestIntentsBeforeCreates(t *testing.T) {
 	}
 	if intents != 2 {
 		t.Errorf("%d intents made durable, want 2 (one per created object): %+v", intents, rec.durable)
+	}
+}
+
+// brokenRecorder's store is damaged: every flush fails with an error no
+// retry can fix.
+type brokenRecorder struct {
+	mu      sync.Mutex
+	flushes int
+}
+
+func (r *brokenRecorder) Record(...checkpoint.Record) {}
+
+func (r *brokenRecorder) Flush(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.flushes++
+	return fmt.Errorf("checkpoint: commit to /var/lib/bridge/checkpoint.db: %w", checkpoint.ErrCorrupt)
+}
+
+// A flush of intents that fails with an error no retry can fix
+// (checkpoint.IsTerminal) is not retried: the batch is abandoned, as the
+// bridge stops on such an error, and nothing is published without its
+// intent.
+func TestIntentsTerminalFlushError(t *testing.T) {
+	rec := &brokenRecorder{}
+	s := &testSink{}
+	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
+		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	}), rec, Options{}, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+
+	p.OnDelta(mkDelta(source.Added, "a", "ua", 1))
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	if err := p.Drain(dctx); err != nil {
+		rec.mu.Lock()
+		defer rec.mu.Unlock()
+		t.Fatalf("Drain: %v; abandoned %d, flushes %d: the flush is retried", err, p.Stats().Abandoned, rec.flushes)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if a := p.Stats().Abandoned; a != 1 || rec.flushes != 1 || s.calls != 0 {
+		t.Errorf("abandoned %d, flushes %d, publish calls %d; want 1, 1, 0", a, rec.flushes, s.calls)
 	}
 }

@@ -532,7 +532,8 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 // position with the object's uid and no resourceVersion: on restart, an
 // object listed with an intent is published again as added, and one
 // missing from the list is published as deleted. It returns false when ctx
-// ended before the intents were durable.
+// ended before the intents were durable, or the flush failed with an error
+// no retry can fix (checkpoint.IsTerminal).
 func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
 	f, ok := p.rec.(Flusher)
 	if !ok {
@@ -555,7 +556,17 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
 	notify := func(err error, wait time.Duration) {
 		p.log.Warn("checkpoint flush before publishing new objects failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
 	}
-	return backoff.RetryNotify(func() error { return f.Flush(ctx) }, backoff.WithContext(p.opts.NewBackOff(), ctx), notify) == nil
+	flush := func() error {
+		err := f.Flush(ctx)
+		if checkpoint.IsTerminal(err) {
+			// The store is damaged: the checkpoint writer stops the
+			// bridge; this batch is abandoned, never published without
+			// its intents.
+			return backoff.Permanent(err)
+		}
+		return err
+	}
+	return backoff.RetryNotify(flush, backoff.WithContext(p.opts.NewBackOff(), ctx), notify) == nil
 }
 
 // withoutContent is it with the event of its delta without the object's

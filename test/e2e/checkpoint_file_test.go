@@ -188,3 +188,86 @@ func TestDamagedCheckpointFileFreshStart(t *testing.T) {
 		})
 	}
 }
+
+// A checkpoint file damaged while the bridge runs (every page but the two
+// meta pages overwritten) makes the next flush fail inside bbolt; no retry
+// can fix that, so the bridge stops at once, exit code 1, with an error
+// naming the file, instead of retrying the flush forever while every new
+// object waits. The next start refuses the file.
+func TestDamagedCheckpointFileWhileRunning(t *testing.T) {
+	ns := namespace(t, "cp-broken")
+	for i := range 3 {
+		if _, err := kube(t).CoreV1().ConfigMaps(ns).Create(t.Context(),
+			&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dir := t.TempDir()
+	path := filepath.Join(dir, "checkpoint.db")
+	env := []string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_NAMESPACES=" + ns, "BRIDGE_CHECKPOINT=file:" + path, "BRIDGE_CHECKPOINT_INTERVAL=100ms"}
+	p := startProc(t, env, filepath.Join(dir, "events.jsonl"))
+	// Once the initial state is checkpointed, nothing writes the file
+	// until the next change.
+	addr := p.httpAddr(t)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		samples, ok := scrape(addr)
+		if !ok {
+			return false, "no /metrics"
+		}
+		lag, last := -1.0, 0.0
+		for _, m := range samples["bridge_checkpoint_lag"].GetMetric() {
+			lag = m.GetGauge().GetValue()
+		}
+		for _, m := range samples["bridge_checkpoint_last_flush_timestamp_seconds"].GetMetric() {
+			last = m.GetGauge().GetValue()
+		}
+		return lag == 0 && last > 0, fmt.Sprintf("checkpoint lag %v, last flush %v", lag, last)
+	})
+
+	// Behind bbolt's back, through a descriptor of our own: bbolt reads the
+	// file's pages through a shared mapping, so it sees the damage.
+	fi, err := os.Stat(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page := os.Getpagesize()
+	fh, err := os.OpenFile(path, os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := fh.WriteAt([]byte(strings.Repeat("\xff", int(fi.Size())-2*page)), int64(2*page)); err != nil {
+		t.Fatal(err)
+	}
+	fh.Close()
+	// A new object: its intent must be flushed before it is published.
+	if _, err := kube(t).CoreV1().ConfigMaps(ns).Create(t.Context(),
+		&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	select {
+	case <-p.done:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("the bridge still runs 30s after its checkpoint file was damaged")
+	}
+	_ = p.cmd.Wait()
+	logs := p.logText()
+	if code := p.cmd.ProcessState.ExitCode(); code != 1 {
+		t.Errorf("exit code %d, want 1", code)
+	}
+	for _, want := range []string{path, "checkpoint file is corrupt"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("the log does not mention %q", want)
+		}
+	}
+	for _, bad := range []string{"goroutine ", "will retry"} {
+		if strings.Contains(logs, bad) {
+			t.Errorf("the log mentions %q", bad)
+		}
+	}
+
+	code, logs := runToExit(t, env)
+	if code != 1 || !strings.Contains(logs, "checkpoint file is corrupt") || !strings.Contains(logs, path) {
+		t.Errorf("the next start: exit code %d, want 1 and an error naming the corrupt file:\n%s", code, logs)
+	}
+}
