@@ -91,7 +91,10 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		}
 		return nil, err
 	}
-	h.heard(time.Now(), true)
+	// An opened watch is not contact: an API server whose watches are
+	// stuck, or a proxy, answers 200 and then sends nothing. The watch
+	// proves itself by what it delivers, or by ending at its timeout.
+	var erred bool // an Error event came: the watch did not end cleanly
 	return observe(w, func(ev watch.Event) bool {
 		now := time.Now()
 		if ev.Type != watch.Error {
@@ -107,6 +110,7 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		case errors.Is(cause, ErrStalled):
 			return true // the watchdog cut it, and reported that
 		}
+		erred = true
 		err := apierrors.FromObject(ev.Object)
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			// The API server answered: the position is too old, and the
@@ -117,7 +121,17 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		s.onWatchError(ctx, res, ns, err)
 		h.failed(now, err)
 		return true
-	}, done), nil
+	}, func(ranOut bool) {
+		// Ended by the API server at the timeout it was given, with no
+		// error: the watch worked all along, with nothing to say. An end
+		// before it (a connection reset reads as a clean end too) proves
+		// nothing.
+		if ranOut && !erred && context.Cause(wctx) == nil && o.TimeoutSeconds != nil &&
+			time.Since(call.started) >= time.Duration(*o.TimeoutSeconds)*time.Second {
+			h.heard(time.Now(), true)
+		}
+		done()
+	}), nil
 }
 
 // isInitialEventsEnd reports whether ev is the bookmark that ends the
