@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// ErrStalled is the cause given to a watch the source cuts because the API
-// server sent nothing on it for longer than Options.StallTimeout.
+// ErrStalled is the cause given to a call the source cuts because the API
+// server sent nothing on it: a watch silent for longer than
+// Options.StallTimeout, or a list with no answer for that long (and at
+// least minListPatience).
 var ErrStalled = errors.New("no answer from the API server")
 
 // WatchStatus is what the source knows of one reflector's contact with

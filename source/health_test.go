@@ -366,7 +366,7 @@ func TestHealthRecoversWhenTheWatchWorksAgain(t *testing.T) {
 		if s.flips > 1 {
 			t.Errorf("%d changes of health after the API server worked again, want one: %v", s.flips, s.lastErr)
 		}
-		t.Logf("healthy again %s after the API server worked again", s.lastUnhealthy-fixed)
+		t.Logf("healthy again %s after the API server worked again", max(0, s.lastUnhealthy-fixed))
 	})
 }
 

@@ -18,11 +18,12 @@ import (
 // ConfigMaps, over eight minutes): the first bookmark came 2m0s after the
 // watch opened, then one every 60s, give or take 0.6s. Waiting for
 // bookmarks alone would thus need more than two minutes; instead the
-// source reopens every watch at least every half stall timeout (a minute
-// by default), and an opened watch is contact too, so a healthy watch is
-// heard from at least every minute, and usually every minute by a
-// bookmark as well. Two minutes tolerates one missed minute without a false
-// alarm, and reports a dead connection or a revoked permission within
+// source has the API server end every watch after half the stall timeout
+// (a minute by default), and a watch ended by the API server at that
+// timeout is contact, so a healthy watch is heard from at least every
+// minute. (An opened watch is not contact: a stuck API server or proxy
+// opens watches too.) Two minutes tolerates one missed minute without a
+// false alarm, and reports a dead connection or a revoked permission within
 // two to three minutes.
 const DefaultStallTimeout = 2 * time.Minute
 
