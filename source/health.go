@@ -11,8 +11,10 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 )
 
-// ErrStalled is the cause given to a watch the source cuts because the API
-// server sent nothing on it for longer than Options.StallTimeout.
+// ErrStalled is the cause given to a call the source cuts because the API
+// server sent nothing on it: a watch silent for longer than
+// Options.StallTimeout, or a list with no answer for that long (and at
+// least minListPatience).
 var ErrStalled = errors.New("no answer from the API server")
 
 // WatchStatus is what the source knows of one reflector's contact with
@@ -20,17 +22,26 @@ var ErrStalled = errors.New("no answer from the API server")
 type WatchStatus struct {
 	Resource  Resource
 	Namespace string
-	// LastContact is when the API server last answered this reflector: a
-	// watch opened, an event or bookmark arrived, or a list returned.
+	// LastContact is when the API server last answered this reflector:
+	// an event or bookmark arrived, a list was answered, a watch ended
+	// at its timeout, or a call was refused with an error. A watch that
+	// merely opened is no answer: a stuck server or proxy opens them too.
 	LastContact time.Time
 	// Err is nil while the watch is healthy. Otherwise it says why not:
 	// nothing heard for longer than the stall timeout, or calls failing
-	// for longer than that.
+	// (or cut for no answer) for longer than that.
 	Err error
 }
 
 // health follows one reflector's contact with the API server. Its methods
 // are called from the reflector's goroutines and from the watchdog.
+//
+// Only a watch that delivers proves that the watch works: an event, a
+// bookmark, or an end at its timeout (the API server's, or the source's
+// own for a watch that streamed the initial list). An opened watch proves
+// nothing, since an API server whose watches are stuck, or a proxy, open
+// them just as well; a list proves that the API server answers, not that
+// its watches do.
 type health struct {
 	res     Resource
 	ns      string
@@ -38,17 +49,22 @@ type health struct {
 
 	mu      sync.Mutex
 	contact time.Time
-	// failingSince is the first failure since a watch last opened or
-	// delivered an event; zero while watches work. A list that works does
-	// not clear it: a watch that fails after every list is a failure.
+	// failingSince is when the watch started failing: the first failed
+	// call, or, for a call cut for silence, when the silence began; zero
+	// while watches work. Only a watch that delivers clears it, so a watch
+	// that fails or goes silent after every list stays unhealthy.
 	failingSince time.Time
 	lastErr      error
 	// watch is the watch call in flight, so that a silent one can be cut.
 	watch *watchCall
+	// list is the list call in flight, so that one unanswered for
+	// listPatience can be cut.
+	list         *listCall
+	listPatience time.Duration
 	// reported is the error last logged, so that each change is logged
 	// once.
 	reported error
-	// onCut is told of each watch the watchdog cuts; the errors that the
+	// onCut is told of each call the watchdog cuts; the errors that the
 	// cut then causes in the reflector's calls are not reported again.
 	onCut func(error)
 }
@@ -63,15 +79,30 @@ type watchCall struct {
 	renewAt time.Time
 }
 
+type listCall struct {
+	started  time.Time
+	cancel   context.CancelCauseFunc
+	answered bool
+}
+
+// minListPatience is the least time a list may go without the first byte
+// of its answer before it is cut. A working API server answers a list
+// within its request timeout (--request-timeout, a minute by default),
+// answering 504 itself past it; so a list unanswered for longer than both
+// that and the stall timeout is hung, not slow, and cutting it never cuts
+// a working server's list again and again.
+const minListPatience = time.Minute
+
 // errRenew is the cause given to a watch the source ends on schedule.
 var errRenew = errors.New("source: watch renewed")
 
 func newHealth(res Resource, ns string, timeout time.Duration, now time.Time, onCut func(error)) *health {
-	return &health{res: res, ns: ns, timeout: timeout, contact: now, onCut: onCut}
+	return &health{res: res, ns: ns, timeout: timeout, contact: now, listPatience: max(timeout, minListPatience), onCut: onCut}
 }
 
-// heard records an answer from the API server. watchWorks is true for an
-// opened watch or a watch event, which prove that the watch works.
+// heard records an answer from the API server. watchWorks is true for a
+// watch event or bookmark, or a watch that ended at its timeout, which
+// prove that the watch works.
 func (h *health) heard(now time.Time, watchWorks bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -114,6 +145,33 @@ func (h *health) watching(now time.Time, cancel context.CancelCauseFunc) (c *wat
 	}
 }
 
+// listing registers a list call in flight; done ends the registration
+// and releases the call's context.
+func (h *health) listing(now time.Time, cancel context.CancelCauseFunc) (c *listCall, done func()) {
+	c = &listCall{started: now, cancel: cancel}
+	h.mu.Lock()
+	h.list = c
+	h.mu.Unlock()
+	return c, func() {
+		h.mu.Lock()
+		if h.list == c {
+			h.list = nil
+		}
+		h.mu.Unlock()
+		cancel(context.Canceled)
+	}
+}
+
+// answered records the first byte of the answer to list call c: contact,
+// and the call is no longer cut, however long the rest of the list takes
+// to arrive (a large list must not be cut again and again).
+func (h *health) answered(c *listCall, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	c.answered = true
+	h.contact = now
+}
+
 // renew has the source end the watch call c at t.
 func (h *health) renew(c *watchCall, t time.Time) {
 	h.mu.Lock()
@@ -140,32 +198,50 @@ func (h *health) statusLocked(now time.Time) WatchStatus {
 	return st
 }
 
-// check cuts a watch call that has heard nothing for longer than the
-// timeout, so that the reflector opens a new one (a hung connection is
-// abandoned in bounded time, whatever the protocol), and logs each change
-// of the watch's health.
+// check cuts a call that has heard nothing for too long, so that the
+// reflector tries again: a watch with no answer for longer than the
+// timeout, or a list with no first byte of its answer for longer than
+// listPatience. A hung connection is thus abandoned in bounded time,
+// whatever the protocol; a list whose answer has begun is left to finish.
+// It also ends a watch due for renewal, and logs each change of the
+// watch's health.
 func (h *health) check(now time.Time, log *slog.Logger) {
 	h.mu.Lock()
-	var cut error
-	if c := h.watch; c != nil && !c.renewAt.IsZero() && now.After(c.renewAt) {
-		c.cancel(errRenew)
-		h.watch = nil
-	} else if c != nil && now.Sub(later(c.started, h.contact)) > h.timeout {
-		cut = fmt.Errorf("source: watch of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(later(c.started, h.contact))))
-		c.cancel(cut)
-		h.watch = nil
-		if h.failingSince.IsZero() {
-			h.failingSince = now
+	var cuts []error
+	if c := h.watch; c != nil {
+		switch silentSince := later(c.started, h.contact); {
+		case !c.renewAt.IsZero() && now.After(c.renewAt):
+			// The source ends this watch on schedule: it was not cut
+			// for silence, so it worked until now, like a watch that
+			// reached its timeout.
+			c.cancel(errRenew)
+			h.watch = nil
+			h.contact = now
+			h.failingSince, h.lastErr = time.Time{}, nil
+		case now.Sub(silentSince) > h.timeout:
+			cut := fmt.Errorf("source: watch of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(silentSince)))
+			c.cancel(cut)
+			h.watch = nil
+			h.failLocked(silentSince, cut)
+			cuts = append(cuts, cut)
 		}
-		h.lastErr = cut
+	}
+	if c := h.list; c != nil && !c.answered && now.Sub(c.started) > h.listPatience {
+		cut := fmt.Errorf("source: list of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(c.started)))
+		c.cancel(cut)
+		h.list = nil
+		h.failLocked(c.started, cut)
+		cuts = append(cuts, cut)
 	}
 	st := h.statusLocked(now)
 	was := h.reported
 	h.reported = st.Err
 	h.mu.Unlock()
 
-	if cut != nil && h.onCut != nil {
-		h.onCut(cut)
+	if h.onCut != nil {
+		for _, cut := range cuts {
+			h.onCut(cut)
+		}
 	}
 
 	switch {
@@ -175,6 +251,16 @@ func (h *health) check(now time.Time, log *slog.Logger) {
 	case st.Err == nil && was != nil:
 		log.Info("watch healthy again", "resource", h.res.Name(), "namespace", h.ns)
 	}
+}
+
+// failLocked records a call cut for silence since since: the watch has
+// been failing since then, so that it stays unhealthy after the cut until
+// a watch delivers, even if a list answers in between.
+func (h *health) failLocked(since time.Time, err error) {
+	if h.failingSince.IsZero() || since.Before(h.failingSince) {
+		h.failingSince = since
+	}
+	h.lastErr = err
 }
 
 // watchdog checks every reflector's health until ctx ends.

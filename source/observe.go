@@ -3,12 +3,14 @@ package source
 import (
 	"sync"
 
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 )
 
 // observedWatch hands on a watch's events unchanged, showing each to a
 // function first, which may drop it, and calls done once the watch has
-// ended (its events ran out or it was stopped).
+// ended: ranOut is true when its events ran out, false when it was
+// stopped.
 type observedWatch struct {
 	w    watch.Interface
 	out  chan watch.Event
@@ -18,15 +20,18 @@ type observedWatch struct {
 
 var _ watch.Interface = (*observedWatch)(nil)
 
-func observe(w watch.Interface, see func(watch.Event) (handOn bool), done func()) watch.Interface {
+func observe(w watch.Interface, see func(watch.Event) (handOn bool), done func(ranOut bool)) watch.Interface {
 	o := &observedWatch{w: w, out: make(chan watch.Event), stop: make(chan struct{})}
 	go func() {
-		defer done()
+		defer utilruntime.HandleCrash()
+		ranOut := false
+		defer func() { done(ranOut) }()
 		defer close(o.out)
 		for {
 			select {
 			case ev, ok := <-w.ResultChan():
 				if !ok {
+					ranOut = true
 					return
 				}
 				if !see(ev) {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/restmapper"
@@ -280,6 +281,7 @@ func (s *Source) startServedChecks(ctx context.Context, stop context.CancelCause
 			log: s.log, notFound: make(chan struct{}, 1)}
 		checks[res.GroupVersionResource] = c
 		wg.Go(func() {
+			defer utilruntime.HandleCrash()
 			if err := c.run(ctx); err != nil {
 				stop(err)
 			}

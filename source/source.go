@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
@@ -119,7 +120,7 @@ func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *
 		for _, ns := range s.namespacesFor(res) {
 			s.health[watchKey{res.Name(), ns}] = newHealth(res, ns, opts.StallTimeout, now, func(err error) {
 				s.opts.Observer.WatchError(res)
-				s.log.Warn("watch cut: the API server sent nothing on it; reopening", "resource", res.Name(), "namespace", ns, "err", err)
+				s.log.Warn("call cut: the API server sent nothing on it; retrying", "resource", res.Name(), "namespace", ns, "err", err)
 			})
 		}
 	}
@@ -191,7 +192,10 @@ func (s *Source) Run(ctx context.Context) error {
 		h.heard(time.Now(), false) // the reflectors start now
 		hs = append(hs, h)
 	}
-	wg.Go(func() { watchdog(ctx, hs, s.opts.StallTimeout, s.log) })
+	wg.Go(func() {
+		defer utilruntime.HandleCrash()
+		watchdog(ctx, hs, s.opts.StallTimeout, s.log)
+	})
 	for _, t := range trackers {
 		for _, ns := range s.namespacesFor(t.res) {
 			st := &store{t: t, ns: ns, transform: transform, relisted: func(ns, rv string) {
@@ -202,7 +206,10 @@ func (s *Source) Run(ctx context.Context) error {
 			}}
 			r := cache.NewReflectorWithOptions(served.listWatch(t.res, s.listWatch(t.res, ns)), &unstructured.Unstructured{}, st,
 				cache.ReflectorOptions{Name: t.res.Name() + inNamespace(ns), TypeDescription: t.res.GroupVersionResource.String()})
-			wg.Go(func() { r.RunWithContext(ctx) })
+			wg.Go(func() {
+				defer utilruntime.HandleCrash()
+				r.RunWithContext(ctx)
+			})
 		}
 	}
 
@@ -235,14 +242,7 @@ func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			tweak(&o)
-			list, err := client.List(ctx, o)
-			if err != nil {
-				s.onWatchError(ctx, res, ns, err)
-				h.failed(time.Now(), err)
-			} else {
-				h.heard(time.Now(), false)
-			}
-			return list, err
+			return s.list(ctx, client, res, ns, h, o)
 		},
 		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			tweak(&o)

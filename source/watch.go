@@ -18,11 +18,12 @@ import (
 // ConfigMaps, over eight minutes): the first bookmark came 2m0s after the
 // watch opened, then one every 60s, give or take 0.6s. Waiting for
 // bookmarks alone would thus need more than two minutes; instead the
-// source reopens every watch at least every half stall timeout (a minute
-// by default), and an opened watch is contact too, so a healthy watch is
-// heard from at least every minute, and usually every minute by a
-// bookmark as well. Two minutes tolerates one missed minute without a false
-// alarm, and reports a dead connection or a revoked permission within
+// source has the API server end every watch after half the stall timeout
+// (a minute by default), and a watch ended by the API server at that
+// timeout is contact, so a healthy watch is heard from at least every
+// minute. (An opened watch is not contact: a stuck API server or proxy
+// opens watches too.) Two minutes tolerates one missed minute without a
+// false alarm, and reports a dead connection or a revoked permission within
 // two to three minutes.
 const DefaultStallTimeout = 2 * time.Minute
 
@@ -91,7 +92,10 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		}
 		return nil, err
 	}
-	h.heard(time.Now(), true)
+	// An opened watch is not contact: an API server whose watches are
+	// stuck, or a proxy, answers 200 and then sends nothing. The watch
+	// proves itself by what it delivers, or by ending at its timeout.
+	var erred bool // an Error event came: the watch did not end cleanly
 	return observe(w, func(ev watch.Event) bool {
 		now := time.Now()
 		if ev.Type != watch.Error {
@@ -107,6 +111,7 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		case errors.Is(cause, ErrStalled):
 			return true // the watchdog cut it, and reported that
 		}
+		erred = true
 		err := apierrors.FromObject(ev.Object)
 		if apierrors.IsResourceExpired(err) || apierrors.IsGone(err) {
 			// The API server answered: the position is too old, and the
@@ -117,7 +122,17 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		s.onWatchError(ctx, res, ns, err)
 		h.failed(now, err)
 		return true
-	}, done), nil
+	}, func(ranOut bool) {
+		// Ended by the API server at the timeout it was given, with no
+		// error: the watch worked all along, with nothing to say. An end
+		// before it (a connection reset reads as a clean end too) proves
+		// nothing.
+		if ranOut && !erred && context.Cause(wctx) == nil && o.TimeoutSeconds != nil &&
+			time.Since(call.started) >= time.Duration(*o.TimeoutSeconds)*time.Second {
+			h.heard(time.Now(), true)
+		}
+		done()
+	}), nil
 }
 
 // isInitialEventsEnd reports whether ev is the bookmark that ends the

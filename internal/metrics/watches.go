@@ -8,10 +8,10 @@ import (
 
 var (
 	watchHealthyDesc = prometheus.NewDesc("bridge_watch_healthy",
-		"1 while every watch of the resource hears from the API server and works, else 0: nothing heard (no event, bookmark, opened watch or list) or calls failing for longer than BRIDGE_WATCH_STALL_TIMEOUT.",
+		"1 while every watch of the resource hears from the API server and works, else 0: nothing heard (no event, bookmark, list answer or watch ended at its timeout; an opened watch is not enough) or calls failing, or cut for silence, for longer than BRIDGE_WATCH_STALL_TIMEOUT.",
 		[]string{"resource"}, nil)
 	watchContactDesc = prometheus.NewDesc("bridge_watch_last_contact_timestamp_seconds",
-		"When the API server last answered a watch of the resource (an event, a bookmark, an opened watch or a list), in seconds since the epoch; the oldest of its namespaces. Alert on time() minus this.",
+		"When the API server last answered a watch of the resource (an event, a bookmark, a list answer, a watch ended at its timeout, or a refusal), in seconds since the epoch; the oldest of its namespaces. Alert on time() minus this.",
 		[]string{"resource"}, nil)
 )
 
