@@ -19,6 +19,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 )
 
 // shutdownTimeout bounds how long Run waits for requests in flight when
@@ -77,7 +78,10 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // Run serves until ctx ends, then shuts down gracefully.
 func (s *Server) Run(ctx context.Context) error {
 	errc := make(chan error, 1)
-	go func() { errc <- s.srv.Serve(s.ln) }()
+	go func() {
+		defer utilruntime.HandleCrash()
+		errc <- s.srv.Serve(s.ln)
+	}()
 	select {
 	case err := <-errc:
 		return fmt.Errorf("httpserver: %w", err)
