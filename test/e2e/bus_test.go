@@ -129,9 +129,6 @@ func (b *kafkaBus) env(ns string) map[string]string {
 	return env
 }
 
-// topic is the topic of the ConfigMaps of ns.
-func (b *kafkaBus) topic(ns string) string { return kafkaTopic(ns, configMaps) }
-
 // kafkaTopic is the topic of the objects of kind k in ns, as b.env(ns)
 // makes them.
 func kafkaTopic(ns string, k watchedKind) string { return kafkasink.TopicFor("kube-"+ns, k.gvr) }

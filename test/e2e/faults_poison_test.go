@@ -90,7 +90,7 @@ func TestFaultPoisonObjects(t *testing.T) {
 		ready := watchReadiness(r.b)
 		probe := newBusProbe(t, b, ns)
 		w := startChurners(t, ns, poisonObjects, 4, poisonSeed)
-		seen := probe.waitGrown(t, 0, poisonObjects+100, "before the poisons")
+		probe.waitGrown(t, 0, poisonObjects+100, "before the poisons")
 
 		// The poisons, while the writers go on.
 		long := createRole(longName("poison-long-", poisonLongName))
@@ -138,7 +138,7 @@ func TestFaultPoisonObjects(t *testing.T) {
 			return len(missing) == 0, "not yet arrived: " + strings.Join(missing, ", ")
 		})
 		arrived := time.Since(poisoned)
-		seen = probe.waitGrown(t, probe.count(), 300, "after the poisons")
+		seen := probe.waitGrown(t, probe.count(), 300, "after the poisons")
 		after := createRole("after")
 		made := w.stop()
 
