@@ -91,23 +91,7 @@ func TestFaultBrokerOutage(t *testing.T) {
 		flips := ready.stop()
 		r.stop(t)
 
-		if len(v.backwards) > 0 {
-			t.Errorf("%d resourceVersions went backwards: %s", len(v.backwards), strings.Join(v.backwards, "; "))
-		}
-		// A write the broker stored just before it went away may have
-		// lost its answer and been written again: Kafka then holds it
-		// twice, in a row (docs/kafka.md, "Keys and partitions").
-		// JetStream drops such a repeat by its Nats-Msg-Id.
-		switch b.name() {
-		case "nats":
-			if v.duplicates != 0 {
-				t.Errorf("JetStream stored %d duplicates, want 0", v.duplicates)
-			}
-		default:
-			if bad := repeatsOutOfPlace(msgs); len(bad) > 0 {
-				t.Errorf("%d repeats not right after their first copy: %s", len(bad), strings.Join(bad, "; "))
-			}
-		}
+		checkOrder(t, b, v, msgs)
 		refused := ""
 		if kb, ok := b.(*kafkaBus); ok {
 			refused = fmt.Sprintf(", %d requests refused", kb.refused.Load())

@@ -154,19 +154,7 @@ func TestFaultPoisonObjects(t *testing.T) {
 		if len(flips) != 1 || flips[0].err != nil {
 			t.Errorf("readiness changed while running: %s", flips)
 		}
-		if len(v.backwards) > 0 {
-			t.Errorf("%d resourceVersions went backwards: %s", len(v.backwards), strings.Join(v.backwards, "; "))
-		}
-		switch b.name() {
-		case "nats":
-			if v.duplicates != 0 {
-				t.Errorf("JetStream stored %d duplicates, want 0", v.duplicates)
-			}
-		default:
-			if bad := repeatsOutOfPlace(msgs); len(bad) > 0 {
-				t.Errorf("%d repeats not right after their first copy: %s", len(bad), strings.Join(bad, "; "))
-			}
-		}
+		checkOrder(t, b, v, msgs)
 
 		// Each poison, as documented.
 		if got := eventsOf(msgs, long.Name); len(got) != 2 || got[0].Action != "added" || got[1].ResourceVersion != long.ResourceVersion ||
