@@ -32,7 +32,12 @@
 // request's body, never on a control line. Left in place, the entry would
 // outlive the object's delete, which purges only the bounded key, and
 // every start would publish the delete again. A move that fails is logged
-// and tried again at the next Load.
+// and tried again at the next Load; the purge needs permission for the
+// subject $JS.API.STREAM.PURGE.KV_<bucket>.
+//
+// Open refuses a bucket that is a mirror, or has sources, naming it: the
+// checkpoint is written there, a mirror takes no writes, and entries from
+// elsewhere would mix with the bridge's.
 //
 // Guarantees:
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"regexp"
+	"strings"
 	"sync"
 	"time"
 
@@ -127,11 +128,35 @@ func Open(ctx context.Context, nc *nats.Conn, bucket string, opts Options, log *
 		return nil, fmt.Errorf("checkpoint: nats-kv: bucket %s: %w", bucket, err)
 	}
 	s.st = st
+	if err := ownBucket(bucket, st.CachedInfo().Config); err != nil {
+		return nil, err
+	}
 	if st.CachedInfo().Config.AllowMsgTTL {
 		s.markerTTL = markerTTL
 	}
 	log.Info("checkpoint: nats-kv: bucket ready", "bucket", bucket, "deleteMarkerTTL", s.markerTTL)
 	return s, nil
+}
+
+// ownBucket refuses a bucket that is a mirror of another or takes
+// messages from others: the bridge writes its checkpoint there, and a
+// mirror takes no writes, while in either the entries that came from
+// elsewhere are not the bridge's, and a purge of the bucket's own
+// subjects does not reach them.
+func ownBucket(bucket string, cfg jetstream.StreamConfig) error {
+	const own = "point BRIDGE_CHECKPOINT at a bucket of the bridge's own"
+	if cfg.Mirror != nil {
+		return fmt.Errorf("checkpoint: nats-kv: bucket %s is a mirror of %s, which takes no writes: %s", bucket, cfg.Mirror.Name, own)
+	}
+	if len(cfg.Sources) > 0 {
+		names := make([]string, len(cfg.Sources))
+		for i, src := range cfg.Sources {
+			names[i] = src.Name
+		}
+		return fmt.Errorf("checkpoint: nats-kv: bucket %s takes messages from the source(s) %s, which would mix with the checkpoint: %s",
+			bucket, strings.Join(names, ", "), own)
+	}
+	return nil
 }
 
 func createBucket(ctx context.Context, js jetstream.JetStream, bucket string, replicas int) (jetstream.KeyValue, error) {

@@ -10,10 +10,15 @@
 // started again publishes nothing twice.
 //
 // A checkpoint store found damaged while running (checkpoint.IsTerminal,
-// such as a file whose pages were overwritten) ends Run at once, without
-// draining, with the store's error, which names the file and says what to
-// do: nothing published from then on could be checkpointed. The next
-// start refuses the damaged file.
+// such as a file whose pages were overwritten) ends Run with the store's
+// error, which names the file and says what to do: nothing published from
+// then on could be checkpointed. The informers stop at once; the deletes
+// and updates already queued are still published, for up to
+// ShutdownTimeout, as they need no checkpoint and would otherwise be lost
+// (the next start refuses the damaged file, and a fresh start no longer
+// knows what was deleted); the creations queued are abandoned, as none is
+// published before the checkpoint holds its intent. Their positions are
+// not recorded.
 package bridge
 
 import (
@@ -222,13 +227,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	srcCtx, stopSrc := context.WithCancelCause(ctx)
 	defer stopSrc(nil)
 	var writerErr error
+	// writerBroke: the writer stopped on its own, before stopWriter, on a
+	// damaged store (checkpoint.IsTerminal); it made no final flush.
+	var writerBroke bool
 	var writerWG sync.WaitGroup
 	writerWG.Go(func() {
 		defer utilruntime.HandleCrash()
 		writerErr = writer.Run(writerCtx)
 		if writerErr != nil && writerCtx.Err() == nil {
-			// The store is damaged (checkpoint.IsTerminal): nothing
-			// published from now on could be checkpointed.
+			// The store is damaged: nothing published from now on could
+			// be checkpointed.
+			writerBroke = true
 			stopSrc(errCheckpointBroken)
 		}
 	})
@@ -249,20 +258,25 @@ func (b *Bridge) Run(ctx context.Context) error {
 
 	// Soft stop: publish what is queued, up to the deadline or the hard
 	// stop; unless the lease was lost, when another replica is about to
-	// publish and this one must stop at once.
+	// publish and this one must stop at once. On a damaged checkpoint
+	// store the pipeline abandons the creations (they need an intent in
+	// the checkpoint) and publishes the deletes and updates, which would
+	// otherwise be lost.
 	start := time.Now()
 	hard := false
 	broken := errors.Is(context.Cause(srcCtx), errCheckpointBroken)
 	switch {
-	case broken:
-		b.log.Error("the checkpoint store is damaged: stopping without draining, since nothing published now could be checkpointed",
-			"pending", pipe.Stats().Pending)
 	case errors.Is(context.Cause(ctx), leader.ErrLostLeadership):
 		b.log.Warn("lost the lease: stopping without draining; the new leader publishes what is left", "pending", pipe.Stats().Pending)
 	case b.hard.Err() != nil:
 		hard = true
 	default:
-		b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+		if broken {
+			b.log.Error("the checkpoint store is damaged: stopping; publishing the deletes and updates already queued, whose positions cannot be recorded, and abandoning the creations",
+				"objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+		} else {
+			b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+		}
 		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 		stopOnHard := context.AfterFunc(b.hard, cancel)
 		drainErr := pipe.Drain(drainCtx)
@@ -297,6 +311,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	if srcErr != nil {
 		return fmt.Errorf("bridge: %w", srcErr)
+	}
+	if writerBroke {
+		return fmt.Errorf("bridge: the checkpoint store was found damaged while draining; no final flush was made: %w", writerErr)
 	}
 	if writerErr != nil {
 		return fmt.Errorf("bridge: final checkpoint flush: %w", writerErr)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -120,8 +121,8 @@ func (r *brokenRecorder) Flush(context.Context) error {
 }
 
 // A flush of intents that fails with an error no retry can fix
-// (checkpoint.IsTerminal) is not retried: the batch is abandoned, as the
-// bridge stops on such an error, and nothing is published without its
+// (checkpoint.IsTerminal) is not retried: the creation is abandoned, as
+// the bridge stops on such an error, and nothing is published without its
 // intent.
 func TestIntentsTerminalFlushError(t *testing.T) {
 	rec := &brokenRecorder{}
@@ -148,5 +149,39 @@ func TestIntentsTerminalFlushError(t *testing.T) {
 	defer s.mu.Unlock()
 	if a := p.Stats().Abandoned; a != 1 || rec.flushes != 1 || s.calls != 0 {
 		t.Errorf("abandoned %d, flushes %d, publish calls %d; want 1, 1, 0", a, rec.flushes, s.calls)
+	}
+}
+
+// With a damaged store, only what needs an intent (a creation) is
+// abandoned; a delete and an update in the same batch are published. On a
+// damaged store abandoned means lost: the next start refuses the file, and
+// after a fresh start the bridge never learns the deleted object existed.
+func TestIntentsTerminalFlushErrorPublishesTheRest(t *testing.T) {
+	rec := &brokenRecorder{}
+	s := &testSink{}
+	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
+		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	}), rec, Options{Workers: 1}, slog.New(slog.DiscardHandler))
+	// Queued before the workers start, so that they form one batch.
+	p.OnDelta(mkDelta(source.Added, "new", "un", 1))
+	p.OnDelta(mkDelta(source.Deleted, "gone", "ug", 2))
+	p.OnDelta(mkDelta(source.Updated, "changed", "uc", 3))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	defer func() { cancel(); <-done }()
+	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer dcancel()
+	if err := p.Drain(dctx); err != nil {
+		t.Fatalf("Drain: %v", err)
+	}
+	var got []string
+	for _, a := range s.allAccepted() {
+		got = append(got, a.Action+" "+a.Subject)
+	}
+	want := []string{"deleted " + subject("gone"), "updated " + subject("changed")}
+	if !slices.Equal(got, want) || p.Stats().Abandoned != 1 {
+		t.Errorf("published %q, abandoned %d; want %q, abandoned 1 (the creation, which needs an intent)",
+			got, p.Stats().Abandoned, want)
 	}
 }

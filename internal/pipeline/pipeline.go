@@ -433,9 +433,15 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 	if len(items) == 0 {
 		return
 	}
-	if !p.recordIntents(ctx, items) {
-		p.abandoned.Add(int64(len(items)))
-		return
+	if err := p.recordIntents(ctx, items); err != nil {
+		if !checkpoint.IsTerminal(err) {
+			// ctx ended: nothing is published.
+			p.abandoned.Add(int64(len(items)))
+			return
+		}
+		if items = p.abandonCreations(items, err); len(items) == 0 {
+			return
+		}
 	}
 	op := func() error {
 		for {
@@ -531,17 +537,17 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 // restart diff could not tell consumers it is gone. An intent is a
 // position with the object's uid and no resourceVersion: on restart, an
 // object listed with an intent is published again as added, and one
-// missing from the list is published as deleted. It returns false when ctx
-// ended before the intents were durable, or the flush failed with an error
-// no retry can fix (checkpoint.IsTerminal).
-func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
+// missing from the list is published as deleted. It returns ctx's error
+// when ctx ended before the intents were durable, or the flush's error
+// when no retry can fix it (checkpoint.IsTerminal), which is not retried.
+func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
 	f, ok := p.rec.(Flusher)
 	if !ok {
-		return true
+		return nil
 	}
 	var intents []checkpoint.Record
 	for _, it := range items {
-		if it.delta.Type == source.Added {
+		if needsIntent(it.delta) {
 			intents = append(intents, checkpoint.Record{
 				Resource: it.delta.Resource.Name(),
 				Key:      it.delta.Key(),
@@ -550,7 +556,7 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
 		}
 	}
 	if len(intents) == 0 {
-		return true
+		return nil
 	}
 	p.rec.Record(intents...)
 	notify := func(err error, wait time.Duration) {
@@ -559,14 +565,38 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) bool {
 	flush := func() error {
 		err := f.Flush(ctx)
 		if checkpoint.IsTerminal(err) {
-			// The store is damaged: the checkpoint writer stops the
-			// bridge; this batch is abandoned, never published without
-			// its intents.
 			return backoff.Permanent(err)
 		}
 		return err
 	}
-	return backoff.RetryNotify(flush, backoff.WithContext(p.opts.NewBackOff(), ctx), notify) == nil
+	return backoff.RetryNotify(flush, backoff.WithContext(p.opts.NewBackOff(), ctx), notify)
+}
+
+// needsIntent reports whether d may be published only once the checkpoint
+// durably holds an intent for its object: see recordIntents.
+func needsIntent(d *source.Delta) bool { return d.Type == source.Added }
+
+// abandonCreations abandons the items that need an intent, after the
+// flush of intents failed with damaged, an error no retry can fix, and
+// returns the rest, to be published. A creation is never published
+// without its intent; a delete or an update needs none, and abandoning it
+// would lose it for good: the next start refuses the damaged store, and
+// after a fresh start the bridge no longer knows what was deleted. The
+// bridge stops on the damaged store (the checkpoint writer returns the
+// same error); what is published meanwhile cannot be checkpointed.
+func (p *Pipeline) abandonCreations(items []item, damaged error) []item {
+	var rest []item
+	for _, it := range items {
+		if !needsIntent(it.delta) {
+			rest = append(rest, it)
+		}
+	}
+	if n := len(items) - len(rest); n > 0 {
+		p.abandoned.Add(int64(n))
+		p.log.Error("the checkpoint store is damaged: creations abandoned unpublished, since their intents cannot be recorded; deletes and updates are published",
+			"abandoned", n, "publishing", len(rest), "err", damaged)
+	}
+	return rest
 }
 
 // withoutContent is it with the event of its delta without the object's
