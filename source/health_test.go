@@ -134,7 +134,12 @@ func (r scriptedResource) Watch(ctx context.Context, o metav1.ListOptions) (watc
 				w.send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(ctx.Err()).ErrStatus})
 				return
 			case <-end:
-				return // the server ends the watch at its timeout
+				// The server ends the watch at its timeout, as the
+				// transport would tell of an HTTP body read to its end.
+				if st := streamOf(ctx); st != nil {
+					st.ended(io.EOF)
+				}
+				return
 			case <-bookmark.C:
 				if mode == quiet && o.AllowWatchBookmarks {
 					b := &unstructured.Unstructured{}

@@ -21,7 +21,7 @@ import (
 // how many calls were cut or failed, and whether Healthy was ever non-nil.
 func runFor(t *testing.T, srv *httptest.Server, stall, patience, d time.Duration) (synced bool, cuts int64, everUnhealthy bool) {
 	t.Helper()
-	client, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL})
+	client, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL, WrapTransport: WrapTransport})
 	if err != nil {
 		t.Fatal(err)
 	}
