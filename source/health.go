@@ -13,8 +13,8 @@ import (
 
 // ErrStalled is the cause given to a call the source cuts because the API
 // server sent nothing on it: a watch silent for longer than
-// Options.StallTimeout, or a list with no answer for that long (and at
-// least minListPatience).
+// Options.StallTimeout, or a list whose answer made no progress for that
+// long (and at least minListPatience).
 var ErrStalled = errors.New("no answer from the API server")
 
 // WatchStatus is what the source knows of one reflector's contact with
@@ -23,9 +23,10 @@ type WatchStatus struct {
 	Resource  Resource
 	Namespace string
 	// LastContact is when the API server last answered this reflector:
-	// an event or bookmark arrived, a list was answered, a watch ended
-	// at its timeout, or a call was refused with an error. A watch that
-	// merely opened is no answer: a stuck server or proxy opens them too.
+	// an event or bookmark arrived, a list's answer arrived or made
+	// progress, the API server ended a watch, or a call was refused with
+	// an error. A watch that merely opened is no answer: a stuck server or
+	// proxy opens them too; nor is one whose connection was dropped.
 	LastContact time.Time
 	// Err is nil while the watch is healthy. Otherwise it says why not:
 	// nothing heard for longer than the stall timeout, or calls failing
@@ -37,11 +38,12 @@ type WatchStatus struct {
 // are called from the reflector's goroutines and from the watchdog.
 //
 // Only a watch that delivers proves that the watch works: an event, a
-// bookmark, or an end at its timeout (the API server's, or the source's
-// own for a watch that streamed the initial list). An opened watch proves
-// nothing, since an API server whose watches are stuck, or a proxy, open
-// them just as well; a list proves that the API server answers, not that
-// its watches do.
+// bookmark, or an end by the API server (its body read to the end: see
+// stream.go). An opened watch proves nothing, since an API server whose
+// watches are stuck, or a proxy, open them just as well; nor does a watch
+// whose connection was dropped, reset or timed out, nor one the source
+// ended itself. A list, streamed as a watch or not, proves that the API
+// server answers, not that its watches do.
 type health struct {
 	res     Resource
 	ns      string
@@ -80,17 +82,22 @@ type watchCall struct {
 }
 
 type listCall struct {
-	started  time.Time
-	cancel   context.CancelCauseFunc
-	answered bool
+	cancel context.CancelCauseFunc
+	st     *stream
+	// progressAt is when the call last made progress, as the watchdog
+	// saw it: when it started, a request for it was sent, or its answer
+	// arrived in part. attempts and reads are the stream's counts then.
+	progressAt      time.Time
+	attempts, reads int64
 }
 
-// minListPatience is the least time a list may go without the first byte
-// of its answer before it is cut. A working API server answers a list
-// within its request timeout (--request-timeout, a minute by default),
-// answering 504 itself past it; so a list unanswered for longer than both
-// that and the stall timeout is hung, not slow, and cutting it never cuts
-// a working server's list again and again.
+// minListPatience is the least time a list may go without progress (a
+// request sent, its headers, or any of its body) before it is cut. A
+// working API server answers a list within its request timeout
+// (--request-timeout, a minute by default), answering 504 itself past it,
+// and then sends its body as fast as it can; so a list with no progress
+// for longer than both that and the stall timeout is hung, not slow, and
+// cutting it never cuts a working server's list again and again.
 const minListPatience = time.Minute
 
 // errRenew is the cause given to a watch the source ends on schedule.
@@ -145,14 +152,14 @@ func (h *health) watching(now time.Time, cancel context.CancelCauseFunc) (c *wat
 	}
 }
 
-// listing registers a list call in flight; done ends the registration
-// and releases the call's context.
-func (h *health) listing(now time.Time, cancel context.CancelCauseFunc) (c *listCall, done func()) {
-	c = &listCall{started: now, cancel: cancel}
+// listing registers a list call in flight, whose transport reports to st;
+// done ends the registration and releases the call's context.
+func (h *health) listing(now time.Time, cancel context.CancelCauseFunc, st *stream) (done func()) {
+	c := &listCall{progressAt: now, cancel: cancel, st: st}
 	h.mu.Lock()
 	h.list = c
 	h.mu.Unlock()
-	return c, func() {
+	return func() {
 		h.mu.Lock()
 		if h.list == c {
 			h.list = nil
@@ -160,16 +167,6 @@ func (h *health) listing(now time.Time, cancel context.CancelCauseFunc) (c *list
 		h.mu.Unlock()
 		cancel(context.Canceled)
 	}
-}
-
-// answered records the first byte of the answer to list call c: contact,
-// and the call is no longer cut, however long the rest of the list takes
-// to arrive (a large list must not be cut again and again).
-func (h *health) answered(c *listCall, now time.Time) {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	c.answered = true
-	h.contact = now
 }
 
 // renew has the source end the watch call c at t.
@@ -200,24 +197,21 @@ func (h *health) statusLocked(now time.Time) WatchStatus {
 
 // check cuts a call that has heard nothing for too long, so that the
 // reflector tries again: a watch with no answer for longer than the
-// timeout, or a list with no first byte of its answer for longer than
-// listPatience. A hung connection is thus abandoned in bounded time,
-// whatever the protocol; a list whose answer has begun is left to finish.
-// It also ends a watch due for renewal, and logs each change of the
-// watch's health.
+// timeout, or a list with no progress for longer than listPatience. A hung
+// connection is thus abandoned in bounded time, whatever the protocol; a
+// list whose answer keeps arriving, however slowly, is left to finish. It
+// also ends a watch due for renewal, and logs each change of the watch's
+// health.
 func (h *health) check(now time.Time, log *slog.Logger) {
 	h.mu.Lock()
 	var cuts []error
 	if c := h.watch; c != nil {
 		switch silentSince := later(c.started, h.contact); {
 		case !c.renewAt.IsZero() && now.After(c.renewAt):
-			// The source ends this watch on schedule: it was not cut
-			// for silence, so it worked until now, like a watch that
-			// reached its timeout.
+			// The source ends this watch on schedule. That is no word
+			// from the API server: the next watch must prove itself.
 			c.cancel(errRenew)
 			h.watch = nil
-			h.contact = now
-			h.failingSince, h.lastErr = time.Time{}, nil
 		case now.Sub(silentSince) > h.timeout:
 			cut := fmt.Errorf("source: watch of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(silentSince)))
 			c.cancel(cut)
@@ -226,12 +220,22 @@ func (h *health) check(now time.Time, log *slog.Logger) {
 			cuts = append(cuts, cut)
 		}
 	}
-	if c := h.list; c != nil && !c.answered && now.Sub(c.started) > h.listPatience {
-		cut := fmt.Errorf("source: list of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(c.started)))
-		c.cancel(cut)
-		h.list = nil
-		h.failLocked(c.started, cut)
-		cuts = append(cuts, cut)
+	if c := h.list; c != nil {
+		// Each request sent for the call (client-go retries within it)
+		// starts its patience anew; each part of an answer is contact.
+		if a, r := c.st.attempts.Load(), c.st.reads.Load(); a != c.attempts || r != c.reads {
+			if r != c.reads {
+				h.contact = now
+			}
+			c.attempts, c.reads, c.progressAt = a, r, now
+		}
+		if now.Sub(c.progressAt) > h.listPatience {
+			cut := fmt.Errorf("source: list of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(c.progressAt)))
+			c.cancel(cut)
+			h.list = nil
+			h.failLocked(c.progressAt, cut)
+			cuts = append(cuts, cut)
+		}
 	}
 	st := h.statusLocked(now)
 	was := h.reported

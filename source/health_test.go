@@ -36,6 +36,10 @@ const (
 	stuck
 	// forbidden: every watch is refused with 403.
 	forbidden
+	// stuckAfterList: a watch that streams the list sends the bookmark
+	// that ends the initial events, and then nothing; other watches are
+	// stuck.
+	stuckAfterList
 )
 
 // scriptedAPI is an API server for one resource, in a synctest bubble, whose
@@ -109,7 +113,7 @@ func (r scriptedResource) Watch(ctx context.Context, o metav1.ListOptions) (watc
 	}
 	go func() {
 		defer close(w.ch)
-		if mode == quiet && o.SendInitialEvents != nil && *o.SendInitialEvents {
+		if (mode == quiet || mode == stuckAfterList) && o.SendInitialEvents != nil && *o.SendInitialEvents {
 			// Nothing to list: the bookmark that ends the initial events.
 			b := &unstructured.Unstructured{}
 			b.SetAPIVersion("v1")
@@ -130,7 +134,12 @@ func (r scriptedResource) Watch(ctx context.Context, o metav1.ListOptions) (watc
 				w.send(watch.Event{Type: watch.Error, Object: &apierrors.NewInternalError(ctx.Err()).ErrStatus})
 				return
 			case <-end:
-				return // the server ends the watch at its timeout
+				// The server ends the watch at its timeout, as the
+				// transport would tell of an HTTP body read to its end.
+				if st := streamOf(ctx); st != nil {
+					st.ended(io.EOF)
+				}
+				return
 			case <-bookmark.C:
 				if mode == quiet && o.AllowWatchBookmarks {
 					b := &unstructured.Unstructured{}
@@ -397,5 +406,26 @@ func TestHealthHungListIsCut(t *testing.T) {
 			t.Errorf("%d changes of health after the lists were answered, want one", s.flips)
 		}
 		t.Logf("%d lists, %d cut; healthy again %s after the lists were answered", r.api.lists.Load(), r.api.listCuts.Load(), s.lastUnhealthy-fixed)
+	})
+}
+
+// Issue 11, point 6: the API server streams the list (its initial events
+// and the bookmark that ends them) and then its watches hang. The streamed
+// list is an answer, not a working watch, and the source's scheduled end
+// of that watch is no answer at all: the watch is reported unhealthy within
+// the stall timeout and stays so, though each relist streams again.
+func TestHealthWatchThatHangsAfterStreamedListStaysUnhealthy(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		r := startHealthRun(t, &scriptedAPI{mode: stuckAfterList})
+		s := r.sample(time.Hour)
+		if s.firstUnhealthy == 0 || s.firstUnhealthy > DefaultStallTimeout+2*time.Second {
+			t.Errorf("first reported unhealthy after %s, want within the stall timeout %s and a tick", s.firstUnhealthy, DefaultStallTimeout)
+		}
+		if s.healthyAfterFirstUnhealthy != 0 {
+			t.Errorf("healthy in %d of the %d samples after it was first reported unhealthy (%d flips); want unhealthy throughout",
+				s.healthyAfterFirstUnhealthy, s.healthyAfterFirstUnhealthy+s.unhealthy, s.flips)
+		}
+		t.Logf("an hour: first unhealthy after %s, %d unhealthy samples, %d watches, %d lists: %v",
+			s.firstUnhealthy, s.unhealthy, r.api.watches.Load(), r.api.lists.Load(), s.lastErr)
 	})
 }

@@ -3,7 +3,6 @@ package source
 import (
 	"context"
 	"errors"
-	"net/http/httptrace"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -11,23 +10,22 @@ import (
 	"k8s.io/client-go/dynamic"
 )
 
-// list lists res in ns for the reflector of h. The first byte of the
-// answer is contact; a list that has none for the stall timeout (and at
-// least minListPatience) is cut by the watchdog and retried by the
-// reflector. A list whose answer has begun is never cut,
-// however long the rest takes: a large list must not be cut again and
-// again. A failure is counted and logged, and tells h.
+// list lists res in ns for the reflector of h. Every part of the answer
+// is contact; a list with no progress (no request sent, no part of an
+// answer) for the stall timeout, and at least minListPatience, is cut by
+// the watchdog and retried by the reflector: a stalled body is cut as
+// surely as a missing answer, and a retry that client-go sends within the
+// call (after a 429) is given its own patience. A list whose answer keeps
+// arriving is never cut, however long it takes: a large list must not be
+// cut again and again. A failure is counted and logged, and tells h.
 func (s *Source) list(ctx context.Context, client dynamic.ResourceInterface, res Resource, ns string, h *health, o metav1.ListOptions) (runtime.Object, error) {
 	lctx, cancel := context.WithCancelCause(ctx)
-	call, done := h.listing(time.Now(), cancel)
-	defer done()
-	lctx = httptrace.WithClientTrace(lctx, &httptrace.ClientTrace{
-		GotFirstResponseByte: func() { h.answered(call, time.Now()) },
-	})
-	list, err := client.List(lctx, o)
+	st := &stream{}
+	defer h.listing(time.Now(), cancel, st)()
+	list, err := client.List(withStream(lctx, st), o)
 	switch cause := context.Cause(lctx); {
 	case err == nil:
-		h.answered(call, time.Now())
+		h.heard(time.Now(), false)
 		return list, nil
 	case errors.Is(cause, ErrStalled):
 		return nil, cause // the watchdog cut it, and reported that

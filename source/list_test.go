@@ -55,7 +55,7 @@ func (s *slowListServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // stall timeout and list patience given, until it has synced or ctx ends.
 func runAgainst(t *testing.T, srv *httptest.Server, stall, patience time.Duration) (synced bool, cuts int64) {
 	t.Helper()
-	client, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL})
+	client, err := dynamic.NewForConfig(&rest.Config{Host: srv.URL, WrapTransport: WrapTransport})
 	if err != nil {
 		t.Fatal(err)
 	}

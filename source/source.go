@@ -89,7 +89,8 @@ type Source struct {
 	health map[watchKey]*health
 }
 
-// New returns a Source. Nothing is contacted until Run.
+// New returns a Source. Nothing is contacted until Run. client must be
+// built from a rest.Config wrapped with WrapTransport.
 func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *slog.Logger) *Source {
 	if opts.Observer == nil {
 		opts.Observer = noObserver{}
@@ -138,13 +139,18 @@ func (s *Source) Relists() int64 { return s.relists.Load() }
 
 // Check lists each resource once, with the configured selectors, in each
 // configured namespace, so that a selector the API server rejects, or
-// missing permissions, fail at start-up rather than in a retry loop.
+// missing permissions, fail at start-up rather than in a retry loop. It
+// also fails if the client's transport is not wrapped with WrapTransport.
 func (s *Source) Check(ctx context.Context) error {
 	var errs []error
 	for _, res := range s.opts.Resources {
 		for _, ns := range s.namespacesFor(res) {
-			list, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).List(ctx, s.listOptions(1))
+			st := &stream{}
+			list, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).List(withStream(ctx, st), s.listOptions(1))
 			switch {
+			case err == nil && st.attempts.Load() == 0:
+				return errors.New("source: the API client's transport is not wrapped with source.WrapTransport: " +
+					"the source could not tell a dropped watch from one the API server ended")
 			case err == nil:
 				if err := s.checkWatch(ctx, res, ns, list.GetResourceVersion()); err != nil {
 					errs = append(errs, err)

@@ -19,10 +19,10 @@ import (
 // watch opened, then one every 60s, give or take 0.6s. Waiting for
 // bookmarks alone would thus need more than two minutes; instead the
 // source has the API server end every watch after half the stall timeout
-// (a minute by default), and a watch ended by the API server at that
-// timeout is contact, so a healthy watch is heard from at least every
-// minute. (An opened watch is not contact: a stuck API server or proxy
-// opens watches too.) Two minutes tolerates one missed minute without a
+// (a minute by default), and a watch the API server ends is contact, so a
+// healthy watch is heard from at least every minute. (An opened watch is
+// not contact: a stuck API server or proxy opens watches too; nor is a
+// dropped one.) Two minutes tolerates one missed minute without a
 // false alarm, and reports a dead connection or a revoked permission within
 // two to three minutes.
 const DefaultStallTimeout = 2 * time.Minute
@@ -63,8 +63,9 @@ func (s *Source) Healthy() error {
 
 // watch opens a watch for the reflector of res in ns and follows it: the
 // watch is cut if it hears nothing for longer than the stall timeout, an
-// error that ends it is counted and logged, and every event tells h that
-// the watch works.
+// error that ends it (or a dropped connection) is counted and logged, and
+// every event after the initial list, and an end by the API server, tell
+// h that the watch works.
 func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, res Resource, ns string, h *health, o metav1.ListOptions) (watch.Interface, error) {
 	initialEvents := o.SendInitialEvents != nil && *o.SendInitialEvents
 	// The API server ends a watch after TimeoutSeconds, and the reflector
@@ -73,16 +74,17 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 	// bookmarks, and permissions are checked again that often: a revoked
 	// one shows within the stall timeout. A watch that streams the initial
 	// list cannot be given a shorter timeout, since the list may take long
-	// on a large resource: the source ends it itself, half the stall
-	// timeout after the list is in, which the reflector takes as a watch
-	// that closed and opens the next one from where it was.
+	// on a large resource: the source ends it itself soon after the list
+	// is in (renewAfter), which the reflector takes as a watch that closed
+	// and opens the next one from where it was.
 	if half := int64(s.opts.StallTimeout / 2 / time.Second); !initialEvents && half > 0 &&
 		(o.TimeoutSeconds == nil || *o.TimeoutSeconds > half) {
 		o.TimeoutSeconds = &half
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	call, done := h.watching(time.Now(), cancel)
-	w, err := client.Watch(wctx, o)
+	st := &stream{}
+	w, err := client.Watch(withStream(wctx, st), o)
 	if err != nil {
 		cut := errors.Is(context.Cause(wctx), ErrStalled)
 		done()
@@ -94,14 +96,17 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 	}
 	// An opened watch is not contact: an API server whose watches are
 	// stuck, or a proxy, answers 200 and then sends nothing. The watch
-	// proves itself by what it delivers, or by ending at its timeout.
-	var erred bool // an Error event came: the watch did not end cleanly
+	// proves itself by what it delivers after the initial list, or by the
+	// API server ending it.
+	var erred bool           // an Error event came: the watch did not end cleanly
+	listing := initialEvents // the initial list is still streaming
 	return observe(w, func(ev watch.Event) bool {
 		now := time.Now()
 		if ev.Type != watch.Error {
-			h.heard(now, true)
-			if initialEvents && ev.Type == watch.Bookmark && isInitialEventsEnd(ev) {
-				h.renew(call, now.Add(s.opts.StallTimeout/2))
+			h.heard(now, !listing)
+			if listing && ev.Type == watch.Bookmark && isInitialEventsEnd(ev) {
+				listing = false
+				h.renew(call, now.Add(renewAfter))
 			}
 			return true
 		}
@@ -123,17 +128,31 @@ func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, re
 		h.failed(now, err)
 		return true
 	}, func(ranOut bool) {
-		// Ended by the API server at the timeout it was given, with no
-		// error: the watch worked all along, with nothing to say. An end
-		// before it (a connection reset reads as a clean end too) proves
-		// nothing.
-		if ranOut && !erred && context.Cause(wctx) == nil && o.TimeoutSeconds != nil &&
-			time.Since(call.started) >= time.Duration(*o.TimeoutSeconds)*time.Second {
-			h.heard(time.Now(), true)
+		defer done()
+		if !ranOut || erred || context.Cause(wctx) != nil {
+			return // stopped, cut, or its error reported above
 		}
-		done()
+		// client-go ends a watch as quietly when its connection is
+		// dropped, reset or timed out as when the API server ends it;
+		// the transport tells them apart. Ended by the API server, at
+		// its timeout or before: the watch worked all along.
+		switch clean, err := st.endedCleanly(); {
+		case clean:
+			h.heard(time.Now(), true)
+		case err != nil && ctx.Err() == nil:
+			err = fmt.Errorf("source: watch of %s%s broke off: %w", res.Name(), inNamespace(ns), err)
+			s.onWatchError(ctx, res, ns, err)
+			h.failed(time.Now(), err)
+		}
 	}), nil
 }
+
+// renewAfter is how long after its initial list the source ends a watch
+// that streamed it. Soon, so that the next watch, which the API server
+// ends after half the stall timeout, is heard from as a healthy one would
+// be; but not within a second, which client-go takes for a broken watch,
+// and lists again.
+const renewAfter = 2 * time.Second
 
 // isInitialEventsEnd reports whether ev is the bookmark that ends the
 // initial list streamed by a watch.

@@ -142,7 +142,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("bridge: discovery client: %w", err)
 	}
-	dyn, err := dynamic.NewForConfig(b.rest)
+	// The source's transport tells it how each watch ended and whether a
+	// list still makes progress (see source.WrapTransport).
+	srcRest := rest.CopyConfig(b.rest)
+	srcRest.Wrap(source.WrapTransport)
+	dyn, err := dynamic.NewForConfig(srcRest)
 	if err != nil {
 		return fmt.Errorf("bridge: dynamic client: %w", err)
 	}

@@ -65,7 +65,7 @@ type Config struct {
 	// of this, so a healthy watch is heard from at least every minute: two
 	// minutes tolerates a late bookmark without a false alarm, and still
 	// reports a dead connection or a revoked permission within minutes.
-	WatchStallTimeout time.Duration `env:"BRIDGE_WATCH_STALL_TIMEOUT" envDefault:"2m" help:"how long a watch may hear nothing from the API server (no event, bookmark, list answer, or watch ended by the server at its timeout; an opened watch is not enough), or keep failing, before it is logged, counted in bridge_watch_healthy and makes /readyz fail; a silent watch, or a list with no answer for it (at least a minute), is then cut and retried. Watches are reopened at least every half of it"`
+	WatchStallTimeout time.Duration `env:"BRIDGE_WATCH_STALL_TIMEOUT" envDefault:"2m" help:"how long a watch may hear nothing from the API server (no event, bookmark, part of a list's answer, or watch ended by the server; an opened or dropped watch is not enough), or keep failing, before it is logged, counted in bridge_watch_healthy and makes /readyz fail; a silent watch, or a list whose answer stops coming for it (at least a minute), is then cut and retried. Watches are reopened at least every half of it"`
 	// Within Kubernetes' default 30s grace period, leaving time to flush.
 	ShutdownTimeout time.Duration `env:"BRIDGE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long a shutdown waits for messages in flight before it stops anyway"`
 
