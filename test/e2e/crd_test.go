@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -48,6 +49,11 @@ func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.Group
 	if _, err := dyn.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD: %v", err)
 	}
+	// Gone when the test ends (a test may have deleted it already), so
+	// that the test can run again against the same control plane.
+	t.Cleanup(func() {
+		_ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
+	})
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
