@@ -78,18 +78,15 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 			if err != nil && !hashed {
 				return snap, err
 			}
-			// The value is a position as every store writes it
-			// (checkpoint.DecodePosition's rules), with the whole object
-			// key as well when the bucket key is bounded.
-			var v value
-			if err := json.Unmarshal(e.Value(), &v); err != nil {
-				return snap, fmt.Errorf("key %s: decode position: %w", key, err)
-			}
-			if v.UID == "" {
-				return snap, fmt.Errorf("key %s: decode position %.40q: no uid", key, e.Value())
+			// The value is a position as every store writes it, with the
+			// whole object key as well when the bucket key is bounded.
+			pos, err := checkpoint.DecodePosition(e.Value())
+			if err != nil {
+				return snap, fmt.Errorf("key %s: %w", key, err)
 			}
 			if hashed {
-				if v.Key == "" || escapeKey(v.Key) != key[len(objects):] {
+				var v value
+				if err := json.Unmarshal(e.Value(), &v); err != nil || v.Key == "" || escapeKey(v.Key) != key[len(objects):] {
 					return snap, fmt.Errorf("key %s: bounded, and its value holds no object key of that key", key)
 				}
 				k = v.Key
@@ -98,9 +95,9 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 				}
 				hasBounded[k] = true
 			} else if tok := key[len(objects):]; isOldForm(tok) {
-				old = append(old, oldKey{key: key, object: k, pos: v.Position})
+				old = append(old, oldKey{key: key, object: k, pos: pos})
 			}
-			snap.Objects[k] = v.Position
+			snap.Objects[k] = pos
 		default:
 			s.log.Warn("checkpoint: nats-kv: ignoring a key the bridge does not write", "bucket", s.bucket, "key", key)
 		}
