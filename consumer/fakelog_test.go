@@ -147,7 +147,9 @@ type obj struct {
 }
 
 // busKey is the object's key on the fake bus.
-func (o obj) busKey() string { return "kube." + testCluster + ".core.configmaps." + o.ns + "." + o.name }
+func (o obj) busKey() string {
+	return "kube." + testCluster + ".core.configmaps." + o.ns + "." + o.name
+}
 
 // rec makes the bridge's record of an action on o.
 func rec(action string, o obj) Record {

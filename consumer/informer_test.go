@@ -319,3 +319,20 @@ func TestInformerBusFailureResumes(t *testing.T) {
 		t.Errorf("stats %+v: want 1 bus list", st)
 	}
 }
+
+// deleteRecorder is a handler that passes each deleted object to fn.
+type deleteRecorder func(map[string]any)
+
+func (deleteRecorder) OnAdd(any, bool)   {}
+func (deleteRecorder) OnUpdate(any, any) {}
+func (f deleteRecorder) OnDelete(o any) {
+	if d, ok := o.(cache.DeletedFinalStateUnknown); ok {
+		o = d.Obj
+	}
+	f(o.(*unstructured.Unstructured).Object)
+}
+
+func annotations(o map[string]any) map[string]string {
+	u := unstructured.Unstructured{Object: o}
+	return u.GetAnnotations()
+}
