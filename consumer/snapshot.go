@@ -9,6 +9,7 @@ import (
 	"time"
 
 	bolt "go.etcd.io/bbolt"
+	bolterrors "go.etcd.io/bbolt/errors"
 )
 
 // snapshotFormat is written in the file, so that a later format is told
@@ -115,7 +116,7 @@ func (s *snapshot) open() (db *bolt.DB, err error) {
 	}()
 	db, err = bolt.Open(s.path, 0o600, &bolt.Options{Timeout: snapshotLockTimeout, FreelistType: bolt.FreelistMapType})
 	switch {
-	case errors.Is(err, bolt.ErrTimeout):
+	case errors.Is(err, bolterrors.ErrTimeout):
 		return nil, fmt.Errorf("consumer: snapshot %s: held by another process: %w", s.path, err)
 	case err != nil:
 		return nil, fmt.Errorf("consumer: snapshot %s: %w: %w", s.path, errSnapshotDamaged, err)
@@ -215,7 +216,7 @@ func (s *snapshot) flush(pos string, now time.Time) (err error) {
 	err = s.db.Update(func(tx *bolt.Tx) error {
 		if s.cleared {
 			for _, name := range [][]byte{bucketMeta, bucketObjects} {
-				if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolt.ErrBucketNotFound) {
+				if err := tx.DeleteBucket(name); err != nil && !errors.Is(err, bolterrors.ErrBucketNotFound) {
 					return err
 				}
 			}
