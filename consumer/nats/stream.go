@@ -1,7 +1,7 @@
 package nats
 
 import (
-		"errors"
+	"errors"
 	"fmt"
 	"time"
 
