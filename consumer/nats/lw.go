@@ -1,7 +1,3 @@
-//go:build ignore
-
-// Remove the build constraint above once consumer.NewListerWatcher and
-// consumer.Options (the core) are merged.
 
 package nats
 
