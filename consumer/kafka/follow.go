@@ -26,6 +26,14 @@ import (
 // later when the topic is recreated or repartitioned, a partition's log
 // start passes the read, or the read falls that far behind.
 func (l *Log) Follow(ctx context.Context, from string, fn func(consumer.Record) error) error {
+	err := l.follow(ctx, from, fn)
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return err
+}
+
+func (l *Log) follow(ctx context.Context, from string, fn func(consumer.Record) error) error {
 	pos, err := parsePosition(from)
 	if err != nil {
 		return expired("%v", err)
@@ -245,7 +253,9 @@ func (f *follower) check(ctx context.Context, first bool) error {
 		case next > end:
 			return expired("topic %s partition %d ends at offset %d, before the position's %d: not a position of this topic", l.topic, p, end, next)
 		case next == end:
-			f.low[p] = t
+			if t.After(f.low[p]) {
+				f.low[p] = t
+			}
 			f.marks[p] = mark{}
 		case !f.marks[p].set:
 			f.marks[p] = mark{t: t, end: end, set: true}
