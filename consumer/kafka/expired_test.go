@@ -44,8 +44,7 @@ func TestFollowMalformedPosition(t *testing.T) {
 	}
 }
 
-// A position below a partition's log start is expired, at once and
-// during a Follow.
+// A position below a partition's log start is expired.
 func TestFollowBelowLogStart(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	e.put("a", 1)
@@ -83,9 +82,8 @@ func TestFollowRecreatedTopic(t *testing.T) {
 	e.c.CreateTopic(e.topic, 2, map[string]string{"cleanup.policy": "compact", "retention.ms": "-1"})
 	e.produce = e.c.Client(kgo.DefaultProduceTopic(e.topic)) // the old one knows the old topic ID
 	e.put("a", 1)
-	<-f.done
-	if !errors.Is(f.err, consumer.ErrExpired) {
-		t.Fatalf("Follow during the recreation ended with %v, want ErrExpired", f.err)
+	if err := ended(t, f); !errors.Is(err, consumer.ErrExpired) {
+		t.Fatalf("Follow during the recreation ended with %v, want ErrExpired", err)
 	}
 	wantExpired(t, e.followErr(pos), "recreated")
 }
@@ -143,7 +141,6 @@ func TestFollowPartitionsAdded(t *testing.T) {
 	if _, err := e.c.Admin().CreatePartitions(ctx, 1, e.topic); err != nil {
 		t.Fatal(err)
 	}
-	<-f.done
-	wantExpired(t, f.err, "from 2 to 3 partitions")
+	wantExpired(t, ended(t, f), "from 2 to 3 partitions")
 	wantExpired(t, e.followErr(pos), "has 3 partitions, the position 2")
 }

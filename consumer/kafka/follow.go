@@ -115,7 +115,12 @@ type follower struct {
 
 	lastCheck time.Time
 	caughtUp  bool // a progress record was passed on
+	failed    int  // checks in a row that failed
 }
+
+// maxFailedChecks is how many checks in a row may fail (a leader moving,
+// metadata out of date) before Follow returns the error.
+const maxFailedChecks = 5
 
 func (f *follower) run(ctx context.Context, cl *kgo.Client) error {
 	for {
@@ -152,8 +157,16 @@ func (f *follower) run(ctx context.Context, cl *kgo.Client) error {
 		since := time.Since(f.lastCheck)
 		if since >= checkEvery || (!got && !f.allRead() && since >= pollWait) {
 			if err := f.check(ctx, false); err != nil {
-				return err
+				if errors.Is(err, consumer.ErrExpired) || ctx.Err() != nil || f.failed >= maxFailedChecks {
+					return err
+				}
+				// A broker moving leaders, or metadata not yet
+				// up to date: the next check will tell.
+				f.failed++
+				f.l.log.Debug("consumer/kafka: check failed", "error", err, "failed", f.failed)
+				continue
 			}
+			f.failed = 0
 		}
 	}
 }

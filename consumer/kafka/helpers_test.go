@@ -242,3 +242,15 @@ func progressCount(recs []consumer.Record) int {
 	}
 	return n
 }
+
+// ended waits for the Follow to end by itself and returns its error.
+func ended(t *testing.T, f *background) error {
+	t.Helper()
+	select {
+	case <-f.done:
+		return f.err
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Follow did not end")
+		return nil
+	}
+}
