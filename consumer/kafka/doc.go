@@ -66,5 +66,8 @@
 // clients, each with its own connections to the partitions' leaders.
 // The caller closes its client after the Logs are done with it. A client
 // made with kgo.ConsumeRegex is refused, as its options cannot be
-// narrowed to the Log's partitions.
+// narrowed to the Log's partitions. Hooks in the client's options
+// (kgo.WithHooks) run for the Log's clients too. Metadata requests go
+// through the client's cache, so a recreated or repartitioned topic is
+// noticed within kgo.MetadataMinAge (5 s by default) and a few seconds.
 package kafka
