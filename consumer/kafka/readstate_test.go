@@ -220,3 +220,18 @@ func TestNewLogErrors(t *testing.T) {
 		})
 	}
 }
+
+// A topic that does not exist is an error naming it, not an empty state.
+func TestReadStateMissingTopic(t *testing.T) {
+	c := newEnv(t, 1, nil).c
+	log, err := NewLog(c.Client(), Config{TopicPrefix: "other"}, consumer.Options{Resource: configmaps})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, err = log.ReadState(ctx, func(consumer.Record) error { return nil })
+	if err == nil || !strings.Contains(err.Error(), "topic other.configmaps") || !strings.Contains(err.Error(), "UNKNOWN_TOPIC_OR_PARTITION") {
+		t.Fatalf("ReadState of a missing topic: %v", err)
+	}
+}
