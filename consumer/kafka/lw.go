@@ -1,8 +1,3 @@
-//go:build ignore
-
-// This file waits for the core package's ListerWatcher; remove the build
-// constraint above when consumer.NewListerWatcher exists.
-
 package kafka
 
 import (
