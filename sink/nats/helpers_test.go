@@ -215,11 +215,6 @@ func streamConfigFor(name string, subjects ...string) jetstream.StreamConfig {
 	}
 }
 
-// historyStreamConfigFor is a stream of the history layout, as an
-// operator makes it by hand, capturing subjects.
-func historyStreamConfigFor(name string, subjects ...string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: time.Minute, MaxAge: time.Hour}
-}
 
 func streamInfo(t testing.TB, s *Sink, name string) *jetstream.StreamInfo {
 	t.Helper()
