@@ -215,7 +215,6 @@ func streamConfigFor(name string, subjects ...string) jetstream.StreamConfig {
 	}
 }
 
-
 func streamInfo(t testing.TB, s *Sink, name string) *jetstream.StreamInfo {
 	t.Helper()
 	st, err := s.js.Stream(t.Context(), name)
