@@ -20,7 +20,7 @@ func TestNewTopics(t *testing.T) {
 	t.Run("created with partitions and configs", func(t *testing.T) {
 		c := kafkatest.Start(t)
 		newSink(t, clusterConfig(t, c, map[string]string{
-			"BRIDGE_KAFKA_TOPIC_PREFIX": "prod", "BRIDGE_KAFKA_PARTITIONS": "4",
+			"BRIDGE_KAFKA_TOPIC_PREFIX": "prod", "BRIDGE_KAFKA_PARTITIONS": "4", "BRIDGE_KAFKA_LAYOUT": "history",
 			"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=compact,delete,retention.ms=3600000",
 		}), configmaps, deployments)
 		for _, topic := range []string{"prod.configmaps", "prod.deployments.apps"} {
