@@ -87,7 +87,7 @@ func TestTombstonesAndModes(t *testing.T) {
 	}{
 		{"structured with tombstones", nil, []string{"1", "2", "3", "tombstone", "4"}},
 		{"binary with tombstones", map[string]string{"BRIDGE_KAFKA_CE_MODE": "binary"}, []string{"1", "2", "3", "tombstone", "4"}},
-		{"no tombstones", map[string]string{"BRIDGE_KAFKA_TOMBSTONES": "false"}, []string{"1", "2", "3", "4"}},
+		{"no tombstones in the history layout", map[string]string{"BRIDGE_KAFKA_TOMBSTONES": "false", "BRIDGE_KAFKA_LAYOUT": "history"}, []string{"1", "2", "3", "4"}},
 		{"compressed", map[string]string{"BRIDGE_KAFKA_COMPRESSION": "zstd"}, []string{"1", "2", "3", "tombstone", "4"}},
 	}
 	for _, tt := range tests {
