@@ -150,7 +150,7 @@ func (c *phaseCounts) summary(lister corev1listers.PodLister) {
 	}
 	c.changed = false
 	pods, _ := lister.List(labels.Everything())
-	fmt.Fprintf(c.out, "%d pods in %d namespaces\n", len(pods), len(c.byNamespace))
+	fmt.Fprintf(c.out, "%s in %s\n", plural(len(pods), "pod"), plural(len(c.byNamespace), "namespace"))
 	for _, ns := range slices.Sorted(maps.Keys(c.byNamespace)) {
 		var parts []string
 		for _, p := range slices.Sorted(maps.Keys(c.byNamespace[ns])) {
@@ -172,4 +172,12 @@ func phase(pod *corev1.Pod) corev1.PodPhase {
 		return corev1.PodUnknown
 	}
 	return pod.Status.Phase
+}
+
+// plural is "1 pod", "2 pods".
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
 }

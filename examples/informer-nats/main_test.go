@@ -113,7 +113,7 @@ func TestRun(t *testing.T) {
 
 	publish(podEvent("updated", "team-a", "db", "Running", 16), podEvent("deleted", "team-b", "job", "Succeeded", 17))
 	out.waitFor(t, "team-a/db: Pending -> Running (API resourceVersion 16)\n")
-	out.waitFor(t, "2 pods in 1 namespaces\n  team-a: Running=2\n")
+	out.waitFor(t, "2 pods in 1 namespace\n  team-a: Running=2\n")
 
 	cancel()
 	if err := <-done; err != nil {
