@@ -1,14 +1,17 @@
 // Command nats-consumer reads the bridge's JetStream stream with a durable
 // consumer and prints one line per change:
 //
-//	updated  team-a/web  rv=48213  snapshot=false  kube.prod.apps.v1.deployments.team-a.web
+//	updated  team-a/web  rv=48213  snapshot=false  kube.prod.apps.deployments.team-a.web
 //
 // It acknowledges each message after printing it, so a second run with the
 // same -durable name starts where the first stopped. It reads both
-// CloudEvents content modes.
+// CloudEvents content modes. On a stream of the state layout (the
+// bridge's default) a first run prints each object's latest change, then
+// what follows; on one of the history layout, every change the stream
+// still holds (subjects there carry the version: kube.prod.apps.v1...).
 //
 //	go run ./examples/nats-consumer -url nats://127.0.0.1:4222 -stream KUBE \
-//	    -durable my-app -filter 'kube.prod.apps.v1.deployments.team-a.>'
+//	    -durable my-app -filter 'kube.prod.apps.deployments.team-a.>'
 package main
 
 import (
@@ -40,7 +43,7 @@ func main() {
 	flag.StringVar(&o.creds, "creds", os.Getenv("NATS_CREDS"), "credentials file, if the server needs one (env NATS_CREDS)")
 	flag.StringVar(&o.stream, "stream", getenv("NATS_STREAM", "KUBE"), "stream the bridge publishes to (env NATS_STREAM)")
 	flag.StringVar(&o.durable, "durable", getenv("NATS_DURABLE", "nats-consumer-example"), "durable consumer name; a second run resumes it (env NATS_DURABLE)")
-	flag.StringVar(&o.filter, "filter", getenv("NATS_FILTER", "kube.>"), "subject filter, such as kube.prod.apps.v1.deployments.team-a.> (env NATS_FILTER)")
+	flag.StringVar(&o.filter, "filter", getenv("NATS_FILTER", "kube.>"), "subject filter, such as kube.prod.apps.deployments.team-a.> (env NATS_FILTER)")
 	flag.Parse()
 
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -81,13 +81,15 @@ func event(ns, name, rv, action string) *sink.Message {
 }
 
 // The example prints one line per change, in both content modes, and a
-// second run of the same durable consumer prints only what is new.
+// second run of the same durable consumer prints only what is new. The
+// stream is of the history layout, which keeps every change.
 func TestRun(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	publish := func(mode string, msgs ...*sink.Message) {
 		t.Helper()
 		vars := srv.Env()
 		vars["BRIDGE_NATS_CE_MODE"] = mode
+		vars["BRIDGE_NATS_LAYOUT"] = natssink.LayoutHistory
 		var cfg natssink.Config
 		if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 			t.Fatal(err)

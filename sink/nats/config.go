@@ -51,20 +51,29 @@ type Config struct {
 	// "kube" says what the subjects carry and is short to type in
 	// subscriptions.
 	SubjectPrefix string `env:"BRIDGE_NATS_SUBJECT_PREFIX" envDefault:"kube" help:"first tokens of every subject; the stream the bridge creates captures <prefix>.>"`
-	// One token per part of an object's identity, so consumers can
-	// subscribe with wildcards at any level.
-	Subject string `env:"BRIDGE_NATS_SUBJECT" envDefault:"{prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name}" help:"subject layout: tokens separated by dots, each a fixed word or one of {prefix} (first), {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name}, {action}"`
+	// Empty means the layout's default (SubjectLayout): one token per
+	// part of an object's identity, so consumers can subscribe with
+	// wildcards at any level, and without {version} in the state layout.
+	Subject string `env:"BRIDGE_NATS_SUBJECT" help:"subject layout: tokens separated by dots, each a fixed word or one of {prefix} (first), {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name}, {action}. Default: {prefix}.{cluster}.{group}.{resource}.{namespace}.{name} in the state layout, which needs {group}, {resource}, {namespace} and {name} and refuses {version} and {action}; {prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name} in the history layout"`
 	// Structured mode is what the stdout sink writes, so consumers read
 	// one format everywhere.
 	CEMode string `env:"BRIDGE_NATS_CE_MODE" envDefault:"structured" help:"CloudEvents content mode: structured (JSON event in the body) or binary (ce- headers, data in the body)"`
+
+	// The state layout lets a consumer that starts at any time read the
+	// whole current state from the stream; history is the layout of
+	// earlier versions, kept for consumers that want every change.
+	Layout string `env:"BRIDGE_NATS_LAYOUT" envDefault:"state" help:"state (the stream keeps each object's latest message for as long as the object lives; a delete expires after BRIDGE_NATS_DELETE_TTL) or history (the stream keeps every message for BRIDGE_NATS_STREAM_MAX_AGE). An existing stream of the other layout is a start-up error, never changed"`
+	// A day lets a consumer that was away for a night still see the
+	// deletes it missed; a consumer away longer reads the state again.
+	DeleteTTL time.Duration `env:"BRIDGE_NATS_DELETE_TTL" envDefault:"24h" help:"state layout: how long a deleted object's last message (the delete) stays in the stream before it expires; whole seconds, at least 1s"`
 
 	// Upper case marks it as a stream at a glance in `nats stream ls`.
 	Stream string `env:"BRIDGE_NATS_STREAM" envDefault:"KUBE" help:"JetStream stream the messages go to"`
 	// Creating the stream makes a first start work with no set-up;
 	// operators who manage streams themselves turn it off.
-	CreateStream bool `env:"BRIDGE_NATS_CREATE_STREAM" envDefault:"true" help:"create or update the stream (and the nats-kv checkpoint bucket) at start-up; when false they must exist"`
+	CreateStream bool `env:"BRIDGE_NATS_CREATE_STREAM" envDefault:"true" help:"create the stream when it is missing (and create or update the nats-kv checkpoint bucket) at start-up; when false they must exist. An existing stream is never changed"`
 	// A week lets a consumer be down over a long weekend and catch up.
-	StreamMaxAge time.Duration `env:"BRIDGE_NATS_STREAM_MAX_AGE" envDefault:"168h" help:"oldest message the created stream keeps; 0 keeps messages forever"`
+	StreamMaxAge time.Duration `env:"BRIDGE_NATS_STREAM_MAX_AGE" envDefault:"168h" help:"history layout: oldest message the created stream keeps; 0 keeps messages forever. Ignored in the state layout, whose stream has no age limit"`
 	// One replica works on a single server; use 3 on a cluster.
 	StreamReplicas int `env:"BRIDGE_NATS_STREAM_REPLICAS" envDefault:"1" help:"replicas of the created stream (1 to 5)"`
 	// Ten minutes is far above the 1s checkpoint interval plus a crashed
@@ -78,6 +87,10 @@ type Config struct {
 	// that a lost ack is retried soon.
 	AckTimeout time.Duration `env:"BRIDGE_NATS_ACK_TIMEOUT" envDefault:"10s" help:"how long a publish waits for its PubAck (core mode: for the server's flush) before it is retried"`
 }
+
+// defaultStreamMaxAge is the default of BRIDGE_NATS_STREAM_MAX_AGE, to
+// tell when the state layout ignores a value set on purpose.
+const defaultStreamMaxAge = 168 * time.Hour
 
 // Validate reports every problem, joined; each error starts with the name
 // of the variable at fault ("BRIDGE_NATS_URL: ..."). No message quotes a
@@ -135,10 +148,25 @@ func (c *Config) Validate() error {
 	if c.Mode != ModeJetStream && c.Mode != ModeCore {
 		bad("BRIDGE_NATS_MODE", "%q is not a mode; use jetstream or core", c.Mode)
 	}
+	layoutOK := c.Layout == LayoutState || c.Layout == LayoutHistory
+	if !layoutOK {
+		bad("BRIDGE_NATS_LAYOUT", "%q is not a layout; use state or history", c.Layout)
+	}
 	if err := checkPrefix(c.SubjectPrefix); err != nil {
 		bad("BRIDGE_NATS_SUBJECT_PREFIX", "%q: %v", c.SubjectPrefix, err)
-	} else if _, err := ParseTemplate(c.Subject, c.SubjectPrefix); err != nil {
-		bad("BRIDGE_NATS_SUBJECT", "%q: %v", c.Subject, err)
+	} else if t, err := ParseTemplate(c.SubjectLayout(), c.SubjectPrefix); err != nil {
+		bad("BRIDGE_NATS_SUBJECT", "%q: %v", c.SubjectLayout(), err)
+	} else if c.Layout == LayoutState {
+		if err := t.servesState(); err != nil {
+			bad("BRIDGE_NATS_SUBJECT", "%q cannot serve BRIDGE_NATS_LAYOUT=state: %v", c.SubjectLayout(), err)
+		}
+	}
+	switch {
+	case c.Layout != LayoutState:
+	case c.DeleteTTL < time.Second:
+		bad("BRIDGE_NATS_DELETE_TTL", "must be at least 1s, the shortest message TTL NATS keeps, got %s", c.DeleteTTL)
+	case c.DeleteTTL%time.Second != 0:
+		bad("BRIDGE_NATS_DELETE_TTL", "must be whole seconds, as NATS keeps message TTLs, got %s", c.DeleteTTL)
 	}
 	if c.CEMode != CEStructured && c.CEMode != CEBinary {
 		bad("BRIDGE_NATS_CE_MODE", "%q is not a content mode; use structured or binary", c.CEMode)
@@ -156,7 +184,7 @@ func (c *Config) Validate() error {
 	switch {
 	case c.DuplicateWindow <= 0:
 		bad("BRIDGE_NATS_DUPLICATE_WINDOW", "must be positive, got %s", c.DuplicateWindow)
-	case c.StreamMaxAge > 0 && c.DuplicateWindow > c.StreamMaxAge:
+	case c.Layout == LayoutHistory && c.StreamMaxAge > 0 && c.DuplicateWindow > c.StreamMaxAge:
 		bad("BRIDGE_NATS_DUPLICATE_WINDOW", "%s is longer than BRIDGE_NATS_STREAM_MAX_AGE (%s); NATS does not allow that", c.DuplicateWindow, c.StreamMaxAge)
 	}
 	if c.MaxInFlight <= 0 {
@@ -166,6 +194,19 @@ func (c *Config) Validate() error {
 		bad("BRIDGE_NATS_ACK_TIMEOUT", "must be positive, got %s", c.AckTimeout)
 	}
 	return errors.Join(errs...)
+}
+
+// SubjectLayout is the subject layout in use: BRIDGE_NATS_SUBJECT, or when
+// it is empty the layout's default, DefaultStateSubject in the state
+// layout and DefaultSubject in the history layout.
+func (c *Config) SubjectLayout() string {
+	switch {
+	case c.Subject != "":
+		return c.Subject
+	case c.Layout == LayoutHistory:
+		return DefaultSubject
+	}
+	return DefaultStateSubject
 }
 
 func checkFile(path string) error {

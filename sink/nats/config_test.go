@@ -15,8 +15,15 @@ func TestDefaultsAreValid(t *testing.T) {
 	if err := c.Validate(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
-	if !c.CreateStream || c.Mode != ModeJetStream || c.CEMode != CEStructured || c.Subject != DefaultSubject {
+	if !c.CreateStream || c.Mode != ModeJetStream || c.CEMode != CEStructured || c.Layout != LayoutState ||
+		c.SubjectLayout() != DefaultStateSubject || c.DeleteTTL != 24*time.Hour {
 		t.Errorf("defaults: %+v", c)
+	}
+	if c.StreamMaxAge != defaultStreamMaxAge {
+		t.Errorf("default max age %s, defaultStreamMaxAge %s", c.StreamMaxAge, defaultStreamMaxAge)
+	}
+	if h := parseEnv(t, map[string]string{"BRIDGE_NATS_LAYOUT": "history"}); h.SubjectLayout() != DefaultSubject {
+		t.Errorf("history layout's default subject %q, want %q", h.SubjectLayout(), DefaultSubject)
 	}
 	// The window must outlast the default 1s checkpoint interval plus a
 	// restart of the bridge by a wide margin.
@@ -49,11 +56,19 @@ func TestValidate(t *testing.T) {
 		{"core mode", map[string]string{"BRIDGE_NATS_MODE": "core"}, nil},
 		{"prefix", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": "a.>"}, []string{"BRIDGE_NATS_SUBJECT_PREFIX"}},
 		{"subject", map[string]string{"BRIDGE_NATS_SUBJECT": "{prefix}.{nope}"}, []string{"BRIDGE_NATS_SUBJECT"}},
-		{"prefix too long for the subjects", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": strings.Repeat("p", 1600)}, []string{"BRIDGE_NATS_SUBJECT"}},
+		{"prefix too long for the subjects", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": strings.Repeat("p", 1600), "BRIDGE_NATS_LAYOUT": "history"}, []string{"BRIDGE_NATS_SUBJECT"}},
+		{"prefix too long for the state subjects", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": strings.Repeat("p", 1800)}, []string{"BRIDGE_NATS_SUBJECT"}},
+		{"layout", map[string]string{"BRIDGE_NATS_LAYOUT": "both"}, []string{"BRIDGE_NATS_LAYOUT"}},
+		{"history layout", map[string]string{"BRIDGE_NATS_LAYOUT": "history"}, nil},
+		{"delete TTL below a second", map[string]string{"BRIDGE_NATS_DELETE_TTL": "500ms"}, []string{"BRIDGE_NATS_DELETE_TTL"}},
+		{"delete TTL not whole seconds", map[string]string{"BRIDGE_NATS_DELETE_TTL": "1.5s"}, []string{"BRIDGE_NATS_DELETE_TTL"}},
+		{"shortest delete TTL", map[string]string{"BRIDGE_NATS_DELETE_TTL": "1s"}, nil},
+		{"delete TTL unused in the history layout", map[string]string{"BRIDGE_NATS_DELETE_TTL": "0s", "BRIDGE_NATS_LAYOUT": "history"}, nil},
+		{"max age unused in the state layout", map[string]string{"BRIDGE_NATS_STREAM_MAX_AGE": "1s"}, nil},
 		{"content mode", map[string]string{"BRIDGE_NATS_CE_MODE": "batch"}, []string{"BRIDGE_NATS_CE_MODE"}},
 		{"stream name", map[string]string{"BRIDGE_NATS_STREAM": "a.b"}, []string{"BRIDGE_NATS_STREAM"}},
 		{"replicas", map[string]string{"BRIDGE_NATS_STREAM_REPLICAS": "7"}, []string{"BRIDGE_NATS_STREAM_REPLICAS"}},
-		{"window above max age", map[string]string{"BRIDGE_NATS_STREAM_MAX_AGE": "1m"}, []string{"BRIDGE_NATS_DUPLICATE_WINDOW"}},
+		{"window above max age", map[string]string{"BRIDGE_NATS_STREAM_MAX_AGE": "1m", "BRIDGE_NATS_LAYOUT": "history"}, []string{"BRIDGE_NATS_DUPLICATE_WINDOW"}},
 		{"unlimited age", map[string]string{"BRIDGE_NATS_STREAM_MAX_AGE": "0s"}, nil},
 		{"durations and counts", map[string]string{
 			"BRIDGE_NATS_RECONNECT_MAX_WAIT": "0s", "BRIDGE_NATS_STREAM_MAX_AGE": "-1s", "BRIDGE_NATS_DUPLICATE_WINDOW": "0s",
@@ -153,4 +168,42 @@ func containsAny(s string, parts ...string) bool {
 		}
 	}
 	return false
+}
+
+// In the state layout the subject must name exactly one object for its
+// whole life; the error names BRIDGE_NATS_SUBJECT and says why. The same
+// subjects serve the history layout.
+func TestStateLayoutSubject(t *testing.T) {
+	for _, tc := range []struct {
+		subject string
+		want    []string // in the error; none: valid
+	}{
+		{DefaultStateSubject, nil},
+		{"{prefix}.{group}.{resource}.{namespace}.{name}", nil},
+		{"{prefix}.{cluster}.{kind}.{group}.{resource}.x.{namespace}.{name}", nil},
+		{DefaultSubject, []string{"must not hold {version}"}},
+		{"{prefix}.{cluster}.{group}.{resource}.{action}.{namespace}.{name}", []string{"must not hold {action}"}},
+		{"{prefix}.{cluster}.{group}.{resource}.{name}", []string{"must hold {namespace} to name exactly one object"}},
+		{"{prefix}.{cluster}.{group}.{resource}.{namespace}", []string{"must hold {name} to name exactly one object"}},
+		{"{prefix}.{cluster}.{kind}.{namespace}.{name}", []string{"must hold {group}, {resource} to name"}},
+		{"{prefix}.{version}.{action}.{name}", []string{"must not hold {action} and must not hold {version}", "{group}, {resource}, {namespace}"}},
+	} {
+		t.Run(tc.subject, func(t *testing.T) {
+			c := parseEnv(t, map[string]string{"BRIDGE_NATS_SUBJECT": tc.subject})
+			err := c.Validate()
+			if len(tc.want) == 0 {
+				if err != nil {
+					t.Fatalf("Validate: %v", err)
+				}
+				return
+			}
+			if err == nil || !containsAll(err.Error(), append(tc.want, "BRIDGE_NATS_SUBJECT: ", "cannot serve BRIDGE_NATS_LAYOUT=state", "BRIDGE_NATS_LAYOUT=history")...) {
+				t.Fatalf("Validate: %v, want %q", err, tc.want)
+			}
+			h := parseEnv(t, map[string]string{"BRIDGE_NATS_SUBJECT": tc.subject, "BRIDGE_NATS_LAYOUT": "history"})
+			if err := h.Validate(); err != nil {
+				t.Errorf("history layout: %v", err)
+			}
+		})
+	}
 }

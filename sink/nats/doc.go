@@ -22,8 +22,28 @@
 // of the batch unsent, so that a later change of an object is never
 // stored when an earlier one was not.
 //
+// Layouts (BRIDGE_NATS_LAYOUT), in JetStream mode:
+//
+//   - State (the default): the stream keeps one message per subject, the
+//     latest, with no age or size limit, so it holds every live object's
+//     latest change for as long as the object lives. A delete carries the
+//     Nats-TTL header of BRIDGE_NATS_DELETE_TTL: it replaces the object's
+//     state and expires after the TTL. Each subject names exactly one
+//     object for its whole life: ParseTemplate's layout must hold {group},
+//     {resource}, {namespace} and {name}, and must not hold {action} or
+//     {version} (Config.Validate refuses it).
+//   - History: the stream keeps every message for
+//     BRIDGE_NATS_STREAM_MAX_AGE.
+//
+// The sink never changes an existing stream. It reads it, and New fails,
+// naming BRIDGE_NATS_LAYOUT and each setting that differs, when it does
+// not fit the layout (checkLayout); it creates the stream only when it is
+// missing.
+//
 // Subjects follow BRIDGE_NATS_SUBJECT, by default
-// <prefix>.<cluster>.<group>.<version>.<resource>.<namespace>.<name>. Each
+// <prefix>.<cluster>.<group>.<resource>.<namespace>.<name> in the state
+// layout and <prefix>.<cluster>.<group>.<version>.<resource>.<namespace>.<name>
+// in the history layout. Each
 // value is escaped with EscapeToken, so no name can add a token or a
 // wildcard; UnescapeToken reverses it. No name can make a subject pass the
 // server's limits either: a value longer than MaxTokenLen once escaped (a

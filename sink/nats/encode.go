@@ -6,9 +6,13 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/sink"
 )
+
+// actionDeleted is the Action of a delete.
+const actionDeleted = "deleted"
 
 // Headers the sink sets.
 const (
@@ -31,7 +35,8 @@ const (
 const maxHeaderLen = 65535 - 1024
 
 // encode builds the NATS message for m: its subject from the template, the
-// Nats-Msg-Id header, and the event in the content mode of the
+// Nats-Msg-Id header, for a delete in the state layout the Nats-TTL
+// header of BRIDGE_NATS_DELETE_TTL, and the event in the content mode of the
 // configuration. In binary mode an event whose attributes would pass
 // maxHeaderLen, which only an object name of more than about 30 KB can
 // do, is sent in structured mode instead: the binding's receivers, and
@@ -41,12 +46,23 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
+	// In the state layout a delete replaces its object's state in the
+	// stream, and expires after the delete TTL, so the stream does not
+	// keep every object that ever lived.
+	ttl := ""
+	if m.Action == actionDeleted {
+		ttl = s.deleteTTL
+	}
 	if s.cfg.CEMode == CEBinary {
 		attrs := attributes(m)
-		// Room for the stream header the publish adds.
-		h := make(nats.Header, len(attrs)+2)
+		// Room for the TTL and the stream header the publish adds.
+		h := make(nats.Header, len(attrs)+3)
 		h[MsgIDHeader] = []string{m.ID}
 		n := len("NATS/1.0\r\n") + len(MsgIDHeader) + len(m.ID) + 6
+		if ttl != "" {
+			h[jetstream.MsgTTLHeader] = []string{ttl}
+			n += len(jetstream.MsgTTLHeader) + len(ttl) + 4
+		}
 		for _, a := range attrs {
 			v := percentEncode(a.value)
 			h[a.header] = []string{v}
@@ -60,9 +76,12 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := make(nats.Header, 3)
+	h := make(nats.Header, 4)
 	h[MsgIDHeader] = []string{m.ID}
 	h[ContentTypeHeader] = []string{StructuredContentType}
+	if ttl != "" {
+		h[jetstream.MsgTTLHeader] = []string{ttl}
+	}
 	return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
 }
 

@@ -21,7 +21,7 @@ func TestEncodeModes(t *testing.T) {
 			t.Run(mode+" "+msg.Subject, func(t *testing.T) {
 				cfg := defaults(t)
 				cfg.CEMode = mode
-				tmpl, err := ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+				tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 				if err != nil {
 					t.Fatal(err)
 				}

@@ -206,8 +206,13 @@ func jetStream(t testing.TB, srv *natstest.Server) jetstream.JetStream {
 	return js
 }
 
+// streamConfigFor is a stream of the state layout, as an operator makes it
+// by hand, capturing subjects.
 func streamConfigFor(name string, subjects ...string) jetstream.StreamConfig {
-	return jetstream.StreamConfig{Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: time.Minute}
+	return jetstream.StreamConfig{
+		Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: time.Minute,
+		MaxMsgsPerSubject: 1, AllowMsgTTL: true, Metadata: map[string]string{MetadataDeleteTTL: "24h"},
+	}
 }
 
 func streamInfo(t testing.TB, s *Sink, name string) *jetstream.StreamInfo {

@@ -60,7 +60,7 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 				"BRIDGE_NATS_MODE": mode.mode, "BRIDGE_NATS_CE_MODE": mode.ce,
 				"BRIDGE_NATS_SUBJECT_PREFIX": prefix, "BRIDGE_NATS_STREAM": prefix,
 			}))
-			filter := prefix + ".test.rbac_authorization_k8s_io.v1.clusterroles._.*"
+			filter := prefix + ".test.rbac_authorization_k8s_io.clusterroles._.*"
 			var sub *nats.Subscription
 			if mode.mode == ModeCore {
 				nc := srv.Conn(t)

@@ -3,10 +3,13 @@ package nats
 import (
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
@@ -19,7 +22,8 @@ import (
 func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 	const objects, versions, workers, batch = 100, 100, 4, 500
 	srv := natstest.Start(t, natstest.Options{})
-	s := newSink(t, serverConfig(t, srv, nil))
+	// Every version is kept in the history layout only.
+	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": LayoutHistory}))
 	nc := srv.Conn(t)
 
 	// Each worker owns a quarter of the objects, as the pipeline keys
@@ -85,28 +89,47 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 }
 
 // The stream the bridge creates has file storage, the subjects under the
-// prefix and the age, replicas and duplicate window of the configuration;
-// a second start updates it.
+// prefix, the replicas and duplicate window of the configuration and the
+// limits of its layout; a second start with other settings leaves it as
+// it is.
 func TestCreateStream(t *testing.T) {
-	srv := natstest.Start(t, natstest.Options{})
-	cfg := serverConfig(t, srv, map[string]string{
-		"BRIDGE_NATS_STREAM":           "CHANGES",
-		"BRIDGE_NATS_SUBJECT_PREFIX":   "acme.k8s",
-		"BRIDGE_NATS_STREAM_MAX_AGE":   "48h",
-		"BRIDGE_NATS_DUPLICATE_WINDOW": "20m",
-	})
-	s := newSink(t, cfg)
-	info := streamInfo(t, s, "CHANGES")
-	if info.Config.Storage.String() != "File" || len(info.Config.Subjects) != 1 || info.Config.Subjects[0] != "acme.k8s.>" ||
-		info.Config.MaxAge != 48*time.Hour || info.Config.Duplicates != 20*time.Minute || info.Config.Replicas != 1 {
-		t.Fatalf("stream config: storage %s subjects %v maxAge %s duplicates %s replicas %d",
-			info.Config.Storage, info.Config.Subjects, info.Config.MaxAge, info.Config.Duplicates, info.Config.Replicas)
-	}
+	for _, tc := range []struct {
+		layout string
+		check  func(c jetstream.StreamConfig) bool
+	}{
+		{LayoutState, func(c jetstream.StreamConfig) bool {
+			return c.MaxAge == 0 && c.MaxMsgsPerSubject == 1 && c.MaxMsgs == -1 && c.MaxBytes == -1 && c.AllowMsgTTL &&
+				c.Metadata[MetadataLayout] == LayoutState && c.Metadata[MetadataDeleteTTL] == "1h30m0s"
+		}},
+		{LayoutHistory, func(c jetstream.StreamConfig) bool {
+			return c.MaxAge == 48*time.Hour && c.MaxMsgsPerSubject == -1 && !c.AllowMsgTTL &&
+				c.Metadata[MetadataLayout] == LayoutHistory && c.Metadata[MetadataDeleteTTL] == ""
+		}},
+	} {
+		t.Run(tc.layout, func(t *testing.T) {
+			srv := natstest.Start(t, natstest.Options{})
+			cfg := serverConfig(t, srv, map[string]string{
+				"BRIDGE_NATS_LAYOUT":           tc.layout,
+				"BRIDGE_NATS_STREAM":           "CHANGES",
+				"BRIDGE_NATS_SUBJECT_PREFIX":   "acme.k8s",
+				"BRIDGE_NATS_STREAM_MAX_AGE":   "48h",
+				"BRIDGE_NATS_DUPLICATE_WINDOW": "20m",
+				"BRIDGE_NATS_DELETE_TTL":       "90m",
+			})
+			s := newSink(t, cfg)
+			info := streamInfo(t, s, "CHANGES")
+			c := info.Config
+			if c.Storage.String() != "File" || len(c.Subjects) != 1 || c.Subjects[0] != "acme.k8s.>" || c.Retention != jetstream.LimitsPolicy ||
+				c.Duplicates != 20*time.Minute || c.Replicas != 1 || !tc.check(c) {
+				t.Fatalf("stream config: %+v", c)
+			}
 
-	cfg.DuplicateWindow = 30 * time.Minute
-	s2 := newSink(t, cfg)
-	if got := streamInfo(t, s2, "CHANGES").Config.Duplicates; got != 30*time.Minute {
-		t.Errorf("after a start with a new window, the stream's is %s", got)
+			cfg.DuplicateWindow = 30 * time.Minute
+			s2 := newSink(t, cfg)
+			if got := streamInfo(t, s2, "CHANGES").Config; !reflect.DeepEqual(got, c) {
+				t.Errorf("a start with a new window changed the stream: %+v, was %+v", got, c)
+			}
+		})
 	}
 }
 
@@ -126,14 +149,14 @@ func TestExistingStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, err = New(t.Context(), cfg, testLogger(t))
-	if err == nil || !containsAll(err.Error(), "stream MINE captures other.>", "kube.x.x.x.x.x.x") {
+	if err == nil || !containsAll(err.Error(), "stream MINE captures other.>", "kube.x.x.x.x.x") {
 		t.Fatalf("stream with other subjects: err = %v", err)
 	}
 
 	if _, err := js.UpdateStream(t.Context(), streamConfigFor("MINE", "kube.*.core.>")); err != nil {
 		t.Fatal(err)
 	}
-	cfg.Subject = "{prefix}.{cluster}.core.{version}.{resource}.{namespace}.{name}"
+	cfg.Subject = "{prefix}.{cluster}.core.{group}.{resource}.{namespace}.{name}"
 	s := newSink(t, cfg)
 	if err := s.Publish(t.Context(), []*sink.Message{message("ns", 1, 0)}); err != nil {
 		t.Fatalf("Publish to a stream made by someone else: %v", err)
@@ -146,7 +169,7 @@ func TestCoreMode(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_MODE": "core", "BRIDGE_NATS_CE_MODE": "binary"}))
 	sc := srv.Conn(t)
-	sub, err := sc.SubscribeSync("kube.test.core.v1.configmaps.core.>")
+	sub, err := sc.SubscribeSync("kube.test.core.configmaps.core.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +194,7 @@ func TestCoreMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.ID != want.ID || nm.Subject != "kube.test.core.v1.configmaps.core."+want.Name {
+		if got.ID != want.ID || nm.Subject != "kube.test.core.configmaps.core."+want.Name {
 			t.Errorf("message %d: %s on %s, want %s", i, got.ID, nm.Subject, want.ID)
 		}
 	}
@@ -234,7 +257,7 @@ func TestTooLarge(t *testing.T) {
 // sink, and nothing published before is lost.
 func TestServerRestart(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
-	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_RECONNECT_MAX_WAIT": "200ms"}))
+	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_RECONNECT_MAX_WAIT": "200ms", "BRIDGE_NATS_LAYOUT": LayoutHistory}))
 	if err := s.Health(); err != nil {
 		t.Fatalf("Health while connected: %v", err)
 	}

@@ -25,6 +25,9 @@ type Sink struct {
 	js     jetstream.JetStream // nil in core mode
 	// pubOpts are the options of every JetStream publish, made once.
 	pubOpts []jetstream.PublishOpt
+	// deleteTTL is the Nats-TTL header of deletes: BRIDGE_NATS_DELETE_TTL
+	// in the state layout of JetStream mode, else empty (no header).
+	deleteTTL string
 
 	closeOnce sync.Once
 	closeErr  error
@@ -35,10 +38,12 @@ var (
 	_ sink.HealthChecker = (*Sink)(nil)
 )
 
-// New connects to NATS and, in JetStream mode, creates or updates the
-// stream (BRIDGE_NATS_CREATE_STREAM=true) or checks that it exists and
-// captures the bridge's subjects. It fails if cfg is invalid, if no server
-// can be reached, or if the stream is missing and may not be created.
+// New connects to NATS and, in JetStream mode, checks that the stream
+// exists, fits the layout (BRIDGE_NATS_LAYOUT) and captures the bridge's
+// subjects, creating it when it is missing and
+// BRIDGE_NATS_CREATE_STREAM=true. It never changes an existing stream. It
+// fails if cfg is invalid, if no server can be reached, if the stream is
+// missing and may not be created, or if it does not fit the layout.
 func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -46,7 +51,7 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("nats sink: configuration: %w", err)
 	}
-	tmpl, err := ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+	tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: BRIDGE_NATS_SUBJECT: %w", err)
 	}
@@ -55,8 +60,15 @@ func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
 		return nil, err
 	}
 	s := &Sink{cfg: cfg, log: log, tmpl: tmpl, nc: nc, closed: closed}
+	if cfg.Mode == ModeJetStream && cfg.Layout == LayoutState {
+		s.deleteTTL = cfg.DeleteTTL.String()
+		if cfg.StreamMaxAge != defaultStreamMaxAge {
+			log.Warn("nats sink: BRIDGE_NATS_STREAM_MAX_AGE is ignored in the state layout, whose stream keeps live objects for as long as they live",
+				"maxAge", cfg.StreamMaxAge)
+		}
+	}
 	if cfg.Mode == ModeCore {
-		log.Info("nats sink: core NATS, at most once: messages reach only subscribers connected at the time", "subject", cfg.Subject)
+		log.Info("nats sink: core NATS, at most once: messages reach only subscribers connected at the time", "subject", tmpl.String())
 		return s, nil
 	}
 	s.pubOpts = []jetstream.PublishOpt{

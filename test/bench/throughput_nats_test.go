@@ -52,7 +52,7 @@ func newNATSSink(b *testing.B, cfg *config.Config) *natssink.Sink {
 func (nb *natsBus) Prepare(b *testing.B, wl *workload) {
 	b.Helper()
 	cfg := loadConfig(b, map[string]string{"BRIDGE_SINK": "nats"}).NATS
-	tmpl, err := natssink.ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+	tmpl, err := natssink.ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -92,6 +92,8 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_NATS_CREDS_FILE", filepath.Base(c.NATS.CredsFile), "nats.creds")
 			want(t, "BRIDGE_NATS_TLS_CA_FILE", filepath.Base(c.NATS.TLSCAFile), "nats-ca.pem")
 			want(t, "BRIDGE_NATS_STREAM", c.NATS.Stream, "KUBE_PROD")
+			want(t, "BRIDGE_NATS_LAYOUT", c.NATS.Layout, "state")
+			want(t, "BRIDGE_NATS_DELETE_TTL", c.NATS.DeleteTTL, 36*time.Hour)
 			want(t, "BRIDGE_NATS_STREAM_REPLICAS", c.NATS.StreamReplicas, 3)
 			want(t, "BRIDGE_NATS_DUPLICATE_WINDOW", c.NATS.DuplicateWindow, 20*time.Minute)
 			want(t, "BRIDGE_WORKERS", c.Workers, 8)

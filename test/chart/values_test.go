@@ -33,6 +33,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"sasl mechanism", "kafka.sasl.mechanism=gssapi", "at '/kafka/sasl/mechanism'"},
 		{"bucket", "checkpoint.natsKV.bucket=a.b", "at '/checkpoint/natsKV/bucket'"},
 		{"stream replicas", "nats.streamReplicas=7", "at '/nats/streamReplicas'"},
+		{"nats layout", "nats.layout=both", "at '/nats/layout'"},
+		{"delete TTL", "nats.deleteTTL=a day", "at '/nats/deleteTTL'"},
 		{"leader election", "leaderElection.enabled=maybe", "at '/leaderElection/enabled'"},
 	}
 	for _, c := range cases {

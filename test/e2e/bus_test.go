@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
+	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
 )
@@ -44,6 +45,10 @@ type busOptions struct {
 	// takes: the NATS server's max_payload, or the Kafka sink's
 	// BRIDGE_KAFKA_MAX_MESSAGE_BYTES.
 	maxMessageBytes int
+	// natsLayout is the NATS stream's BRIDGE_NATS_LAYOUT; "" is history,
+	// where read finds every change of an object. In the state layout
+	// read finds each object's latest message.
+	natsLayout string
 }
 
 // forEachBus runs f as a subtest for each kind of bus.
@@ -67,18 +72,23 @@ func forEachBusWith(t *testing.T, o busOptions, f func(t *testing.T, b bus)) {
 }
 
 type natsBus struct {
-	srv *natstest.Server
-	nc  *nats.Conn // the reader's connection, made on first read
+	srv    *natstest.Server
+	layout string
+	nc     *nats.Conn // the reader's connection, made on first read
 }
 
 func newNATSBus(t *testing.T, o busOptions) *natsBus {
-	return &natsBus{srv: natstest.Start(t, natstest.Options{MaxPayload: int32(o.maxMessageBytes)})}
+	layout := o.natsLayout
+	if layout == "" {
+		layout = natssink.LayoutHistory
+	}
+	return &natsBus{srv: natstest.Start(t, natstest.Options{MaxPayload: int32(o.maxMessageBytes)}), layout: layout}
 }
 
 func (b *natsBus) name() string { return "nats" }
 
 func (b *natsBus) env(ns string) map[string]string {
-	return natsEnv(b.srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + ns})
+	return natsEnv(b.srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + ns, "BRIDGE_NATS_LAYOUT": b.layout})
 }
 
 func (b *natsBus) read(t *testing.T, ns string) []*sink.Message {
@@ -87,7 +97,7 @@ func (b *natsBus) read(t *testing.T, ns string) []*sink.Message {
 
 func (b *natsBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message {
 	var out []*sink.Message
-	cfg := jetstream.ConsumerConfig{FilterSubjects: natsKindSubjects(ns, kinds), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
+	cfg := jetstream.ConsumerConfig{FilterSubjects: natsLayoutSubjects(b.layout, ns, kinds), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
 	if b.nc == nil {
 		b.nc = b.srv.Conn(t)
 	}

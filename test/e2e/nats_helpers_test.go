@@ -15,7 +15,9 @@ import (
 )
 
 // natsEnv configures a bridge that watches the ConfigMaps of ns and
-// publishes them to srv, with extra on top.
+// publishes them to srv, with extra on top. The stream is of the history
+// layout, where the tests read every change of an object, unless extra
+// sets BRIDGE_NATS_LAYOUT.
 func natsEnv(srv *natstest.Server, ns string, extra map[string]string) map[string]string {
 	env := srv.Env()
 	maps.Copy(env, map[string]string{
@@ -23,25 +25,42 @@ func natsEnv(srv *natstest.Server, ns string, extra map[string]string) map[strin
 		"BRIDGE_RESOURCES":    "configmaps",
 		"BRIDGE_NAMESPACES":   ns,
 		"BRIDGE_CLUSTER_NAME": "e2e",
+		"BRIDGE_NATS_LAYOUT":  natssink.LayoutHistory,
 	})
 	maps.Copy(env, extra)
 	return env
 }
 
 // natsSubjects is the subject filter of the ConfigMaps of ns, as the
-// default layout makes them.
+// history layout's default subject makes them.
 func natsSubjects(ns string) string { return natsKindSubjects(ns, []watchedKind{configMaps})[0] }
 
+// natsStateSubjects is the subject filter of the ConfigMaps of ns, as the
+// state layout's default subject makes them.
+func natsStateSubjects(ns string) string {
+	return natsLayoutSubjects(natssink.LayoutState, ns, []watchedKind{configMaps})[0]
+}
+
 // natsKindSubjects are the subject filters of the objects of kinds in ns,
-// as the default layout makes them.
+// as the history layout's default subject makes them.
 func natsKindSubjects(ns string, kinds []watchedKind) []string {
+	return natsLayoutSubjects(natssink.LayoutHistory, ns, kinds)
+}
+
+// natsLayoutSubjects are the subject filters of the objects of kinds in
+// ns, as the default subject of layout makes them.
+func natsLayoutSubjects(layout, ns string, kinds []watchedKind) []string {
 	var out []string
 	for _, k := range kinds {
 		group := natssink.CoreGroupToken
 		if k.gvr.Group != "" {
 			group = natssink.EscapeToken(k.gvr.Group)
 		}
-		out = append(out, "kube.e2e."+group+"."+k.gvr.Version+"."+k.gvr.Resource+"."+natssink.EscapeToken(ns)+".>")
+		version := "." + k.gvr.Version
+		if layout == natssink.LayoutState {
+			version = ""
+		}
+		out = append(out, "kube.e2e."+group+version+"."+k.gvr.Resource+"."+natssink.EscapeToken(ns)+".>")
 	}
 	return out
 }

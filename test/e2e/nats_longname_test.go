@@ -49,6 +49,8 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 		"BRIDGE_RESOURCES":    "clusterroles.rbac.authorization.k8s.io",
 		"BRIDGE_CLUSTER_NAME": "e2e",
 		"BRIDGE_CHECKPOINT":   "nats-kv:" + bucket,
+		// Every change of an object is read, with the version in subjects.
+		"BRIDGE_NATS_LAYOUT": "history",
 	})
 	if ckpt == "file" {
 		env["BRIDGE_CHECKPOINT"] = "file:" + file

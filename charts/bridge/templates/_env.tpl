@@ -127,6 +127,8 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.envSecret" (list "BRIDGE_NATS_TOKEN" $v.existingSecret $n.tokenKey) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_MODE" $n.mode) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_SUBJECT_PREFIX" $n.subjectPrefix) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_LAYOUT" $n.layout) }}
+{{- include "bridge.env" (list "BRIDGE_NATS_DELETE_TTL" $n.deleteTTL) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_SUBJECT" $n.subject) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_CE_MODE" $n.ceMode) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_STREAM" $n.stream) }}
