@@ -3,7 +3,7 @@
 // Pods by namespace and phase with an event handler, prints a line when a
 // Pod changes phase, and a summary whenever the counts changed:
 //
-//	synced at bus position k1.3f2a9c1e.1763901299000.112.98.140
+//	synced at bus position k1.8d4aa7cd6eb915f9.1795449189085.112.98.140
 //	3 pods in 2 namespaces
 //	  team-a: Pending=1 Running=1
 //	  team-b: Succeeded=1

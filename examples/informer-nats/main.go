@@ -3,7 +3,7 @@
 // counts Pods by namespace and phase with an event handler, prints a line
 // when a Pod changes phase, and a summary whenever the counts changed:
 //
-//	synced at bus position n1.1763901234567890123.4182.1763901299000
+//	synced at bus position n1.74c72f77.1795449189673556921.4182.1795449189691
 //	3 pods in 2 namespaces
 //	  team-a: Pending=1 Running=1
 //	  team-b: Succeeded=1
