@@ -348,7 +348,7 @@ func (b *Bridge) openSink(ctx context.Context, resources []source.Resource) (sin
 		for i, r := range resources {
 			gvrs[i] = r.GroupVersionResource
 		}
-		return kafkasink.New(ctx, b.cfg.Kafka, gvrs, log)
+		return kafkasink.New(ctx, b.cfg.Kafka, gvrs, log, kafkasink.WithTopicCompaction(b.metrics.KafkaTopicCompacted))
 	default:
 		return stdout.New(os.Stdout), nil
 	}

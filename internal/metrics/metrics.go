@@ -29,6 +29,8 @@ type Metrics struct {
 	leader    prometheus.Gauge
 	fresh     *prometheus.CounterVec
 	dropped   *prometheus.CounterVec
+	// notCompacted is bridge_kafka_topic_not_compacted (see kafka.go).
+	notCompacted *prometheus.GaugeVec
 }
 
 // Gauges read state that other parts of the bridge own, at scrape time.
@@ -100,12 +102,13 @@ func New() *Metrics {
 			Name: "bridge_checkpoint_records_dropped_total",
 			Help: "Checkpoint records left out because they are larger than the nats-kv or kafka store takes (only an object name of tens of kilobytes makes one; its events cannot be published either), by resource. Such an object is tried again on every start.",
 		}, []string{"resource"}),
+		notCompacted: newNotCompacted(),
 	}
 	// Both reasons are there from the start, at 0, so that an alert on
 	// them sees a value instead of nothing.
 	m.fresh.WithLabelValues("empty")
 	m.fresh.WithLabelValues("corrupt")
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh, m.dropped,
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh, m.dropped, m.notCompacted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

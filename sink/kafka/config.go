@@ -35,13 +35,21 @@ type Config struct {
 	// -1 leaves it to the broker's default.replication.factor, which fits
 	// the cluster's size (1 on a single-broker development cluster).
 	ReplicationFactor int `env:"BRIDGE_KAFKA_REPLICATION_FACTOR" envDefault:"-1" help:"replication factor of topics the bridge creates; -1 is the broker's default.replication.factor"`
-	// No configs by default: created topics take the broker's defaults.
-	TopicConfigs string `env:"BRIDGE_KAFKA_TOPIC_CONFIGS" help:"configs of topics the bridge creates, name=value,name=value (for example cleanup.policy=compact,max.message.bytes=4194304)"`
+	// The state layout lets a consumer that starts at any time read every
+	// live object from the topic alone; history is the old behaviour, for
+	// those who want every change for the broker's retention.
+	Layout string `env:"BRIDGE_KAFKA_LAYOUT" envDefault:"state" help:"state: topics the bridge creates are compacted and kept forever (cleanup.policy=compact, retention.ms=-1), so each live object's latest record stays and a deleted object's tombstone goes after BRIDGE_KAFKA_DELETE_RETENTION; history: topics take the broker's defaults and BRIDGE_KAFKA_TOPIC_CONFIGS, every change for the retention"`
+	// Kafka's own default for delete.retention.ms: a consumer that is
+	// down for less than a day still sees every delete.
+	DeleteRetention time.Duration `env:"BRIDGE_KAFKA_DELETE_RETENTION" envDefault:"24h" help:"state layout: how long a deleted object's tombstone stays after compaction reaches it (delete.retention.ms of the topics the bridge creates); a consumer away for longer reads the state afresh"`
+	// No configs by default: created topics take the broker's defaults,
+	// and in the state layout the layout's configs.
+	TopicConfigs string `env:"BRIDGE_KAFKA_TOPIC_CONFIGS" help:"configs of topics the bridge creates, name=value,name=value (for example max.message.bytes=4194304,min.insync.replicas=2); on top of the state layout's, which they must not contradict"`
 
 	// Structured mode is the CloudEvents JSON every other sink writes.
 	CEMode string `env:"BRIDGE_KAFKA_CE_MODE" envDefault:"structured" help:"CloudEvents mode: structured (JSON event in the value) or binary (attributes in ce_ headers, data in the value)"`
 	// Tombstones let compacted topics forget deleted objects.
-	Tombstones bool `env:"BRIDGE_KAFKA_TOMBSTONES" envDefault:"true" help:"after a deleted event, publish a tombstone (same key, null value)"`
+	Tombstones bool `env:"BRIDGE_KAFKA_TOMBSTONES" envDefault:"true" help:"after a deleted event, publish a tombstone (same key, null value); required by the state layout"`
 
 	// A change counts as delivered only once every in-sync replica has it:
 	// with fewer acks a broker failure can lose what was acknowledged.
@@ -146,6 +154,7 @@ func (c *Config) Validate() error {
 	if _, err := ParseTopicConfigs(c.TopicConfigs); err != nil {
 		bad("BRIDGE_KAFKA_TOPIC_CONFIGS", "%v", err)
 	}
+	errs = append(errs, c.layoutProblems()...)
 	if c.CEMode != ModeStructured && c.CEMode != ModeBinary {
 		bad("BRIDGE_KAFKA_CE_MODE", "%q is not a mode; use structured or binary", c.CEMode)
 	}

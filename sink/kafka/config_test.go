@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -20,7 +21,8 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 	want := Config{
 		Brokers: []string{"kafka:9092"}, ClientID: "kubebus-bridge", TopicPrefix: "kube", CreateTopics: true,
-		Partitions: -1, ReplicationFactor: -1, CEMode: ModeStructured, Tombstones: true, RequiredAcks: AcksAll,
+		Partitions: -1, ReplicationFactor: -1, Layout: LayoutState, DeleteRetention: 24 * time.Hour,
+		CEMode: ModeStructured, Tombstones: true, RequiredAcks: AcksAll,
 		BatchSize: 500, BatchTimeout: 10 * time.Millisecond, Compression: "none", MaxMessageBytes: 1048576,
 	}
 	if fmt.Sprintf("%#v", c) != fmt.Sprintf("%#v", want) {
@@ -47,6 +49,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"valid everything", map[string]string{
 			"BRIDGE_KAFKA_TOPIC": "all-changes", "BRIDGE_KAFKA_PARTITIONS": "6", "BRIDGE_KAFKA_REPLICATION_FACTOR": "3",
+			"BRIDGE_KAFKA_LAYOUT": "history", "BRIDGE_KAFKA_TOMBSTONES": "false", "BRIDGE_KAFKA_DELETE_RETENTION": "0s",
 			"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=compact,delete,retention.ms=1", "BRIDGE_KAFKA_CE_MODE": "binary",
 			"BRIDGE_KAFKA_REQUIRED_ACKS": "one", "BRIDGE_KAFKA_COMPRESSION": "zstd", "BRIDGE_KAFKA_TLS_CA_FILE": pki.CAFile,
 			"BRIDGE_KAFKA_TLS_CERT_FILE": pki.CertFile, "BRIDGE_KAFKA_TLS_KEY_FILE": pki.KeyFile,
@@ -60,6 +63,19 @@ func TestValidate(t *testing.T) {
 		{"partitions", map[string]string{"BRIDGE_KAFKA_PARTITIONS": "0"}, []string{"BRIDGE_KAFKA_PARTITIONS: "}},
 		{"replication", map[string]string{"BRIDGE_KAFKA_REPLICATION_FACTOR": "-2"}, []string{"BRIDGE_KAFKA_REPLICATION_FACTOR: "}},
 		{"topic configs", map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "compact"}, []string{"BRIDGE_KAFKA_TOPIC_CONFIGS: "}},
+		{"layout", map[string]string{"BRIDGE_KAFKA_LAYOUT": "latest"}, []string{"BRIDGE_KAFKA_LAYOUT: \"latest\" is not a layout"}},
+		{"state layout agrees", map[string]string{"BRIDGE_KAFKA_DELETE_RETENTION": "1s",
+			"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=compact,delete,retention.ms=-1,retention.bytes=-1,min.compaction.lag.ms=60000"}, nil},
+		{"delete retention", map[string]string{"BRIDGE_KAFKA_DELETE_RETENTION": "999ms"}, []string{"BRIDGE_KAFKA_DELETE_RETENTION: "}},
+		{"delete retention in parts of a millisecond", map[string]string{"BRIDGE_KAFKA_DELETE_RETENTION": "1.5ms"}, []string{"BRIDGE_KAFKA_DELETE_RETENTION: "}},
+		{"state without tombstones", map[string]string{"BRIDGE_KAFKA_TOMBSTONES": "false"},
+			[]string{"BRIDGE_KAFKA_TOMBSTONES: false contradicts BRIDGE_KAFKA_LAYOUT=state"}},
+		{"state with another cleanup policy", map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=delete"},
+			[]string{"BRIDGE_KAFKA_TOPIC_CONFIGS: cleanup.policy=delete contradicts BRIDGE_KAFKA_LAYOUT=state"}},
+		{"state with retention", map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=compact,delete,retention.ms=604800000,retention.bytes=1000000"},
+			[]string{"BRIDGE_KAFKA_TOPIC_CONFIGS: retention.ms=604800000 contradicts BRIDGE_KAFKA_LAYOUT=state", "BRIDGE_KAFKA_TOPIC_CONFIGS: retention.bytes=1000000 contradicts BRIDGE_KAFKA_LAYOUT=state"}},
+		{"state with delete.retention.ms", map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "delete.retention.ms=1000"},
+			[]string{"BRIDGE_KAFKA_TOPIC_CONFIGS: delete.retention.ms=1000 contradicts BRIDGE_KAFKA_LAYOUT=state: set how long tombstones stay with BRIDGE_KAFKA_DELETE_RETENTION"}},
 		{"mode", map[string]string{"BRIDGE_KAFKA_CE_MODE": "json"}, []string{"BRIDGE_KAFKA_CE_MODE: "}},
 		{"acks", map[string]string{"BRIDGE_KAFKA_REQUIRED_ACKS": "-1"}, []string{"BRIDGE_KAFKA_REQUIRED_ACKS: "}},
 		{"batch", map[string]string{"BRIDGE_KAFKA_BATCH_SIZE": "0", "BRIDGE_KAFKA_BATCH_TIMEOUT": "0s"},
@@ -163,6 +179,38 @@ func TestParseTopicConfigs(t *testing.T) {
 			}
 			if got != tt.want {
 				t.Errorf("ParseTopicConfigs(%q) = %q (%v), want %q", tt.in, got, err, tt.want)
+			}
+		})
+	}
+}
+
+// Topics the bridge creates get the state layout's configs, with
+// BRIDGE_KAFKA_TOPIC_CONFIGS on top; in the history layout only those.
+func TestCreateConfigs(t *testing.T) {
+	tests := []struct {
+		name string
+		vars map[string]string
+		want string
+	}{
+		{"state", nil, "cleanup.policy=compact,retention.ms=-1,delete.retention.ms=86400000"},
+		{"state with a delete retention", map[string]string{"BRIDGE_KAFKA_DELETE_RETENTION": "90s"},
+			"cleanup.policy=compact,retention.ms=-1,delete.retention.ms=90000"},
+		{"state with topic configs", map[string]string{"BRIDGE_KAFKA_TOPIC_CONFIGS": "max.message.bytes=4194304,cleanup.policy=compact,delete"},
+			"cleanup.policy=compact,delete,retention.ms=-1,delete.retention.ms=86400000,max.message.bytes=4194304"},
+		{"history", map[string]string{"BRIDGE_KAFKA_LAYOUT": "history"}, ""},
+		{"history with topic configs", map[string]string{"BRIDGE_KAFKA_LAYOUT": "history", "BRIDGE_KAFKA_TOPIC_CONFIGS": "retention.ms=60000"},
+			"retention.ms=60000"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			vars := map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka:9092"}
+			maps.Copy(vars, tt.vars)
+			c := loadConfig(t, vars)
+			if err := c.Validate(); err != nil {
+				t.Fatal(err)
+			}
+			if got := configString(c.CreateConfigs()); got != tt.want {
+				t.Errorf("CreateConfigs() = %q, want %q", got, tt.want)
 			}
 		})
 	}

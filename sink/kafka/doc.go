@@ -20,6 +20,15 @@
 //   - No stall. A message too large for the configured or broker limit is a
 //     terminal failure of that message alone (sink.Terminal): the pipeline
 //     counts and logs it and carries on.
+//   - State, in the state layout (BRIDGE_KAFKA_LAYOUT=state, the default).
+//     Topics the sink creates are compacted and never expire records by age
+//     (cleanup.policy=compact, retention.ms=-1), and every delete is
+//     followed by a tombstone (the configuration refuses to turn them off),
+//     so a topic keeps each live object's latest record for as long as the
+//     object lives, and a deleted object's records go at compaction, its
+//     tombstone delete.retention.ms (BRIDGE_KAFKA_DELETE_RETENTION) later.
+//     A topic that exists is never changed: one that is not compacted is
+//     logged and reported (see [WithTopicCompaction]).
 //   - Secrets stay secret. The SASL password is never logged, printed or
 //     put in an error.
 //

@@ -58,18 +58,26 @@ var (
 // (or the single BRIDGE_KAFKA_TOPIC) exists, creating missing ones when
 // BRIDGE_KAFKA_CREATE_TOPICS is true. A missing topic otherwise fails New
 // with an error that names it.
-func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResource, log *slog.Logger) (*Sink, error) {
+//
+// In the state layout (BRIDGE_KAFKA_LAYOUT) topics it creates are
+// compacted; an existing topic that is not is used as it is, with a
+// warning (and a report, see [WithTopicCompaction]).
+func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResource, log *slog.Logger, opts ...Option) (*Sink, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	o := options{compaction: func(string, bool) {}}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	topics, err := topicsOf(&cfg, resources)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	configs, _ := ParseTopicConfigs(cfg.TopicConfigs) // checked by Validate
+	configs := cfg.CreateConfigs()
 	acks, _ := cfg.requiredAcks()
 	codec, _ := cfg.compression()
 
@@ -100,7 +108,19 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 		return nil, fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(cfg.BrokerList(), ","), err)
 	}
 	for _, t := range created {
-		log.Info("created topic", "topic", t, "partitions", cfg.Partitions, "replicationFactor", cfg.ReplicationFactor)
+		log.Info("created topic", "topic", t, "layout", cfg.Layout, "partitions", cfg.Partitions, "replicationFactor", cfg.ReplicationFactor,
+			"configs", configString(configs))
+	}
+	if cfg.Layout == LayoutState {
+		var existing []string
+		for _, t := range topics {
+			if slices.Contains(created, t) {
+				o.compaction(t, true)
+			} else {
+				existing = append(existing, t)
+			}
+		}
+		checkCompaction(sctx, s.client(startTimeout), existing, log, o.compaction)
 	}
 
 	s.w = s.writer(acks, codec, cfg.BatchSize, cfg.BatchTimeout)
@@ -112,10 +132,20 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 	if cfg.saslMechanism() == SASLPlain && tlsConfig == nil {
 		log.Warn("SASL PLAIN without TLS sends the password in clear text; set BRIDGE_KAFKA_TLS=true")
 	}
-	log.Info("kafka sink ready", "brokers", cfg.BrokerList(), "topics", topics, "mode", cfg.CEMode,
+	log.Info("kafka sink ready", "brokers", cfg.BrokerList(), "topics", topics, "layout", cfg.Layout, "mode", cfg.CEMode,
 		"tombstones", cfg.Tombstones, "acks", cfg.RequiredAcks, "compression", cfg.Compression,
 		"tls", tlsConfig != nil, "sasl", cfg.saslMechanism())
 	return s, nil
+}
+
+// configString writes topic configs as BRIDGE_KAFKA_TOPIC_CONFIGS takes
+// them, for the log.
+func configString(configs []kafkago.ConfigEntry) string {
+	parts := make([]string, len(configs))
+	for i, e := range configs {
+		parts[i] = e.ConfigName + "=" + e.ConfigValue
+	}
+	return strings.Join(parts, ",")
 }
 
 // topicsOf lists the topics of resources, each once: the single

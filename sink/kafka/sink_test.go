@@ -20,7 +20,7 @@ func TestNewTopics(t *testing.T) {
 	t.Run("created with partitions and configs", func(t *testing.T) {
 		c := kafkatest.Start(t)
 		newSink(t, clusterConfig(t, c, map[string]string{
-			"BRIDGE_KAFKA_TOPIC_PREFIX": "prod", "BRIDGE_KAFKA_PARTITIONS": "4",
+			"BRIDGE_KAFKA_TOPIC_PREFIX": "prod", "BRIDGE_KAFKA_PARTITIONS": "4", "BRIDGE_KAFKA_LAYOUT": "history",
 			"BRIDGE_KAFKA_TOPIC_CONFIGS": "cleanup.policy=compact,delete,retention.ms=3600000",
 		}), configmaps, deployments)
 		for _, topic := range []string{"prod.configmaps", "prod.deployments.apps"} {
@@ -87,7 +87,7 @@ func TestTombstonesAndModes(t *testing.T) {
 	}{
 		{"structured with tombstones", nil, []string{"1", "2", "3", "tombstone", "4"}},
 		{"binary with tombstones", map[string]string{"BRIDGE_KAFKA_CE_MODE": "binary"}, []string{"1", "2", "3", "tombstone", "4"}},
-		{"no tombstones", map[string]string{"BRIDGE_KAFKA_TOMBSTONES": "false"}, []string{"1", "2", "3", "4"}},
+		{"no tombstones in the history layout", map[string]string{"BRIDGE_KAFKA_TOMBSTONES": "false", "BRIDGE_KAFKA_LAYOUT": "history"}, []string{"1", "2", "3", "4"}},
 		{"compressed", map[string]string{"BRIDGE_KAFKA_COMPRESSION": "zstd"}, []string{"1", "2", "3", "tombstone", "4"}},
 	}
 	for _, tt := range tests {

@@ -115,6 +115,8 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_CHECKPOINT", c.Checkpoint, "kafka:kube.bridge-checkpoint")
 			want(t, "BRIDGE_KAFKA_BROKERS", c.Kafka.Brokers, []string{"kafka-0.kafka.streaming.svc:9093", "kafka-1.kafka.streaming.svc:9093"})
 			want(t, "BRIDGE_KAFKA_REPLICATION_FACTOR", c.Kafka.ReplicationFactor, 3)
+			want(t, "BRIDGE_KAFKA_LAYOUT", c.Kafka.Layout, "state")
+			want(t, "BRIDGE_KAFKA_DELETE_RETENTION", c.Kafka.DeleteRetention, 12*time.Hour)
 			want(t, "BRIDGE_KAFKA_TOPIC_CONFIGS", c.Kafka.TopicConfigs, "cleanup.policy=compact,max.compaction.lag.ms=604800000,min.insync.replicas=2")
 			want(t, "BRIDGE_KAFKA_COMPRESSION", c.Kafka.Compression, "zstd")
 			want(t, "BRIDGE_KAFKA_MAX_MESSAGE_BYTES", c.Kafka.MaxMessageBytes, 4194304)

@@ -31,6 +31,8 @@ func TestSchemaRejects(t *testing.T) {
 		{"nats url", "nats.urls={nats.example.com:4222}", "at '/nats/urls/0'"},
 		{"broker", "kafka.brokers={kafka.example.com}", "at '/kafka/brokers/0'"},
 		{"sasl mechanism", "kafka.sasl.mechanism=gssapi", "at '/kafka/sasl/mechanism'"},
+		{"kafka layout", "kafka.layout=latest", "at '/kafka/layout'"},
+		{"kafka delete retention", "kafka.deleteRetention=1day", "at '/kafka/deleteRetention'"},
 		{"bucket", "checkpoint.natsKV.bucket=a.b", "at '/checkpoint/natsKV/bucket'"},
 		{"stream replicas", "nats.streamReplicas=7", "at '/nats/streamReplicas'"},
 		{"nats layout", "nats.layout=both", "at '/nats/layout'"},

@@ -105,6 +105,16 @@ func (l *logBuffer) String() string {
 // nil, to the sink env names.
 func startBridge(t *testing.T, env map[string]string, s sink.Sink) *running {
 	t.Helper()
+	var opts []bridge.Option
+	if s != nil {
+		opts = append(opts, bridge.WithSink(s))
+	}
+	return startBridgeWith(t, env, opts...)
+}
+
+// startBridgeWith is startBridge with the bridge's options.
+func startBridgeWith(t *testing.T, env map[string]string, opts ...bridge.Option) *running {
+	t.Helper()
 	environ := []string{"BRIDGE_CHECKPOINT=none", "BRIDGE_CHECKPOINT_INTERVAL=100ms"}
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
@@ -116,10 +126,6 @@ func startBridge(t *testing.T, env map[string]string, s sink.Sink) *running {
 	logs := &logBuffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
-	var opts []bridge.Option
-	if s != nil {
-		opts = append(opts, bridge.WithSink(s))
-	}
 	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, opts...), cancel: cancel, done: make(chan error, 1), logs: logs}
 	go func() { r.done <- r.b.Run(ctx) }()
 	t.Cleanup(func() { r.stop(t) })

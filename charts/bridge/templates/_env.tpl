@@ -149,6 +149,8 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.env" (list "BRIDGE_KAFKA_CREATE_TOPICS" $k.createTopics) }}
 {{- include "bridge.envInt" (list "BRIDGE_KAFKA_PARTITIONS" $k.partitions) }}
 {{- include "bridge.envInt" (list "BRIDGE_KAFKA_REPLICATION_FACTOR" $k.replicationFactor) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_LAYOUT" $k.layout) }}
+{{- include "bridge.env" (list "BRIDGE_KAFKA_DELETE_RETENTION" $k.deleteRetention) }}
 {{- $configs := list }}
 {{- range $name := keys $k.topicConfigs | sortAlpha }}
 {{- $value := get $k.topicConfigs $name }}

@@ -1,0 +1,79 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strconv"
+	"strings"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// Option configures New.
+type Option func(*options)
+
+type options struct {
+	compaction func(topic string, compacted bool)
+}
+
+// WithTopicCompaction has New report, in the state layout, whether each
+// topic is compacted: true for a topic it created, what the broker says
+// for one that existed. A topic whose configs cannot be read is not
+// reported. The bridge turns the reports into the gauge
+// bridge_kafka_topic_not_compacted.
+func WithTopicCompaction(report func(topic string, compacted bool)) Option {
+	return func(o *options) { o.compaction = report }
+}
+
+// checkCompaction reads the cleanup policy and retention of topics that
+// the state layout found existing, and warns of each that cannot keep the
+// state: one not compacted, or compacted and deleted by time as well. It
+// never fails: the topic works, and what it holds is the operator's call.
+func checkCompaction(ctx context.Context, client *kafkago.Client, topics []string, log *slog.Logger, report func(topic string, compacted bool)) {
+	if len(topics) == 0 {
+		return
+	}
+	req := &kafkago.DescribeConfigsRequest{}
+	for _, t := range topics {
+		req.Resources = append(req.Resources, kafkago.DescribeConfigRequestResource{
+			ResourceType: kafkago.ResourceTypeTopic,
+			ResourceName: t,
+			ConfigNames:  []string{configCleanupPolicy, configRetentionMs},
+		})
+	}
+	res, err := client.DescribeConfigs(ctx, req)
+	if err == nil && len(res.Resources) != len(topics) {
+		err = errors.New("the broker described another number of topics than asked")
+	}
+	if err != nil {
+		// Describing configs takes a permission that writing does not.
+		log.Warn("cannot check that the topics are compacted, as BRIDGE_KAFKA_LAYOUT=state wants", "topics", topics, "err", err)
+		return
+	}
+	for _, r := range res.Resources {
+		if r.Error != nil {
+			log.Warn("cannot check that the topic is compacted, as BRIDGE_KAFKA_LAYOUT=state wants", "topic", r.ResourceName, "err", r.Error)
+			continue
+		}
+		var policy, retention string
+		for _, e := range r.ConfigEntries {
+			switch e.ConfigName {
+			case configCleanupPolicy:
+				policy = e.ConfigValue
+			case configRetentionMs:
+				retention = e.ConfigValue
+			}
+		}
+		compacted := hasPolicy(policy, "compact")
+		report(r.ResourceName, compacted)
+		switch ms, err := strconv.ParseInt(strings.TrimSpace(retention), 10, 64); {
+		case !compacted:
+			log.Warn("topic is not compacted although BRIDGE_KAFKA_LAYOUT=state: records of objects that do not change expire with the topic's retention, and a consumer that starts later misses those objects; set cleanup.policy=compact and retention.ms=-1 on the topic",
+				"topic", r.ResourceName, "cleanupPolicy", policy, "retentionMs", retention)
+		case hasPolicy(policy, "delete") && err == nil && ms >= 0:
+			log.Warn("topic is compacted but deletes by time too although BRIDGE_KAFKA_LAYOUT=state: records of objects that do not change expire with the topic's retention; set cleanup.policy=compact or retention.ms=-1 on the topic",
+				"topic", r.ResourceName, "cleanupPolicy", policy, "retentionMs", retention)
+		}
+	}
+}
