@@ -153,8 +153,8 @@ func BenchmarkFanOut(b *testing.B) {
 			}
 			runs[mode][n] = r
 			if testing.Verbose() {
-				b.Logf("%s, %d informers: API server %.2f s CPU over %s, VmHWM %.0f MiB, VmRSS %.0f MiB; sync median %.2f s, max %.2f s; informers' process %.1f s CPU, VmHWM %.0f MiB",
-					mode, n, r.cpu.Seconds(), r.window.Round(100*time.Millisecond), mib(r.hwm), mib(r.rss),
+				b.Logf("%s, %s: API server %.2f s CPU over %s, VmHWM %.0f MiB, VmRSS %.0f MiB; sync median %.2f s, max %.2f s; informers' process %.1f s CPU, VmHWM %.0f MiB",
+					mode, informers(n), r.cpu.Seconds(), r.window.Round(100*time.Millisecond), mib(r.hwm), mib(r.rss),
 					r.median().Seconds(), r.max().Seconds(), r.consumerCPU.Seconds(), mib(r.consumerHWM))
 			}
 		}
@@ -236,7 +236,7 @@ func (f *fanout) run(mode string, n int, window time.Duration) fanoutRun {
 		r.bridgeReady = br.waitLog(b, "ready", fanoutSyncTimeout).At.Sub(br.started)
 		env, args = nil, f.natsArgs
 	}
-	c := startChild(b, fmt.Sprintf("%d informers (%s)", n, mode), f.bin, env, append(args, "-n", strconv.Itoa(n))...)
+	c := startChild(b, informers(n)+" ("+mode+")", f.bin, env, append(args, "-n", strconv.Itoa(n))...)
 	synced := c.waitLog(b, "synced", fanoutSyncTimeout)
 	var line struct {
 		ObjectsMin int       `json:"objects_min"`
@@ -298,7 +298,7 @@ func (f *fanout) record(runs map[string]map[int]fanoutRun) {
 
 	for _, n := range slices.Sorted(slices.Values(fanoutCounts)) {
 		record(b, Figure{
-			Scenario: scenario, Name: fmt.Sprintf("API-server CPU, %d informers", n), Unit: "s",
+			Scenario: scenario, Name: "API-server CPU, " + informers(n), Unit: "s",
 			Bridge: bus[n].cpu.Seconds(), Baseline: direct[n].cpu.Seconds(), BaselineName: baseline,
 			Note: fmt.Sprintf("utime+stime of kube-apiserver (/proc/<pid>/stat) over the run; %s. Through the bus the informers read the bridge's NATS JetStream stream (state layout) with consumer/nats; the bridge's restart on its checkpoint (a list and a watch) is counted in.", shape),
 		})
@@ -324,13 +324,13 @@ func (f *fanout) record(runs map[string]map[int]fanoutRun) {
 			perN(func(r fanoutRun) string { return fmt.Sprintf("%.0f", mib(r.consumerHWM)) })),
 	})
 	record(b, Figure{
-		Scenario: scenario, Name: fmt.Sprintf("API-server peak memory, %d informers", hi), Unit: "MiB",
+		Scenario: scenario, Name: "API-server peak memory, " + informers(hi), Unit: "MiB",
 		Bridge: mib(bus[hi].hwm), Baseline: mib(direct[hi].hwm), BaselineName: baseline,
 		Note: "kube-apiserver's VmHWM since its restart before the run.",
 	})
 	for _, n := range slices.Sorted(slices.Values(fanoutCounts)) {
 		record(b, Figure{
-			Scenario: scenario, Name: fmt.Sprintf("time to sync, %d informers, median", n), Unit: "s",
+			Scenario: scenario, Name: "time to sync, " + informers(n) + ", median", Unit: "s",
 			Bridge: bus[n].median().Seconds(), Baseline: direct[n].median().Seconds(), BaselineName: baseline,
 			Note: fmt.Sprintf("each informer's time from its process's start until its cache synced (all %d started at once in one process); slowest: bus %.2f s, direct %.2f s. Through the bus this is reading the state from the stream; the bridge had published it.",
 				n, bus[n].max().Seconds(), direct[n].max().Seconds()),
@@ -345,6 +345,14 @@ func perNBridge(bus map[int]fanoutRun) string {
 		parts = append(parts, fmt.Sprintf("%.1f s (N=%d)", bus[n].bridgeReady.Seconds(), n))
 	}
 	return strings.Join(parts, ", ")
+}
+
+// informers is "1 informer", "10 informers".
+func informers(n int) string {
+	if n == 1 {
+		return "1 informer"
+	}
+	return fmt.Sprintf("%d informers", n)
 }
 
 // procCPUTime is the CPU time, user and system, process pid has used: the
