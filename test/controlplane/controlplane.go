@@ -205,6 +205,18 @@ func (c *ControlPlane) APIServerURL() string { return c.apiServerURL }
 // Dir is the working directory (logs are there unless Options.Log was set).
 func (c *ControlPlane) Dir() string { return c.dir }
 
+// APIServerPID is the process id of the running kube-apiserver, for
+// measuring what it costs (/proc/<pid>/stat, /proc/<pid>/status). It
+// changes with RestartAPIServer; it is 0 after Stop.
+func (c *ControlPlane) APIServerPID() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.stopped || c.apiServer == nil {
+		return 0
+	}
+	return c.apiServer.pid
+}
+
 // LogTails returns the last lines of etcd's and the API server's output, for
 // diagnosing a failed test.
 func (c *ControlPlane) LogTails() string {
