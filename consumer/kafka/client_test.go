@@ -50,3 +50,37 @@ func TestLogFromGroupConsumerClient(t *testing.T) {
 		t.Fatalf("Follow with a group consumer's client: %v", err)
 	}
 }
+
+// An error of fn on a progress record is returned as it is, at once, also
+// when the progress comes from a check that found the partition's tail
+// holds nothing to give (here a transaction marker).
+func TestFollowReturnsErrorOfProgress(t *testing.T) {
+	e := newEnv(t, 1, nil)
+	txn := e.c.Client(kgo.TransactionalID("tx"), kgo.DefaultProduceTopic(e.topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := txn.BeginTransaction(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, record("default/in-txn", message("in-txn", 1))).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		t.Fatal(err)
+	}
+	recs, _ := e.readState()
+	from := recs[0].Position // before the commit marker
+	stop := errors.New("caught up")
+	calls := 0
+	start := time.Now()
+	err := e.log.Follow(ctx, from, func(r consumer.Record) error {
+		calls++
+		if r.Progress() {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || calls != 1 {
+		t.Fatalf("Follow returned %v after %d calls of fn in %s; want fn's error after its first call", err, calls, time.Since(start).Round(time.Millisecond))
+	}
+}
