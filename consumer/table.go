@@ -104,11 +104,22 @@ func (t *table) apply(r Record) outcome {
 		return outcome{drop: dropDuplicate}
 	case !tracked && t.gone.stale(key, u, rv):
 		return outcome{drop: dropDuplicate}
-	case deleting && (!tracked || e.uid != u):
+	case deleting && !tracked:
 		// A delete of an object the informer never got: nothing to
 		// undo, but its late repeats must not bring it back.
 		t.gone.add(key, u, rv)
 		return outcome{drop: dropUnknownDelete}
+	case deleting && e.uid != u:
+		// A newer object of the name was deleted, and the bus kept only
+		// that (one message per subject, or a compaction): the object
+		// held under the name went before it came.
+		out := outcome{key: key}
+		if e.held {
+			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
+		}
+		t.forget(key, e)
+		t.gone.add(key, u, rv)
+		return out
 	}
 	obj, raw, err := decodeObject(m.Data)
 	if err == nil {

@@ -61,6 +61,11 @@ func TestTableRules(t *testing.T) {
 			"unknown_delete duplicate"},
 		{"new uid under a held key", "", "", []Record{rec("added", a1), rec("added", b)},
 			"ADDED/a@10 DELETED/a@10+ADDED/a@20"},
+		// The bus kept only the last message of the name (NATS's one
+		// per subject, or a compaction): the delete of a newer uid says
+		// the held one is gone too.
+		{"delete of a newer uid under a held key", "", "", []Record{rec("added", a1), rec("deleted", b), rec("updated", a2)},
+			"ADDED/a@10 DELETED/a@10 duplicate"},
 		{"old uid after the new one", "", "", []Record{rec("added", b), rec("updated", a2)},
 			"ADDED/a@20 duplicate"},
 		{"tombstone of a held object", "", "", []Record{rec("added", a1), tombstone(a1), rec("updated", a1)},

@@ -76,6 +76,11 @@ func (l *Log) follow(ctx context.Context, from string, fn func(consumer.Record) 
 	if err := f.check(ctx, true); err != nil {
 		return err
 	}
+	if f.allRead() {
+		if err := f.progress(); err != nil {
+			return err
+		}
+	}
 	offsets := make(map[int32]int64, n)
 	for p, o := range pos.offsets {
 		offsets[int32(p)] = o
@@ -167,6 +172,13 @@ func (f *follower) run(ctx context.Context, cl *kgo.Client) error {
 				continue
 			}
 			f.failed = 0
+			// Outside check, so that fn's error is returned as it is,
+			// never taken for a failed check.
+			if f.allRead() {
+				if err := f.progress(); err != nil {
+					return err
+				}
+			}
 		}
 	}
 }
@@ -228,8 +240,8 @@ func (f *follower) progress() error {
 // check lists the end offsets and compares the topic with the one the
 // Follow started on. Partitions read up to their end offset get its time;
 // others get a mark, and those that had no records since the last check
-// are probed for a tail with nothing to give. When every partition is read
-// up to its end it passes on a progress record.
+// are probed for a tail with nothing to give. When every partition is then
+// read up to its end, the caller passes on a progress record.
 func (f *follower) check(ctx context.Context, first bool) error {
 	l := f.l
 	f.lastCheck = time.Now()
@@ -294,9 +306,6 @@ func (f *follower) check(ctx context.Context, first bool) error {
 	clear(f.got)
 	if why := expiredAt(f.position().time, f.drm, time.Now()); why != "" {
 		return expired("topic %s: the read fell behind: %s", l.topic, why)
-	}
-	if f.allRead() {
-		return f.progress()
 	}
 	return nil
 }

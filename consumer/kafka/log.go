@@ -126,10 +126,16 @@ func (l *Log) consumerClient(offsets map[int32]int64, reset bool) (*kgo.Client, 
 	if reset {
 		resetTo = kgo.NewOffset().AtStart()
 	}
-	opts := append(append([]kgo.Opt(nil), l.client.Opts()...),
+	// Group settings (the group, commits, callbacks) are left out: kgo
+	// refuses most of them without a group, and a Log reads no group.
+	var opts []kgo.Opt
+	for _, o := range l.client.Opts() {
+		if _, group := o.(kgo.GroupOpt); !group {
+			opts = append(opts, o)
+		}
+	}
+	opts = append(opts,
 		kgo.ConsumeTopics(),
-		kgo.ConsumerGroup(""),
-		kgo.ShareGroup(""),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{l.topic: parts}),
 		kgo.ConsumeResetOffset(resetTo),
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),

@@ -28,7 +28,8 @@ func WithTopicCompaction(report func(topic string, compacted bool)) Option {
 
 // checkCompaction reads the cleanup policy and retention of topics that
 // the state layout found existing, and warns of each that cannot keep the
-// state: one not compacted, or compacted and deleted by time as well. It
+// state: one not compacted, or compacted and deleted by time or size as
+// well. It
 // never fails: the topic works, and what it holds is the operator's call.
 func checkCompaction(ctx context.Context, client *kafkago.Client, topics []string, log *slog.Logger, report func(topic string, compacted bool)) {
 	if len(topics) == 0 {
@@ -39,7 +40,7 @@ func checkCompaction(ctx context.Context, client *kafkago.Client, topics []strin
 		req.Resources = append(req.Resources, kafkago.DescribeConfigRequestResource{
 			ResourceType: kafkago.ResourceTypeTopic,
 			ResourceName: t,
-			ConfigNames:  []string{configCleanupPolicy, configRetentionMs},
+			ConfigNames:  []string{configCleanupPolicy, configRetentionMs, configRetentionBytes},
 		})
 	}
 	res, err := client.DescribeConfigs(ctx, req)
@@ -56,24 +57,30 @@ func checkCompaction(ctx context.Context, client *kafkago.Client, topics []strin
 			log.Warn("cannot check that the topic is compacted, as BRIDGE_KAFKA_LAYOUT=state wants", "topic", r.ResourceName, "err", r.Error)
 			continue
 		}
-		var policy, retention string
+		var policy, retention, retentionBytes string
 		for _, e := range r.ConfigEntries {
 			switch e.ConfigName {
 			case configCleanupPolicy:
 				policy = e.ConfigValue
 			case configRetentionMs:
 				retention = e.ConfigValue
+			case configRetentionBytes:
+				retentionBytes = e.ConfigValue
 			}
+		}
+		limited := func(v string) bool {
+			n, err := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
+			return err == nil && n >= 0
 		}
 		compacted := hasPolicy(policy, "compact")
 		report(r.ResourceName, compacted)
-		switch ms, err := strconv.ParseInt(strings.TrimSpace(retention), 10, 64); {
+		switch {
 		case !compacted:
 			log.Warn("topic is not compacted although BRIDGE_KAFKA_LAYOUT=state: records of objects that do not change expire with the topic's retention, and a consumer that starts later misses those objects; set cleanup.policy=compact and retention.ms=-1 on the topic",
 				"topic", r.ResourceName, "cleanupPolicy", policy, "retentionMs", retention)
-		case hasPolicy(policy, "delete") && err == nil && ms >= 0:
-			log.Warn("topic is compacted but deletes by time too although BRIDGE_KAFKA_LAYOUT=state: records of objects that do not change expire with the topic's retention; set cleanup.policy=compact or retention.ms=-1 on the topic",
-				"topic", r.ResourceName, "cleanupPolicy", policy, "retentionMs", retention)
+		case hasPolicy(policy, "delete") && (limited(retention) || limited(retentionBytes)):
+			log.Warn("topic is compacted but deletes by time or size too although BRIDGE_KAFKA_LAYOUT=state: records of objects that do not change expire with the topic's retention; set cleanup.policy=compact, or retention.ms=-1 and retention.bytes=-1, on the topic",
+				"topic", r.ResourceName, "cleanupPolicy", policy, "retentionMs", retention, "retentionBytes", retentionBytes)
 		}
 	}
 }

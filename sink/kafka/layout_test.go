@@ -191,3 +191,23 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// A topic compacted and deleted by size as well (compact,delete with a
+// retention.bytes) drops the latest records of objects that do not
+// change, as one deleted by time does: it gets the warning too.
+func TestStateLayoutWarnsOfTopicDeletedBySize(t *testing.T) {
+	c := kafkatest.Start(t)
+	c.CreateTopic("kube.configmaps", 1, map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "-1", "retention.bytes": "1048576"})
+	var r compactionReports
+	logs := &syncBuffer{}
+	newLayoutSink(t, clusterConfig(t, c, nil), &r, logs, configmaps)
+	warned := false
+	for line := range strings.Lines(logs.String()) {
+		if containsAll(line, "level=WARN", "topic=kube.configmaps", "cleanupPolicy=compact,delete", "retentionBytes=1048576") {
+			warned = true
+		}
+	}
+	if !warned {
+		t.Errorf("no warning names kube.configmaps, compacted but deleted by size; logs:\n%s", logs)
+	}
+}
