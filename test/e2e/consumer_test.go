@@ -148,6 +148,9 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 			t.Fatalf("a fresh informer from the state topic differs from LIST: %s", d)
 		}
 		i.checkHandlers(t)
+		if s := i.lw.Stats(); s.BusLists != 1 {
+			t.Errorf("bus lists = %d, want 1", s.BusLists)
+		}
 	})
 }
 
