@@ -104,11 +104,22 @@ func (t *table) apply(r Record) outcome {
 		return outcome{drop: dropDuplicate}
 	case !tracked && t.gone.stale(key, u, rv):
 		return outcome{drop: dropDuplicate}
-	case deleting && (!tracked || e.uid != u):
+	case deleting && !tracked:
 		// A delete of an object the informer never got: nothing to
 		// undo, but its late repeats must not bring it back.
 		t.gone.add(key, u, rv)
 		return outcome{drop: dropUnknownDelete}
+	case deleting && e.uid != u:
+		// The delete of a later object under the key: the bus kept only
+		// the key's last message, so the held object's delete, and the
+		// later one's create, were never read. The held one goes.
+		out := outcome{key: key}
+		if e.held {
+			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
+		}
+		t.forget(key, e)
+		t.gone.add(key, u, rv)
+		return out
 	}
 	obj, raw, err := decodeObject(m.Data)
 	if err == nil {
