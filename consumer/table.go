@@ -179,7 +179,10 @@ func olderOrSame(rv apiRV, e entry, u uid, deleting bool) bool {
 	}
 	// The same resourceVersion is the same change, except the delete of
 	// that state (a delete may carry the last state's resourceVersion).
-	return rv.n == e.rv.n && e.uid == u && !deleting
+	// Another uid's delete at it is of the object the held one replaced:
+	// the bridge dates the delete of an object recreated unseen by its
+	// successor's resourceVersion.
+	return rv.n == e.rv.n && (e.uid != u || !deleting)
 }
 
 // tombstone applies a record that says the object of a bus key is gone.
