@@ -18,7 +18,8 @@ func TestTableRules(t *testing.T) {
 	a3 := a1
 	a3.rv = 12
 	b := obj{ns: "ns", name: "a", uid: "00000000-0000-0000-0000-00000000000b", rv: 20} // a again, new uid
-	bAsA := a1 // a's delete, dated by b's resourceVersion
+	// a's delete, dated by b's resourceVersion
+	bAsA := a1
 	bAsA.rv = b.rv
 	blue := map[string]string{"color": "blue"}
 	red := map[string]string{"color": "red"}
