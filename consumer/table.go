@@ -109,17 +109,6 @@ func (t *table) apply(r Record) outcome {
 		// undo, but its late repeats must not bring it back.
 		t.gone.add(key, u, rv)
 		return outcome{drop: dropUnknownDelete}
-	case deleting && e.uid != u:
-		// The delete of a later object under the key: the bus kept only
-		// the key's last message, so the held object's delete, and the
-		// later one's create, were never read. The held one goes.
-		out := outcome{key: key}
-		if e.held {
-			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
-		}
-		t.forget(key, e)
-		t.gone.add(key, u, rv)
-		return out
 	}
 	obj, raw, err := decodeObject(m.Data)
 	if err == nil {
@@ -132,6 +121,23 @@ func (t *table) apply(r Record) outcome {
 		t.tm = typeMeta{apiVersion: obj.GetAPIVersion(), kind: obj.GetKind()}
 	}
 	out := outcome{key: key, omitted: m.ContentOmitted}
+	if deleting && e.uid != u {
+		// The delete of another object under the key. The bridge dates
+		// the delete of an object recreated unseen by its successor's
+		// resourceVersion, so only the deleted object's own state tells
+		// whether it lived after the held one: then the held one is gone
+		// (a name is one object's at a time), and its delete was never
+		// read, since the bus keeps only a key's last message.
+		if lived := parseRV(obj.GetResourceVersion()); lived.ok && e.rv.ok && lived.n <= e.rv.n {
+			return outcome{drop: dropDuplicate}
+		}
+		if e.held {
+			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
+		}
+		t.forget(key, e)
+		t.gone.add(key, u, rv)
+		return out
+	}
 	if deleting {
 		if e.held {
 			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, obj: obj})

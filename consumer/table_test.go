@@ -21,6 +21,10 @@ func TestTableRules(t *testing.T) {
 	// a's delete, dated by b's resourceVersion
 	bAsA := a1
 	bAsA.rv = b.rv
+	// a's delete found again by a bridge restarted after b changed: dated
+	// by b's later version, its object a's last state.
+	aGoneLater := rec("deleted", a1)
+	aGoneLater.Message.ResourceVersion = "25"
 	blue := map[string]string{"color": "blue"}
 	red := map[string]string{"color": "red"}
 	aBlue, aRed, aBlue2 := a1, a2, a3
@@ -72,6 +76,8 @@ func TestTableRules(t *testing.T) {
 		// successor's resourceVersion; a repeat of it after a crash comes
 		// after the successor.
 		{"delete of the replaced uid at the held one's version", "", "", []Record{rec("added", b), rec("deleted", bAsA)},
+			"ADDED/a@20 duplicate"},
+		{"delete of the replaced uid dated later than the held one", "", "", []Record{rec("added", b), aGoneLater},
 			"ADDED/a@20 duplicate"},
 		{"old uid after the new one", "", "", []Record{rec("added", b), rec("updated", a2)},
 			"ADDED/a@20 duplicate"},
