@@ -23,7 +23,10 @@
 //     older than the held one of another uid is dropped too. A delete of
 //     an object the informer does not hold is dropped. An object
 //     recreated unseen (a new uid under a held key) is handed out as
-//     Deleted (the old one) then Added (the new one). The latest
+//     Deleted (the old one) then Added (the new one); the delete of
+//     another uid under a held key whose object lived after the held
+//     state (the bus kept only the key's last message), as Deleted of the
+//     held one. The latest
 //     deletions (8192 keys) are remembered, so a late repeat of a
 //     deleted object does not bring it back.
 //   - Added or Modified is decided by what the informer holds, not by the

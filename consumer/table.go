@@ -109,17 +109,6 @@ func (t *table) apply(r Record) outcome {
 		// undo, but its late repeats must not bring it back.
 		t.gone.add(key, u, rv)
 		return outcome{drop: dropUnknownDelete}
-	case deleting && e.uid != u:
-		// A newer object of the name was deleted, and the bus kept only
-		// that (one message per subject, or a compaction): the object
-		// held under the name went before it came.
-		out := outcome{key: key}
-		if e.held {
-			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
-		}
-		t.forget(key, e)
-		t.gone.add(key, u, rv)
-		return out
 	}
 	obj, raw, err := decodeObject(m.Data)
 	if err == nil {
@@ -132,6 +121,23 @@ func (t *table) apply(r Record) outcome {
 		t.tm = typeMeta{apiVersion: obj.GetAPIVersion(), kind: obj.GetKind()}
 	}
 	out := outcome{key: key, omitted: m.ContentOmitted}
+	if deleting && e.uid != u {
+		// The delete of another object under the key. The bridge dates
+		// the delete of an object recreated unseen by its successor's
+		// resourceVersion, so only the deleted object's own state tells
+		// whether it lived after the held one: then the held one is gone
+		// (a name is one object's at a time), and its delete was never
+		// read, since the bus keeps only a key's last message.
+		if lived := parseRV(obj.GetResourceVersion()); lived.ok && e.rv.ok && lived.n <= e.rv.n {
+			return outcome{drop: dropDuplicate}
+		}
+		if e.held {
+			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
+		}
+		t.forget(key, e)
+		t.gone.add(key, u, rv)
+		return out
+	}
 	if deleting {
 		if e.held {
 			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, obj: obj})
@@ -179,7 +185,10 @@ func olderOrSame(rv apiRV, e entry, u uid, deleting bool) bool {
 	}
 	// The same resourceVersion is the same change, except the delete of
 	// that state (a delete may carry the last state's resourceVersion).
-	return rv.n == e.rv.n && e.uid == u && !deleting
+	// Another uid's delete at it is of the object the held one replaced:
+	// the bridge dates the delete of an object recreated unseen by its
+	// successor's resourceVersion.
+	return rv.n == e.rv.n && (e.uid != u || !deleting)
 }
 
 // tombstone applies a record that says the object of a bus key is gone.

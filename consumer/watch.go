@@ -52,6 +52,12 @@ func (lw *ListerWatcher) WatchWithContext(ctx context.Context, opts metav1.ListO
 	}
 	w := &watcher{lw: lw, ch: make(chan watch.Event), stop: make(chan struct{}), bookmarks: opts.AllowWatchBookmarks}
 	lw.mu.Lock()
+	if lw.closed {
+		// Closed since begin: Close did not see this watch to stop it.
+		lw.mu.Unlock()
+		lw.run.Unlock()
+		return nil, ErrClosed
+	}
 	lw.active = w
 	lw.mu.Unlock()
 

@@ -156,7 +156,8 @@ func (c *Config) Validate() error {
 		bad("BRIDGE_NATS_SUBJECT_PREFIX", "%q: %v", c.SubjectPrefix, err)
 	} else if t, err := ParseTemplate(c.SubjectLayout(), c.SubjectPrefix); err != nil {
 		bad("BRIDGE_NATS_SUBJECT", "%q: %v", c.SubjectLayout(), err)
-	} else if c.Layout == LayoutState {
+	} else if c.Layout == LayoutState && c.Mode == ModeJetStream {
+		// Core NATS keeps nothing, so no subject has to hold a state.
 		if err := t.servesState(); err != nil {
 			bad("BRIDGE_NATS_SUBJECT", "%q cannot serve BRIDGE_NATS_LAYOUT=state: %v", c.SubjectLayout(), err)
 		}

@@ -54,6 +54,8 @@ func TestValidate(t *testing.T) {
 		{"TLS files", map[string]string{"BRIDGE_NATS_TLS_CA_FILE": file, "BRIDGE_NATS_TLS_CERT_FILE": file, "BRIDGE_NATS_TLS_KEY_FILE": file}, nil},
 		{"mode", map[string]string{"BRIDGE_NATS_MODE": "streaming"}, []string{"BRIDGE_NATS_MODE"}},
 		{"core mode", map[string]string{"BRIDGE_NATS_MODE": "core"}, nil},
+		// Core NATS stores nothing: the state layout's subject rule does not apply.
+		{"core mode with an action subject", map[string]string{"BRIDGE_NATS_MODE": "core", "BRIDGE_NATS_SUBJECT": "{prefix}.{cluster}.{action}.{resource}.{name}"}, nil},
 		{"prefix", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": "a.>"}, []string{"BRIDGE_NATS_SUBJECT_PREFIX"}},
 		{"subject", map[string]string{"BRIDGE_NATS_SUBJECT": "{prefix}.{nope}"}, []string{"BRIDGE_NATS_SUBJECT"}},
 		{"prefix too long for the subjects", map[string]string{"BRIDGE_NATS_SUBJECT_PREFIX": strings.Repeat("p", 1600), "BRIDGE_NATS_LAYOUT": "history"}, []string{"BRIDGE_NATS_SUBJECT"}},
