@@ -54,7 +54,7 @@ type Config struct {
 	// Empty means the layout's default (SubjectLayout): one token per
 	// part of an object's identity, so consumers can subscribe with
 	// wildcards at any level, and without {version} in the state layout.
-	Subject string `env:"BRIDGE_NATS_SUBJECT" help:"subject layout: tokens separated by dots, each a fixed word or one of {prefix} (first), {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name}, {action}. Default: {prefix}.{cluster}.{group}.{resource}.{namespace}.{name} in the state layout, which needs {group}, {resource}, {namespace} and {name} and refuses {version} and {action}; {prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name} in the history layout"`
+	Subject string `env:"BRIDGE_NATS_SUBJECT" help:"subject layout: tokens separated by dots, each a fixed word or one of {prefix} (first), {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name}, {action}. Default: {prefix}.{cluster}.{group}.{resource}.{namespace}.{name} in the state layout, which needs {group}, {resource}, {namespace} and {name} and refuses {version} and {action}; {prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name} in the history layout and in core mode"`
 	// Structured mode is what the stdout sink writes, so consumers read
 	// one format everywhere.
 	CEMode string `env:"BRIDGE_NATS_CE_MODE" envDefault:"structured" help:"CloudEvents content mode: structured (JSON event in the body) or binary (ce- headers, data in the body)"`
@@ -199,12 +199,13 @@ func (c *Config) Validate() error {
 
 // SubjectLayout is the subject layout in use: BRIDGE_NATS_SUBJECT, or when
 // it is empty the layout's default, DefaultStateSubject in the state
-// layout and DefaultSubject in the history layout.
+// layout and DefaultSubject in the history layout and in core mode (which
+// stores nothing, so keeps the subjects it had before layouts existed).
 func (c *Config) SubjectLayout() string {
 	switch {
 	case c.Subject != "":
 		return c.Subject
-	case c.Layout == LayoutHistory:
+	case c.Layout == LayoutHistory, c.Mode == ModeCore:
 		return DefaultSubject
 	}
 	return DefaultStateSubject

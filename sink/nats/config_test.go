@@ -25,6 +25,11 @@ func TestDefaultsAreValid(t *testing.T) {
 	if h := parseEnv(t, map[string]string{"BRIDGE_NATS_LAYOUT": "history"}); h.SubjectLayout() != DefaultSubject {
 		t.Errorf("history layout's default subject %q, want %q", h.SubjectLayout(), DefaultSubject)
 	}
+	// Core mode stores nothing, so the layout does not apply: its subjects
+	// stay what they were before layouts existed.
+	if c := parseEnv(t, map[string]string{"BRIDGE_NATS_MODE": "core"}); c.SubjectLayout() != DefaultSubject {
+		t.Errorf("core mode's default subject %q, want %q", c.SubjectLayout(), DefaultSubject)
+	}
 	// The window must outlast the default 1s checkpoint interval plus a
 	// restart of the bridge by a wide margin.
 	if c.DuplicateWindow < 5*time.Minute {

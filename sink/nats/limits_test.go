@@ -60,7 +60,12 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 				"BRIDGE_NATS_MODE": mode.mode, "BRIDGE_NATS_CE_MODE": mode.ce,
 				"BRIDGE_NATS_SUBJECT_PREFIX": prefix, "BRIDGE_NATS_STREAM": prefix,
 			}))
+			// Core mode keeps the subjects of before layouts, with the
+			// version.
 			filter := prefix + ".test.rbac_authorization_k8s_io.clusterroles._.*"
+			if mode.mode == ModeCore {
+				filter = prefix + ".test.rbac_authorization_k8s_io.v1.clusterroles._.*"
+			}
 			var sub *nats.Subscription
 			if mode.mode == ModeCore {
 				nc := srv.Conn(t)

@@ -169,7 +169,7 @@ func TestCoreMode(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_MODE": "core", "BRIDGE_NATS_CE_MODE": "binary"}))
 	sc := srv.Conn(t)
-	sub, err := sc.SubscribeSync("kube.test.core.configmaps.core.>")
+	sub, err := sc.SubscribeSync("kube.test.core.v1.configmaps.core.>")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +194,7 @@ func TestCoreMode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if got.ID != want.ID || nm.Subject != "kube.test.core.configmaps.core."+want.Name {
+		if got.ID != want.ID || nm.Subject != "kube.test.core.v1.configmaps.core."+want.Name {
 			t.Errorf("message %d: %s on %s, want %s", i, got.ID, nm.Subject, want.ID)
 		}
 	}
