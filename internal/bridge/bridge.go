@@ -183,6 +183,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		MaxPendingPerObject: b.cfg.MaxPendingPerObject,
 		MaxRetryInterval:    b.cfg.RetryMaxInterval,
 		Observer:            b.metrics,
+		Intents:             writer,
 	}, b.log.With("component", "pipeline"))
 	b.metrics.Watch(metrics.Gauges{
 		PendingDeltas:  func() float64 { return float64(pipe.Stats().Pending) },

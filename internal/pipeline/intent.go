@@ -15,55 +15,53 @@ import (
 // so that a restart can tell consumers of a created object that vanished
 // around a crash.
 
-// Flusher is implemented by recorders that can make what they were given
-// durable on demand, like checkpoint.Writer. With one, the pipeline records
-// an intent for every created object, durably, before publishing it: see
-// publish.
-type Flusher interface {
-	Flush(ctx context.Context) error
+// IntentRecorder makes intents durable in the checkpoint; a
+// checkpoint.Writer is one. Given one in Options.Intents, the pipeline
+// publishes a created object only once the checkpoint durably holds an
+// intent for it, in the same checkpoint the Recorder records to.
+type IntentRecorder interface {
+	// RecordIntents returns nil once every intent given is durable, or
+	// the error that kept them from being so: ctx's, or the store's, which
+	// is final when checkpoint.IsTerminal reports true. It is called again
+	// with the same intents after an error that is not.
+	RecordIntents(ctx context.Context, intents ...checkpoint.Intent) error
 }
 
+var _ IntentRecorder = (*checkpoint.Writer)(nil)
+
 // recordIntents makes the checkpoint know of every object the batch
-// creates before the batch is published. A position is recorded only
-// after the sink acknowledged it, and checkpoints are flushed on an
-// interval; without intents, an object published and then deleted around
-// a crash would be in the stream but not in the checkpoint, and the
-// restart diff could not tell consumers it is gone. An intent is a
-// position with the object's uid and no resourceVersion: on restart, an
-// object listed with an intent is published again as added, and one
-// missing from the list is published as deleted. It returns ctx's error
-// when ctx ended before the intents were durable, or the flush's error
-// when no retry can fix it (checkpoint.IsTerminal), which is not retried.
+// creates before the batch is published (see checkpoint.Intent for why).
+// It returns ctx's error when ctx ended before the intents were durable,
+// or the store's error when no retry can fix it (checkpoint.IsTerminal),
+// which is not retried. Without Options.Intents it does nothing.
 func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
-	f, ok := p.rec.(Flusher)
-	if !ok {
+	if p.opts.Intents == nil {
 		return nil
 	}
-	var intents []checkpoint.Record
+	var intents []checkpoint.Intent
 	for _, it := range items {
 		if needsIntent(it.delta) {
-			intents = append(intents, checkpoint.Record{
+			intents = append(intents, checkpoint.Intent{
 				Resource: it.delta.Resource.Name(),
 				Key:      it.delta.Key(),
-				Position: checkpoint.Position{UID: string(it.delta.UID)},
+				UID:      string(it.delta.UID),
 			})
 		}
 	}
 	if len(intents) == 0 {
 		return nil
 	}
-	p.rec.Record(intents...)
 	notify := func(err error, wait time.Duration) {
 		p.log.Warn("checkpoint flush before publishing new objects failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
 	}
-	flush := func() error {
-		err := f.Flush(ctx)
+	record := func() error {
+		err := p.opts.Intents.RecordIntents(ctx, intents...)
 		if checkpoint.IsTerminal(err) {
 			return backoff.Permanent(err)
 		}
 		return err
 	}
-	return backoff.RetryNotify(flush, backoff.WithContext(p.opts.NewBackOff(), ctx), notify)
+	return backoff.RetryNotify(record, backoff.WithContext(p.opts.NewBackOff(), ctx), notify)
 }
 
 // needsIntent reports whether d may be published only once the checkpoint

@@ -75,7 +75,12 @@ func (noObserver) PublishDuration(time.Duration) {}
 // Options tune a Pipeline. Zero values take the defaults above.
 type Options struct {
 	// Observer, when set, is told of every outcome.
-	Observer            Observer
+	Observer Observer
+	// Intents, when set, makes an intent durable for every created object
+	// before the object is published (see IntentRecorder). Unset, the
+	// creations are published at once, and a restart may miss the delete
+	// of an object created and deleted around a crash.
+	Intents             IntentRecorder
 	Workers             int
 	BatchSize           int
 	MaxPendingPerObject int
