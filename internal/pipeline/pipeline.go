@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -157,8 +159,23 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	}
 }
 
+// ErrAbandoned is wrapped by the error Run returns when the pipeline
+// abandoned deltas: it never published them, so they were never
+// checkpointed either.
+var ErrAbandoned = errors.New("deltas abandoned unpublished")
+
 // Run publishes until ctx ends, then stops the workers; a Publish in flight
-// sees ctx cancelled. Call Drain first for a soft stop.
+// sees ctx cancelled. Call Drain first for a soft stop. Call Run once.
+//
+// Run returns nil when it stopped with no delta abandoned. Otherwise it
+// returns an error wrapping ErrAbandoned that says how many were: those
+// still unpublished when ctx ended, and the creations abandoned earlier
+// because the checkpoint store was found damaged (see Options.Intents).
+// The caller decides what that means; at a hard stop it is expected, as
+// the next start finds those deltas again (on a damaged store, which the
+// next start refuses, they are lost). Nothing else ends Run or makes it
+// fail: what can be retried is retried until ctx ends, and what cannot is
+// skipped and counted (Stats.Skipped).
 //
 // Each of the Workers workers publishes one batch at a time. Next to them,
 // as many assemblers take the next batches off the queue and encode them
@@ -184,8 +201,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	close(ready)
 	workers.Wait()
 	if n := p.abandoned.Load(); n > 0 {
-		p.log.Warn("pipeline stopped with deltas unpublished; they were not checkpointed, so a restart finds them again",
-			"deltas", n)
+		return fmt.Errorf("pipeline: stopped with %d %w; they were not checkpointed", n, ErrAbandoned)
 	}
 	return nil
 }
