@@ -12,7 +12,7 @@ import (
 
 // Intents: before a batch that creates objects is published, the
 // checkpoint durably holds an intent (checkpoint.Intent) for each of them,
-// so that a restart can tell consumers of a created object that vanished
+// so that a restart can tell consumers that a created object vanished
 // around a crash.
 
 // IntentRecorder makes intents durable in the checkpoint; a
@@ -22,8 +22,8 @@ import (
 type IntentRecorder interface {
 	// RecordIntents returns nil once every intent given is durable, or
 	// the error that kept them from being so: ctx's, or the store's, which
-	// is final when checkpoint.IsTerminal reports true. It is called again
-	// with the same intents after an error that is not.
+	// is final when checkpoint.IsTerminal reports true. The pipeline calls
+	// it again, with the same intents, after an error that is not final.
 	RecordIntents(ctx context.Context, intents ...checkpoint.Intent) error
 }
 
