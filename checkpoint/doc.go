@@ -17,7 +17,10 @@
 // Guarantees:
 //
 //   - The checkpoint never runs ahead of the bus: only acknowledged deltas
-//     are recorded, so every position in a Store has been delivered.
+//     are recorded, so every position in a Store has been delivered. The
+//     one exception says so itself: an [Intent] (a position for which
+//     [Position.IsIntent] reports true) is recorded, durably, before an
+//     object's creation is published, and means only that it may have been.
 //   - A flush is atomic: a Store applies all records of one Commit, or none.
 //     Records that fail to commit stay pending in the Writer and are retried
 //     on the next flush; a newer record for the same object still wins.

@@ -9,7 +9,7 @@ import "strconv"
 // resourceVersions are opaque strings in Kubernetes, but in practice decimal
 // integers from etcd: when both parse as unsigned integers the higher one is
 // kept, otherwise next (the newer record) wins. An empty next carries no
-// information and keeps cur.
+// information (an [Intent] has none) and keeps cur.
 func LaterResourceVersion(cur, next string) string {
 	if next == "" {
 		return cur

@@ -134,6 +134,20 @@ func (w *Writer) Flush(ctx context.Context) error {
 	return nil
 }
 
+// RecordIntents records intents and flushes: it returns nil once they,
+// and everything recorded before them, are committed. On an error it is
+// as Flush: they stay pending, unless a newer record for the same object
+// replaces them, and the Store's error is returned unchanged. Calling it
+// again with the same intents after an error is harmless.
+func (w *Writer) RecordIntents(ctx context.Context, intents ...Intent) error {
+	recs := make([]Record, len(intents))
+	for i, in := range intents {
+		recs[i] = in.Record()
+	}
+	w.Record(recs...)
+	return w.Flush(ctx)
+}
+
 func (w *Writer) commit(ctx context.Context, batch map[pendingKey]pendingRecord) error {
 	if w.store == nil {
 		return errNoStore

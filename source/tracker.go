@@ -134,9 +134,9 @@ func (t *tracker) observe(u *unstructured.Unstructured, listed bool) {
 			}
 			t.known[key] = e
 			return
-		case e.uid == string(d.UID) && e.rv == "":
-			// An intent: the object may or may not have been published;
-			// publish it as created.
+		case e.uid == string(d.UID) && e.position().IsIntent():
+			// An intent (checkpoint.Intent): the object may or may not
+			// have been published; publish it as created.
 			d.Snapshot = true
 		case e.uid == string(d.UID):
 			d.Type = Updated
@@ -271,7 +271,8 @@ func (t *tracker) delta(typ DeltaType, u *unstructured.Unstructured, snapshot bo
 }
 
 // vanished is the delete of an object known only by its key and the
-// position last published for it. Its object carries that identity; the
+// position last published for it. Its object carries that identity (no
+// resourceVersion when the position is an intent); the
 // delta carries rv, a resourceVersion by which the object was gone (the
 // last published one when rv is empty).
 func (t *tracker) vanished(key string, pos checkpoint.Position, rv string) Delta {
@@ -287,7 +288,7 @@ func (t *tracker) vanished(key string, pos checkpoint.Position, rv string) Delta
 	if pos.UID != "" {
 		u.SetUID(types.UID(pos.UID))
 	}
-	if pos.ResourceVersion != "" {
+	if !pos.IsIntent() {
 		u.SetResourceVersion(pos.ResourceVersion)
 	}
 	return Delta{

@@ -183,6 +183,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		MaxPendingPerObject: b.cfg.MaxPendingPerObject,
 		MaxRetryInterval:    b.cfg.RetryMaxInterval,
 		Observer:            b.metrics,
+		Intents:             writer,
 	}, b.log.With("component", "pipeline"))
 	b.metrics.Watch(metrics.Gauges{
 		PendingDeltas:  func() float64 { return float64(pipe.Stats().Pending) },
@@ -224,9 +225,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	pipeCtx, stopPipe := context.WithCancel(context.WithoutCancel(ctx))
 	writerCtx, stopWriter := context.WithCancel(context.WithoutCancel(ctx))
 	var wg sync.WaitGroup
+	// pipeErr is nil, or says how many deltas the pipeline abandoned
+	// (pipeline.ErrAbandoned): see pipeline.Pipeline.Run.
+	var pipeErr error
 	wg.Go(func() {
 		defer utilruntime.HandleCrash()
-		_ = pipe.Run(pipeCtx)
+		pipeErr = pipe.Run(pipeCtx)
 	})
 	srcCtx, stopSrc := context.WithCancelCause(ctx)
 	defer stopSrc(nil)
@@ -297,9 +301,14 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// Hard stop.
 	stopPipe()
 	wg.Wait()
-	if hard {
+	switch {
+	case hard:
 		b.log.Warn("hard stop: deltas abandoned; they were not checkpointed, so the next start publishes them",
 			"abandoned", pipe.Stats().Abandoned)
+	case errors.Is(pipeErr, pipeline.ErrAbandoned):
+		// Expected after the shutdown deadline, a lost lease or a damaged
+		// checkpoint store, each logged above: it does not fail Run.
+		b.log.Warn("stopped with deltas unpublished", "abandoned", pipe.Stats().Abandoned, "err", pipeErr)
 	}
 	stopWriter()
 	writerWG.Wait()
@@ -315,6 +324,9 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	if srcErr != nil {
 		return fmt.Errorf("bridge: %w", srcErr)
+	}
+	if pipeErr != nil && !errors.Is(pipeErr, pipeline.ErrAbandoned) {
+		return fmt.Errorf("bridge: %w", pipeErr)
 	}
 	if writerBroke {
 		return fmt.Errorf("bridge: the checkpoint store was found damaged while draining; no final flush was made: %w", writerErr)

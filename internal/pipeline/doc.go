@@ -23,14 +23,14 @@
 //     is too large as well, is logged with the object's identity (a name
 //     past 128 bytes abbreviated, see bounded.Abbrev), counted, and
 //     skipped; it never stalls the stream.
-//   - With a Recorder that is a Flusher (the checkpoint writer), a created
-//     object is published only once the checkpoint durably holds an intent
-//     for it. When that flush fails with an error no retry can fix (the
-//     store is damaged, checkpoint.IsTerminal), the creations of the batch
-//     are abandoned and counted (Stats.Abandoned), and its deletes and
-//     updates, which need no intent, are published all the same: on a
-//     damaged store abandoned means lost, since the next start refuses the
-//     store.
+//   - With Options.Intents (the checkpoint writer), a created object is
+//     published only once the checkpoint durably holds an intent
+//     (checkpoint.Intent) for it. When that fails with an error no retry
+//     can fix (the store is damaged, checkpoint.IsTerminal), the creations
+//     of the batch are abandoned and counted (Stats.Abandoned), and its
+//     deletes and updates, which need no intent, are published all the
+//     same: on a damaged store abandoned means lost, since the next start
+//     refuses the store.
 //   - Memory is bounded by the number of objects with deltas waiting, not by
 //     the number of changes: when more than MaxPendingPerObject deltas of
 //     one object wait (the sink is slow or down), consecutive deltas of the

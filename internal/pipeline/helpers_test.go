@@ -3,6 +3,7 @@ package pipeline
 import (
 	"bytes"
 	"context"
+	"errors"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -307,25 +308,39 @@ func (h *harness) start(t *testing.T) {
 	h.cancel = cancel
 	h.done = make(chan error, 1)
 	go func() { h.done <- h.p.Run(ctx) }()
-	t.Cleanup(func() { h.stop(t) })
+	t.Cleanup(func() {
+		// What a test leaves queued is abandoned: only another error is
+		// wrong.
+		if err := h.stopErr(t); err != nil && !errors.Is(err, ErrAbandoned) {
+			t.Errorf("Run = %v, want nil or ErrAbandoned", err)
+		}
+	})
 }
 
-// stop cancels Run and waits for it to return.
+// stop cancels Run and waits for it to return, failing the test unless
+// it returns nil.
 func (h *harness) stop(t *testing.T) {
 	t.Helper()
+	if err := h.stopErr(t); err != nil {
+		t.Errorf("Run = %v, want nil", err)
+	}
+}
+
+// stopErr cancels Run, waits for it to return and returns its error.
+func (h *harness) stopErr(t *testing.T) error {
+	t.Helper()
 	if h.done == nil {
-		return
+		return nil
 	}
 	h.cancel()
+	defer func() { h.done = nil }()
 	select {
 	case err := <-h.done:
-		if err != nil {
-			t.Errorf("Run = %v, want nil", err)
-		}
+		return err
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run did not return within 10s of its context ending")
+		return nil
 	}
-	h.done = nil
 }
 
 // drain waits for everything queued so far to be published.

@@ -14,8 +14,9 @@ import (
 	"github.com/kubebus/bridge/source"
 )
 
-// flushingRecorder keeps what was flushed, in order, apart from what is
-// only recorded.
+// flushingRecorder keeps what was made durable, in order, apart from what
+// is only recorded. Like the checkpoint writer, it makes intents durable
+// by recording them and flushing.
 type flushingRecorder struct {
 	mu      sync.Mutex
 	pending []checkpoint.Record
@@ -28,9 +29,12 @@ func (r *flushingRecorder) Record(recs ...checkpoint.Record) {
 	r.pending = append(r.pending, recs...)
 }
 
-func (r *flushingRecorder) Flush(context.Context) error {
+func (r *flushingRecorder) RecordIntents(_ context.Context, intents ...checkpoint.Intent) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
+	for _, in := range intents {
+		r.pending = append(r.pending, in.Record())
+	}
 	r.durable = append(r.durable, r.pending...)
 	r.pending = nil
 	return nil
@@ -77,7 +81,7 @@ func TestIntentsBeforeCreates(t *testing.T) {
 	s := &checkingSink{t: t, rec: rec}
 	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
 		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
-	}), rec, Options{}, slog.New(slog.DiscardHandler))
+	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()
@@ -95,7 +99,7 @@ func TestIntentsBeforeCreates(t *testing.T) {
 	defer rec.mu.Unlock()
 	intents := 0
 	for _, r := range rec.durable {
-		if r.ResourceVersion == "" {
+		if r.IsIntent() {
 			intents++
 		}
 	}
@@ -113,7 +117,7 @@ type brokenRecorder struct {
 
 func (r *brokenRecorder) Record(...checkpoint.Record) {}
 
-func (r *brokenRecorder) Flush(context.Context) error {
+func (r *brokenRecorder) RecordIntents(context.Context, ...checkpoint.Intent) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.flushes++
@@ -129,7 +133,7 @@ func TestIntentsTerminalFlushError(t *testing.T) {
 	s := &testSink{}
 	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
 		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
-	}), rec, Options{}, slog.New(slog.DiscardHandler))
+	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { _ = p.Run(ctx); close(done) }()
@@ -161,7 +165,7 @@ func TestIntentsTerminalFlushErrorPublishesTheRest(t *testing.T) {
 	s := &testSink{}
 	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
 		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
-	}), rec, Options{Workers: 1}, slog.New(slog.DiscardHandler))
+	}), rec, Options{Workers: 1, Intents: rec}, slog.New(slog.DiscardHandler))
 	// Queued before the workers start, so that they form one batch.
 	p.OnDelta(mkDelta(source.Added, "new", "un", 1))
 	p.OnDelta(mkDelta(source.Deleted, "gone", "ug", 2))

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -13,10 +14,13 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/internal/bounded"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 )
+
+// The Pipeline itself: what it is built from (a sink, an encoder, a
+// recorder, options), its lifecycle (New, Run) and its counters. The
+// queue, assembly, publishing and intents each have a file of their own.
 
 // Defaults for Options.
 const (
@@ -40,14 +44,6 @@ const (
 // Encoder turns a delta into a message.
 type Encoder interface {
 	Encode(d *source.Delta) (*sink.Message, error)
-}
-
-// Flusher is implemented by recorders that can make what they were given
-// durable on demand, like checkpoint.Writer. With one, the pipeline records
-// an intent for every created object, durably, before publishing it: see
-// publish.
-type Flusher interface {
-	Flush(ctx context.Context) error
 }
 
 // Recorder takes acknowledged deltas for the checkpoint. Record must not
@@ -81,7 +77,12 @@ func (noObserver) PublishDuration(time.Duration) {}
 // Options tune a Pipeline. Zero values take the defaults above.
 type Options struct {
 	// Observer, when set, is told of every outcome.
-	Observer            Observer
+	Observer Observer
+	// Intents, when set, makes an intent durable for every created object
+	// before the object is published (see IntentRecorder). Unset, the
+	// creations are published at once, and a restart may miss the delete
+	// of an object created and deleted around a crash.
+	Intents             IntentRecorder
 	Workers             int
 	BatchSize           int
 	MaxPendingPerObject int
@@ -123,22 +124,6 @@ type Pipeline struct {
 	published, skipped, omitted, retried, coalesced, abandoned atomic.Int64
 }
 
-// object is the state of one object with deltas waiting or in flight.
-type object struct {
-	pending []source.Delta
-	// last is the sequence number of the newest delta enqueued; taken is
-	// the newest in the batch in flight; done is the newest finished
-	// (published, skipped or abandoned).
-	last, taken, done uint64
-}
-
-// barrier waits until, for each key, the delta numbered target[key] or a
-// later one is done.
-type barrier struct {
-	target map[string]uint64
-	ch     chan struct{}
-}
-
 var _ source.Handler = (*Pipeline)(nil)
 
 // New returns a pipeline that publishes to s and records what s accepted
@@ -160,16 +145,7 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		opts.Observer = noObserver{}
 	}
 	if opts.NewBackOff == nil {
-		maxInterval := opts.MaxRetryInterval
-		opts.NewBackOff = func() backoff.BackOff {
-			return capped{backoff.NewExponentialBackOff(
-				backoff.WithInitialInterval(100*time.Millisecond),
-				backoff.WithMultiplier(2),
-				backoff.WithRandomizationFactor(0.5),
-				backoff.WithMaxInterval(maxInterval),
-				backoff.WithMaxElapsedTime(0),
-			), maxInterval}
-		}
+		opts.NewBackOff = defaultBackOff(opts.MaxRetryInterval)
 	}
 	return &Pipeline{
 		sink:     s,
@@ -183,52 +159,23 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	}
 }
 
-// capped holds every wait of a backoff, jitter included, to max. The
-// exponential backoff caps its interval before adding jitter, so on its own
-// it waits up to 1.5 times its MaxInterval.
-type capped struct {
-	backoff.BackOff
-	max time.Duration
-}
-
-func (c capped) NextBackOff() time.Duration {
-	next := c.BackOff.NextBackOff()
-	if next != backoff.Stop && next > c.max {
-		return c.max
-	}
-	return next
-}
-
-// OnDelta queues d behind the other waiting deltas of its object. It never
-// blocks on I/O.
-func (p *Pipeline) OnDelta(d source.Delta) {
-	if p.queue.ShuttingDown() {
-		// Run has stopped: nothing will publish this delta. It was never
-		// checkpointed, so the next start finds it again.
-		p.abandoned.Add(1)
-		return
-	}
-	key := d.Resource.Name() + "/" + d.Key()
-	p.mu.Lock()
-	o := p.objects[key]
-	if o == nil {
-		o = &object{}
-		p.objects[key] = o
-	}
-	p.seq++
-	o.last = p.seq
-	o.pending = append(o.pending, d)
-	if len(o.pending) > p.opts.MaxPendingPerObject {
-		before := len(o.pending)
-		o.pending = coalesce(o.pending)
-		p.coalesced.Add(int64(before - len(o.pending)))
-	}
-	p.mu.Unlock()
-	p.queue.Add(key)
-}
+// ErrAbandoned is wrapped by the error Run returns when the pipeline
+// abandoned deltas: it never published them, so they were never
+// checkpointed either.
+var ErrAbandoned = errors.New("deltas abandoned unpublished")
 
 // Run publishes until ctx ends, then stops the workers; a Publish in flight
-// sees ctx cancelled. Call Drain first for a soft stop.
+// sees ctx cancelled. Call Drain first for a soft stop. Call Run once.
+//
+// Run returns nil when it stopped with no delta abandoned. Otherwise it
+// returns an error wrapping ErrAbandoned that says how many were: those
+// still unpublished when ctx ended, and the creations abandoned earlier
+// because the checkpoint store was found damaged (see Options.Intents).
+// The caller decides what that means; at a hard stop it is expected, as
+// the next start finds those deltas again (on a damaged store, which the
+// next start refuses, they are lost). Nothing else ends Run or makes it
+// fail: what can be retried is retried until ctx ends, and what cannot is
+// skipped and counted (Stats.Skipped).
 //
 // Each of the Workers workers publishes one batch at a time. Next to them,
 // as many assemblers take the next batches off the queue and encode them
@@ -254,39 +201,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	close(ready)
 	workers.Wait()
 	if n := p.abandoned.Load(); n > 0 {
-		p.log.Warn("pipeline stopped with deltas unpublished; they were not checkpointed, so a restart finds them again",
-			"deltas", n)
+		return fmt.Errorf("pipeline: stopped with %d %w; they were not checkpointed", n, ErrAbandoned)
 	}
 	return nil
-}
-
-// Drain waits until every delta queued before the call is published,
-// skipped or abandoned, or until ctx ends.
-func (p *Pipeline) Drain(ctx context.Context) error {
-	p.mu.Lock()
-	b := &barrier{target: map[string]uint64{}, ch: make(chan struct{})}
-	for key, o := range p.objects {
-		if o.done < o.last {
-			b.target[key] = o.last
-		}
-	}
-	if len(b.target) == 0 {
-		p.mu.Unlock()
-		return nil
-	}
-	p.barriers[b] = struct{}{}
-	p.mu.Unlock()
-
-	select {
-	case <-b.ch:
-		return nil
-	case <-ctx.Done():
-		p.mu.Lock()
-		delete(p.barriers, b)
-		left := len(b.target)
-		p.mu.Unlock()
-		return fmt.Errorf("pipeline: %d objects still have deltas in flight: %w", left, ctx.Err())
-	}
 }
 
 // Stats returns the pipeline's counters.
@@ -302,364 +219,5 @@ func (p *Pipeline) Stats() Stats {
 		Coalesced: p.coalesced.Load(),
 		Abandoned: p.abandoned.Load(),
 		Pending:   pending,
-	}
-}
-
-// item is one delta in a batch, with its message.
-type item struct {
-	key   string
-	delta *source.Delta
-	msg   *sink.Message
-	// tooLarge is why the delta's full event was not published, when msg
-	// is the event without the object's content sent in its place.
-	tooLarge error
-}
-
-// batch is what an assembler hands to a worker: the keys it took off the
-// queue and their deltas, encoded.
-type batch struct {
-	keys  []string
-	items []item
-}
-
-// assemble takes batches off the queue, encodes them and hands them to
-// the workers on ready, until the queue shuts down. After ctx ends it
-// encodes nothing more: what it takes is abandoned.
-func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
-	for {
-		keys := p.nextBatch()
-		if keys == nil {
-			return
-		}
-		items := p.take(keys)
-		if ctx.Err() != nil {
-			// Hard stop: the queue hands out what is left; do not publish
-			// it with a dead context, just count it.
-			p.abandoned.Add(int64(len(items)))
-			p.finish(keys)
-			continue
-		}
-		ready <- batch{keys: keys, items: p.encode(items)}
-	}
-}
-
-// work publishes the batches the assemblers make until ready is closed.
-func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
-	for b := range ready {
-		if ctx.Err() != nil {
-			p.abandoned.Add(int64(len(b.items)))
-		} else {
-			p.publish(ctx, b.items)
-		}
-		p.finish(b.keys)
-	}
-}
-
-// nextBatch takes keys off the queue until their waiting deltas fill a
-// batch or the queue is empty. Only the worker holding getMu calls Get, so
-// after the first key a non-empty queue means Get does not block: a worker
-// never sits on keys it has taken while waiting for new ones.
-func (p *Pipeline) nextBatch() []string {
-	p.getMu.Lock()
-	defer p.getMu.Unlock()
-	key, shutdown := p.queue.Get()
-	if shutdown {
-		return nil
-	}
-	keys := []string{key}
-	n := p.pendingLen(key)
-	for n < p.opts.BatchSize && p.queue.Len() > 0 {
-		key, shutdown := p.queue.Get()
-		if shutdown {
-			break
-		}
-		keys = append(keys, key)
-		n += p.pendingLen(key)
-	}
-	return keys
-}
-
-func (p *Pipeline) pendingLen(key string) int {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	if o := p.objects[key]; o != nil {
-		return len(o.pending)
-	}
-	return 0
-}
-
-// take moves the waiting deltas of keys into a batch.
-func (p *Pipeline) take(keys []string) []item {
-	var items []item
-	p.mu.Lock()
-	for _, key := range keys {
-		o := p.objects[key]
-		if o == nil {
-			continue
-		}
-		for i := range o.pending {
-			items = append(items, item{key: key, delta: &o.pending[i]})
-		}
-		o.pending = nil
-		o.taken = o.last
-	}
-	p.mu.Unlock()
-	return items
-}
-
-// encode makes the message of every item, skipping those that cannot be
-// encoded.
-func (p *Pipeline) encode(items []item) []item {
-	out := items[:0]
-	for _, it := range items {
-		msg, err := p.enc.Encode(it.delta)
-		if err != nil {
-			p.skip(it, err)
-			continue
-		}
-		it.msg = msg
-		out = append(out, it)
-	}
-	return out
-}
-
-// publish sends items until each is accepted or skipped, or ctx ends.
-//
-// A delta whose event the sink finds too large for the bus
-// (sink.ErrTooLarge) is encoded again without the object's content and
-// sent in its place, at once, with the object's later deltas after it;
-// only when that event is too large as well is the delta skipped.
-func (p *Pipeline) publish(ctx context.Context, items []item) {
-	if len(items) == 0 {
-		return
-	}
-	if err := p.recordIntents(ctx, items); err != nil {
-		if !checkpoint.IsTerminal(err) {
-			// ctx ended: nothing is published.
-			p.abandoned.Add(int64(len(items)))
-			return
-		}
-		if items = p.abandonCreations(items, err); len(items) == 0 {
-			return
-		}
-	}
-	op := func() error {
-		for {
-			msgs := make([]*sink.Message, len(items))
-			for i, it := range items {
-				msgs[i] = it.msg
-			}
-			start := time.Now()
-			errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
-			p.opts.Observer.PublishDuration(time.Since(start))
-
-			var (
-				acked []checkpoint.Record
-				retry []item
-				first error
-			)
-			// failed holds the objects whose later deltas must be sent
-			// again: true after a retryable failure, false after a
-			// replacement.
-			failed := map[string]bool{}
-			retried := 0
-			for i, it := range items {
-				err := errs[i]
-				again, held := failed[it.key]
-				switch {
-				case held:
-					// An earlier delta of this object failed or is replaced:
-					// send this one again after it, even if it was accepted,
-					// to keep order.
-					retry = append(retry, it)
-					if again {
-						retried++
-					}
-				case err == nil:
-					acked = append(acked, record(it.delta))
-					if it.tooLarge != nil {
-						p.omitted.Add(1)
-						p.opts.Observer.Omitted(it.delta)
-						p.logOmitted(it)
-					}
-					p.opts.Observer.Published(it.delta)
-				case sink.IsTooLarge(err) && it.tooLarge == nil:
-					if r, ok := p.withoutContent(it, err); ok {
-						failed[it.key] = false
-						retry = append(retry, r)
-					}
-				case sink.IsTerminal(err):
-					p.skip(it, err)
-				default:
-					failed[it.key] = true
-					retry = append(retry, it)
-					retried++
-					p.opts.Observer.Failed(it.delta, false)
-					if first == nil {
-						first = err
-					}
-				}
-			}
-			if len(acked) > 0 {
-				p.rec.Record(acked...)
-				p.published.Add(int64(len(acked)))
-			}
-			items = retry
-			if len(retry) == 0 {
-				return nil
-			}
-			if ctx.Err() != nil {
-				return backoff.Permanent(ctx.Err())
-			}
-			if first == nil {
-				// Only replacements, and what follows them: nothing to wait
-				// for.
-				continue
-			}
-			p.retried.Add(int64(retried))
-			return fmt.Errorf("%d of %d messages not accepted: %w", retried, len(msgs), first)
-		}
-	}
-	notify := func(err error, wait time.Duration) {
-		p.log.Warn("publish failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
-	}
-	if err := backoff.RetryNotify(op, backoff.WithContext(p.opts.NewBackOff(), ctx), notify); err != nil {
-		// Only the end of ctx stops the retries: what is left is abandoned.
-		p.abandoned.Add(int64(len(items)))
-	}
-}
-
-// recordIntents makes the checkpoint know of every object the batch
-// creates before the batch is published. A position is recorded only
-// after the sink acknowledged it, and checkpoints are flushed on an
-// interval; without intents, an object published and then deleted around
-// a crash would be in the stream but not in the checkpoint, and the
-// restart diff could not tell consumers it is gone. An intent is a
-// position with the object's uid and no resourceVersion: on restart, an
-// object listed with an intent is published again as added, and one
-// missing from the list is published as deleted. It returns ctx's error
-// when ctx ended before the intents were durable, or the flush's error
-// when no retry can fix it (checkpoint.IsTerminal), which is not retried.
-func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
-	f, ok := p.rec.(Flusher)
-	if !ok {
-		return nil
-	}
-	var intents []checkpoint.Record
-	for _, it := range items {
-		if needsIntent(it.delta) {
-			intents = append(intents, checkpoint.Record{
-				Resource: it.delta.Resource.Name(),
-				Key:      it.delta.Key(),
-				Position: checkpoint.Position{UID: string(it.delta.UID)},
-			})
-		}
-	}
-	if len(intents) == 0 {
-		return nil
-	}
-	p.rec.Record(intents...)
-	notify := func(err error, wait time.Duration) {
-		p.log.Warn("checkpoint flush before publishing new objects failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
-	}
-	flush := func() error {
-		err := f.Flush(ctx)
-		if checkpoint.IsTerminal(err) {
-			return backoff.Permanent(err)
-		}
-		return err
-	}
-	return backoff.RetryNotify(flush, backoff.WithContext(p.opts.NewBackOff(), ctx), notify)
-}
-
-// needsIntent reports whether d may be published only once the checkpoint
-// durably holds an intent for its object: see recordIntents.
-func needsIntent(d *source.Delta) bool { return d.Type == source.Added }
-
-// abandonCreations abandons the items that need an intent, after the
-// flush of intents failed with damaged, an error no retry can fix, and
-// returns the rest, to be published. A creation is never published
-// without its intent; a delete or an update needs none, and abandoning it
-// would lose it for good: the next start refuses the damaged store, and
-// after a fresh start the bridge no longer knows what was deleted. The
-// bridge stops on the damaged store (the checkpoint writer returns the
-// same error); what is published meanwhile cannot be checkpointed.
-func (p *Pipeline) abandonCreations(items []item, damaged error) []item {
-	var rest []item
-	for _, it := range items {
-		if !needsIntent(it.delta) {
-			rest = append(rest, it)
-		}
-	}
-	if n := len(items) - len(rest); n > 0 {
-		p.abandoned.Add(int64(n))
-		p.log.Error("the checkpoint store is damaged: creations abandoned unpublished, since their intents cannot be recorded; deletes and updates are published",
-			"abandoned", n, "publishing", len(rest), "err", damaged)
-	}
-	return rest
-}
-
-// withoutContent is it with the event of its delta without the object's
-// content, to send in place of the full event, which failed with
-// tooLarge. When that event cannot be encoded, it skips the delta.
-func (p *Pipeline) withoutContent(it item, tooLarge error) (item, bool) {
-	d := *it.delta
-	d.ContentOmitted = true
-	msg, err := p.enc.Encode(&d)
-	if err != nil {
-		p.skip(it, fmt.Errorf("%w; without its content: %w", tooLarge, err))
-		return item{}, false
-	}
-	return item{key: it.key, delta: &d, msg: msg, tooLarge: tooLarge}, true
-}
-
-func (p *Pipeline) logOmitted(it item) {
-	p.log.Warn("change published without its content: its event is larger than the bus takes",
-		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", bounded.Abbrev(it.delta.Name),
-		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", it.tooLarge)
-}
-
-func (p *Pipeline) skip(it item, err error) {
-	p.skipped.Add(1)
-	p.opts.Observer.Failed(it.delta, true)
-	p.log.Error("skipping delta that cannot be published",
-		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", bounded.Abbrev(it.delta.Name),
-		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)
-}
-
-// finish marks the batch of keys done and releases them to other workers.
-func (p *Pipeline) finish(keys []string) {
-	p.mu.Lock()
-	for _, key := range keys {
-		o := p.objects[key]
-		if o == nil {
-			continue
-		}
-		o.done = o.taken
-		for b := range p.barriers {
-			if t, ok := b.target[key]; ok && t <= o.done {
-				delete(b.target, key)
-				if len(b.target) == 0 {
-					close(b.ch)
-					delete(p.barriers, b)
-				}
-			}
-		}
-		if len(o.pending) == 0 && o.done == o.last {
-			delete(p.objects, key)
-		}
-	}
-	p.mu.Unlock()
-	for _, key := range keys {
-		p.queue.Done(key)
-	}
-}
-
-func record(d *source.Delta) checkpoint.Record {
-	return checkpoint.Record{
-		Resource: d.Resource.Name(),
-		Key:      d.Key(),
-		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion},
-		Deleted:  d.Type == source.Deleted,
 	}
 }

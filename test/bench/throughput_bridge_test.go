@@ -68,6 +68,7 @@ func runPipeline(b *testing.B, cfg *config.Config, s sink.Sink, deltas []source.
 		MaxPendingPerObject: cfg.MaxPendingPerObject,
 		MaxRetryInterval:    cfg.RetryMaxInterval,
 		Observer:            m,
+		Intents:             writer,
 	}, log)
 
 	pipeCtx, stopPipe := context.WithCancel(context.Background())

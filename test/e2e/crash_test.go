@@ -113,8 +113,8 @@ func TestCrashRecovery(t *testing.T) {
 	// must be a delta the checkpoint had not recorded.
 	covered := func(m *sink.Message) bool {
 		pos, ok := snap.Objects[m.Key()]
-		// An intent (no resourceVersion) covers no delivered state.
-		return ok && pos.UID == m.UID && pos.ResourceVersion != "" && !rvLess(pos.ResourceVersion, m.ResourceVersion)
+		// An intent covers no delivered state.
+		return ok && pos.UID == m.UID && !pos.IsIntent() && !rvLess(pos.ResourceVersion, m.ResourceVersion)
 	}
 	seen := map[string]bool{}
 	unflushed := 0

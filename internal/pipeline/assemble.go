@@ -1,0 +1,118 @@
+package pipeline
+
+import (
+	"context"
+
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+)
+
+// Assembly: an assembler takes keys off the queue until their waiting
+// deltas fill a batch, moves those deltas out of their objects, and
+// encodes them while the workers wait for the bus.
+
+// item is one delta in a batch, with its message.
+type item struct {
+	key   string
+	delta *source.Delta
+	msg   *sink.Message
+	// tooLarge is why the delta's full event was not published, when msg
+	// is the event without the object's content sent in its place.
+	tooLarge error
+}
+
+// batch is what an assembler hands to a worker: the keys it took off the
+// queue and their deltas, encoded.
+type batch struct {
+	keys  []string
+	items []item
+}
+
+// assemble takes batches off the queue, encodes them and hands them to
+// the workers on ready, until the queue shuts down. After ctx ends it
+// encodes nothing more: what it takes is abandoned.
+func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
+	for {
+		keys := p.nextBatch()
+		if keys == nil {
+			return
+		}
+		items := p.take(keys)
+		if ctx.Err() != nil {
+			// Hard stop: the queue hands out what is left; do not publish
+			// it with a dead context, just count it.
+			p.abandoned.Add(int64(len(items)))
+			p.finish(keys)
+			continue
+		}
+		ready <- batch{keys: keys, items: p.encode(items)}
+	}
+}
+
+// nextBatch takes keys off the queue until their waiting deltas fill a
+// batch or the queue is empty. Only the worker holding getMu calls Get, so
+// after the first key a non-empty queue means Get does not block: a worker
+// never sits on keys it has taken while waiting for new ones.
+func (p *Pipeline) nextBatch() []string {
+	p.getMu.Lock()
+	defer p.getMu.Unlock()
+	key, shutdown := p.queue.Get()
+	if shutdown {
+		return nil
+	}
+	keys := []string{key}
+	n := p.pendingLen(key)
+	for n < p.opts.BatchSize && p.queue.Len() > 0 {
+		key, shutdown := p.queue.Get()
+		if shutdown {
+			break
+		}
+		keys = append(keys, key)
+		n += p.pendingLen(key)
+	}
+	return keys
+}
+
+func (p *Pipeline) pendingLen(key string) int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if o := p.objects[key]; o != nil {
+		return len(o.pending)
+	}
+	return 0
+}
+
+// take moves the waiting deltas of keys into a batch.
+func (p *Pipeline) take(keys []string) []item {
+	var items []item
+	p.mu.Lock()
+	for _, key := range keys {
+		o := p.objects[key]
+		if o == nil {
+			continue
+		}
+		for i := range o.pending {
+			items = append(items, item{key: key, delta: &o.pending[i]})
+		}
+		o.pending = nil
+		o.taken = o.last
+	}
+	p.mu.Unlock()
+	return items
+}
+
+// encode makes the message of every item, skipping those that cannot be
+// encoded.
+func (p *Pipeline) encode(items []item) []item {
+	out := items[:0]
+	for _, it := range items {
+		msg, err := p.enc.Encode(it.delta)
+		if err != nil {
+			p.skip(it, err)
+			continue
+		}
+		it.msg = msg
+		out = append(out, it)
+	}
+	return out
+}

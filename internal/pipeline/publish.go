@@ -1,0 +1,154 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/bounded"
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/source"
+)
+
+// Publishing: a worker sends an assembled batch to the sink and records
+// in the checkpoint what the sink accepted. What failed retryably is sent
+// again with backoff, together with every later delta of its object, so
+// that order holds; what failed for good is skipped and counted.
+
+// work publishes the batches the assemblers make until ready is closed.
+func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
+	for b := range ready {
+		if ctx.Err() != nil {
+			p.abandoned.Add(int64(len(b.items)))
+		} else {
+			p.publish(ctx, b.items)
+		}
+		p.finish(b.keys)
+	}
+}
+
+// publish sends items until each is accepted or skipped, or ctx ends.
+//
+// A delta whose event the sink finds too large for the bus
+// (sink.ErrTooLarge) is encoded again without the object's content and
+// sent in its place, at once, with the object's later deltas after it;
+// only when that event is too large as well is the delta skipped.
+func (p *Pipeline) publish(ctx context.Context, items []item) {
+	if len(items) == 0 {
+		return
+	}
+	if err := p.recordIntents(ctx, items); err != nil {
+		if !checkpoint.IsTerminal(err) {
+			// ctx ended: nothing is published.
+			p.abandoned.Add(int64(len(items)))
+			return
+		}
+		if items = p.abandonCreations(items, err); len(items) == 0 {
+			return
+		}
+	}
+	op := func() error {
+		for {
+			msgs := make([]*sink.Message, len(items))
+			for i, it := range items {
+				msgs[i] = it.msg
+			}
+			start := time.Now()
+			errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
+			p.opts.Observer.PublishDuration(time.Since(start))
+
+			var (
+				acked []checkpoint.Record
+				retry []item
+				first error
+			)
+			// failed holds the objects whose later deltas must be sent
+			// again: true after a retryable failure, false after a
+			// replacement.
+			failed := map[string]bool{}
+			retried := 0
+			for i, it := range items {
+				err := errs[i]
+				again, held := failed[it.key]
+				switch {
+				case held:
+					// An earlier delta of this object failed or is replaced:
+					// send this one again after it, even if it was accepted,
+					// to keep order.
+					retry = append(retry, it)
+					if again {
+						retried++
+					}
+				case err == nil:
+					acked = append(acked, record(it.delta))
+					if it.tooLarge != nil {
+						p.omitted.Add(1)
+						p.opts.Observer.Omitted(it.delta)
+						p.logOmitted(it)
+					}
+					p.opts.Observer.Published(it.delta)
+				case sink.IsTooLarge(err) && it.tooLarge == nil:
+					if r, ok := p.withoutContent(it, err); ok {
+						failed[it.key] = false
+						retry = append(retry, r)
+					}
+				case sink.IsTerminal(err):
+					p.skip(it, err)
+				default:
+					failed[it.key] = true
+					retry = append(retry, it)
+					retried++
+					p.opts.Observer.Failed(it.delta, false)
+					if first == nil {
+						first = err
+					}
+				}
+			}
+			if len(acked) > 0 {
+				p.rec.Record(acked...)
+				p.published.Add(int64(len(acked)))
+			}
+			items = retry
+			if len(retry) == 0 {
+				return nil
+			}
+			if ctx.Err() != nil {
+				return backoff.Permanent(ctx.Err())
+			}
+			if first == nil {
+				// Only replacements, and what follows them: nothing to wait
+				// for.
+				continue
+			}
+			p.retried.Add(int64(retried))
+			return fmt.Errorf("%d of %d messages not accepted: %w", retried, len(msgs), first)
+		}
+	}
+	notify := func(err error, wait time.Duration) {
+		p.log.Warn("publish failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
+	}
+	if err := backoff.RetryNotify(op, backoff.WithContext(p.opts.NewBackOff(), ctx), notify); err != nil {
+		// Only the end of ctx stops the retries: what is left is abandoned.
+		p.abandoned.Add(int64(len(items)))
+	}
+}
+
+func (p *Pipeline) skip(it item, err error) {
+	p.skipped.Add(1)
+	p.opts.Observer.Failed(it.delta, true)
+	p.log.Error("skipping delta that cannot be published",
+		"resource", it.delta.Resource.Name(), "namespace", it.delta.Namespace, "name", bounded.Abbrev(it.delta.Name),
+		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)
+}
+
+func record(d *source.Delta) checkpoint.Record {
+	return checkpoint.Record{
+		Resource: d.Resource.Name(),
+		Key:      d.Key(),
+		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion},
+		Deleted:  d.Type == source.Deleted,
+	}
+}
