@@ -1,10 +1,13 @@
 package rawobject
 
 import (
+	"bytes"
+	"encoding/binary"
 	"errors"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 func TestScanReadsIdentity(t *testing.T) {
@@ -129,5 +132,22 @@ func TestScanRefusesInvalidJSON(t *testing.T) {
 				t.Errorf("AppendCut(%q) accepted it", tt.in)
 			}
 		})
+	}
+}
+
+// TestPlain8 checks the eight-byte test against the byte table, for every
+// byte value at every position, next to plain bytes and special ones.
+func TestPlain8(t *testing.T) {
+	for _, fill := range []byte{'a', ' ', '~', '!', '[', 0x7f} {
+		for c := range 256 {
+			for p := range 8 {
+				b := bytes.Repeat([]byte{fill}, 8)
+				b[p] = byte(c)
+				want := c < utf8.RuneSelf && plain[c]
+				if got := plain8(binary.LittleEndian.Uint64(b)); got != want {
+					t.Fatalf("plain8(%q) = %v, want %v", b, got, want)
+				}
+			}
+		}
 	}
 }

@@ -1,6 +1,9 @@
 package rawobject
 
-import "unicode/utf8"
+import (
+	"encoding/binary"
+	"unicode/utf8"
+)
 
 // MaxDepth is how deeply objects and arrays may nest, the top-level
 // object counting as 1: the bound encoding/json sets.
@@ -205,6 +208,13 @@ func (s *scanner) skipString(i int) (end int, escaped bool, err error) {
 	d := s.data
 	i++
 	for i < len(d) {
+		// Eight plain bytes at a time: most strings are mostly ASCII.
+		for i+8 <= len(d) && plain8(binary.LittleEndian.Uint64(d[i:])) {
+			i += 8
+		}
+		if i >= len(d) {
+			break
+		}
 		c := d[i]
 		if c < utf8.RuneSelf {
 			if plain[c] {
@@ -266,6 +276,19 @@ func hexValue(c byte) int {
 		return int(c-'A') + 10
 	}
 	return -1
+}
+
+// plain8 reports whether all eight bytes of x are plain: none is a
+// quote, a backslash, a control character or the start of a multi-byte
+// UTF-8 sequence (a byte of x with its high bit set).
+func plain8(x uint64) bool {
+	const ones, highs = 0x0101010101010101, 0x8080808080808080
+	control := x - 0x20*ones // a byte below 0x20 borrows into its high bit
+	quote := (x ^ '"'*ones) - ones
+	backslash := (x ^ '\\'*ones) - ones
+	// A byte of x with its high bit clear sets its own high bit in one of
+	// these only when it is special; the high bits of x itself count too.
+	return (control|quote|backslash)&^x&highs == 0 && x&highs == 0
 }
 
 // plain marks the ASCII bytes a string holds as they are: all but the
