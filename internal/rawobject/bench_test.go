@@ -144,3 +144,30 @@ func BenchmarkValid(b *testing.B) {
 		})
 	}
 }
+
+// TestAllocations holds Scan to one allocation, for the strings it
+// returns, and the cut to none.
+func TestAllocations(t *testing.T) {
+	for _, fx := range fixtures {
+		data := readFixture(t, fx.name)
+		m, err := Scan(data)
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf := make([]byte, 0, len(data))
+		for _, c := range []struct {
+			name string
+			want float64
+			run  func()
+		}{
+			{"Scan", 1, func() { _, _ = Scan(data) }},
+			{"Meta.AppendCut", 0, func() { buf = m.AppendCut(buf[:0], data) }},
+			{"AppendCut", 0, func() { buf, _ = AppendCut(buf[:0], data) }},
+			{"Scan without strings", 0, func() { _, _ = Scan([]byte(`{"metadata":{"managedFields":[]},"spec":{"a":[1,"b"]}}`)) }},
+		} {
+			if got := testing.AllocsPerRun(20, c.run); got != c.want {
+				t.Errorf("%s of %s: %v allocations, want %v", c.name, fx.name, got, c.want)
+			}
+		}
+	}
+}

@@ -13,10 +13,9 @@
 //     must be an object, and strings must be valid UTF-8 (encoding/json
 //     replaces invalid bytes with U+FFFD, which would change the object's
 //     bytes on the way; the API server never sends them). Numbers are
-//     checked against
-//     the JSON grammar, not against float64's range: 1e400 is valid JSON
-//     and is carried as it is, where decoding it into an interface{}
-//     fails.
+//     checked against the JSON grammar, not against float64's range:
+//     1e400 is valid JSON and is carried as it is, where decoding it into
+//     an interface{} fails. FuzzScan holds Scan to this.
 //   - Nesting is bounded at MaxDepth (10,000) levels, as encoding/json
 //     bounds it; deeper input is an error. The scan is iterative: it never
 //     recurses, whatever the input.
@@ -24,7 +23,8 @@
 //     offset where it was found. Nothing in this package panics on input.
 //   - The fields read are apiVersion and kind at the top level, and
 //     metadata's namespace, name, uid, resourceVersion and
-//     deletionTimestamp. Keys are matched after decoding their escapes
+//     deletionTimestamp. Keys are matched exactly (case matters, as in
+//     the maps of unstructured objects) after decoding their escapes
 //     ("met\u0061data" is metadata), and values are decoded as
 //     encoding/json decodes them (escapes, surrogate pairs; a lone
 //     surrogate becomes U+FFFD). A field whose value is not a string
@@ -39,11 +39,20 @@
 //     unchanged, in order: for valid input the result is valid JSON, and
 //     decodes to the input's value without metadata.managedFields.
 //
-// Scan allocates once, for all the strings it returns together (one
-// string, sliced), and only when one of them is not empty; a second
-// allocation holds the cut's spans only when metadata.managedFields
-// appears more than once, which the API server never sends. The strings
-// share no memory with the input: the input may be reused once Scan
-// returns, and a field kept for long (a uid in the tracker) keeps at
-// most the others' few bytes alive, never the object.
+// Limits and costs:
+//
+//   - Scan allocates once, for all the strings it returns together (one
+//     string, sliced), and not at all when they are all empty. Only
+//     input the API server never sends costs more: a returned value with
+//     escapes longer than 256 bytes, or metadata.managedFields present
+//     more than once, one allocation each.
+//   - The strings share no memory with the input: the input may be
+//     reused once Scan returns, and a field kept for long (a uid kept by
+//     the source) keeps at most the others' few bytes alive, never the
+//     object.
+//   - The cut is a copy of the input less its spans: Meta.AppendCut
+//     appends the object straight into the caller's buffer (an event's),
+//     without allocating; Meta.ManagedFields gives the spans to leave out
+//     to a caller that writes the bytes itself, and Meta.CutLen the
+//     length of the result, to size a buffer.
 package rawobject

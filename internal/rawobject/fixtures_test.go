@@ -66,7 +66,7 @@ func managed(manager string, op metav1.ManagedFieldsOperationType, subresource, 
 	t := metav1.NewTime(time.Date(2026, 11, 20, 9, 31, 0, 0, time.UTC))
 	return metav1.ManagedFieldsEntry{
 		Manager: manager, Operation: op, APIVersion: "v1", Time: &t, FieldsType: "FieldsV1",
-		FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}, Subresource: subresource,
+		FieldsV1: metav1.NewFieldsV1(fields), Subresource: subresource,
 	}
 }
 
