@@ -24,6 +24,7 @@ import (
 var microPackages = []string{
 	"./internal/event",
 	"./internal/jsonenc",
+	"./internal/rawobject",
 	"./internal/pipeline",
 	"./sink",
 	"./sink/nats",

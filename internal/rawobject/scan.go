@@ -1,0 +1,232 @@
+package rawobject
+
+import "strings"
+
+// Meta is what Scan reads of an object: its identity, and where its
+// metadata.managedFields lies in the bytes scanned. Each field is empty
+// when the object lacks it, or when its value is not a string.
+type Meta struct {
+	APIVersion string
+	Kind       string
+
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+	// DeletionTimestamp is metadata.deletionTimestamp as sent, such as
+	// "2026-11-20T09:30:00Z"; HasDeletionTimestamp tells an empty one
+	// from none.
+	DeletionTimestamp    string
+	HasDeletionTimestamp bool
+
+	// managed are the spans of the bytes scanned that hold
+	// metadata.managedFields, as AppendCut leaves them out.
+	managed spans
+}
+
+// Scan validates data as one JSON object, and reads its identity and
+// where its metadata.managedFields lies. The strings it returns share no
+// memory with data.
+func Scan(data []byte) (Meta, error) {
+	var m Meta
+	var f found
+	if err := scan(data, &f, &m.managed); err != nil {
+		return Meta{}, err
+	}
+	m.setStrings(data, &f)
+	return m, nil
+}
+
+// The fields Scan reads, indexing found.
+const (
+	fieldAPIVersion = iota
+	fieldKind
+	fieldNamespace
+	fieldName
+	fieldUID
+	fieldResourceVersion
+	fieldDeletionTimestamp
+	fieldCount
+)
+
+// found is where each field's last value lies, when it is a string: the
+// bytes between its quotes.
+type found [fieldCount]stringAt
+
+type stringAt struct {
+	start, end int
+	escaped    bool
+	ok         bool
+}
+
+// setStrings decodes the fields found into one string, and slices it.
+func (m *Meta) setStrings(data []byte, f *found) {
+	m.HasDeletionTimestamp = f[fieldDeletionTimestamp].ok
+	n := 0
+	for _, v := range f {
+		n += v.end - v.start // no value decodes longer than its bytes
+	}
+	if n == 0 {
+		return
+	}
+	var b strings.Builder
+	b.Grow(n)
+	var at [fieldCount + 1]int
+	var scratch [256]byte
+	for k, v := range f {
+		at[k] = b.Len()
+		if raw := data[v.start:v.end]; v.escaped {
+			b.Write(appendUnquoted(scratch[:0], raw))
+		} else {
+			b.Write(raw)
+		}
+	}
+	at[fieldCount] = b.Len()
+	all := b.String()
+	field := func(k int) string { return all[at[k]:at[k+1]] }
+	m.APIVersion = field(fieldAPIVersion)
+	m.Kind = field(fieldKind)
+	m.Namespace = field(fieldNamespace)
+	m.Name = field(fieldName)
+	m.UID = field(fieldUID)
+	m.ResourceVersion = field(fieldResourceVersion)
+	m.DeletionTimestamp = field(fieldDeletionTimestamp)
+}
+
+// scan validates data as one JSON object, notes where the fields are, and
+// adds the spans of metadata.managedFields to cut.
+func scan(data []byte, f *found, cut *spans) error {
+	s := scanner{data: data}
+	i, err := s.expect(0, '{', "looking for the beginning of an object")
+	if err != nil {
+		return err
+	}
+	if i = s.ws(i); i < len(data) && data[i] == '}' {
+		i++
+	} else {
+		for {
+			var k key
+			if k, _, i, err = s.key(i); err != nil {
+				return err
+			}
+			switch k {
+			case keyAPIVersion:
+				i, err = s.stringField(i, 1, &f[fieldAPIVersion])
+			case keyKind:
+				i, err = s.stringField(i, 1, &f[fieldKind])
+			case keyMetadata:
+				i, err = s.metadata(i, f, cut)
+			default:
+				i, err = s.skipValue(i, 1)
+			}
+			if err != nil {
+				return err
+			}
+			var more bool
+			if i, more, err = s.next(i); err != nil {
+				return err
+			} else if !more {
+				break
+			}
+		}
+	}
+	if i = s.ws(i); i < len(data) {
+		return unexpected(data, i, "after the top-level object")
+	}
+	return nil
+}
+
+// metadata scans the value of a top-level "metadata" key, which starts at
+// the first byte at or after i that is not whitespace.
+func (s *scanner) metadata(i int, f *found, cut *spans) (int, error) {
+	// The last "metadata" wins, whole: forget what an earlier one held.
+	for k := fieldNamespace; k < fieldCount; k++ {
+		f[k] = stringAt{}
+	}
+	if i = s.ws(i); i >= len(s.data) || s.data[i] != '{' {
+		return s.skipValue(i, 1)
+	}
+	if i = s.ws(i + 1); i < len(s.data) && s.data[i] == '}' {
+		return i + 1, nil
+	}
+	// A run of managedFields members is cut with the separators that
+	// make the rest still a list of members: from its first key to the
+	// next member kept, or, when none follows, from the end of the last
+	// member kept before it (or from its first key, when none was).
+	keptEnd, runStart, runEnd := -1, -1, -1
+	for {
+		k, keyStart, j, err := s.key(i)
+		if err != nil {
+			return j, err
+		}
+		switch k {
+		case keyNamespace:
+			i, err = s.stringField(j, 2, &f[fieldNamespace])
+		case keyName:
+			i, err = s.stringField(j, 2, &f[fieldName])
+		case keyUID:
+			i, err = s.stringField(j, 2, &f[fieldUID])
+		case keyResourceVersion:
+			i, err = s.stringField(j, 2, &f[fieldResourceVersion])
+		case keyDeletionTimestamp:
+			i, err = s.stringField(j, 2, &f[fieldDeletionTimestamp])
+		default:
+			i, err = s.skipValue(j, 2)
+		}
+		if err != nil {
+			return i, err
+		}
+		if k == keyManagedFields {
+			if runStart < 0 {
+				runStart = keyStart
+			}
+			runEnd = i
+		} else {
+			if runStart >= 0 {
+				cut.add(Span{runStart, keyStart})
+				runStart = -1
+			}
+			keptEnd = i
+		}
+		var more bool
+		if i, more, err = s.next(i); err != nil || !more {
+			if err == nil && runStart >= 0 {
+				if keptEnd >= 0 {
+					runStart = keptEnd
+				}
+				cut.add(Span{runStart, runEnd})
+			}
+			return i, err
+		}
+	}
+}
+
+// next reads what follows an object member: a comma (more is true) or the
+// closing brace.
+func (s *scanner) next(i int) (j int, more bool, err error) {
+	if i = s.ws(i); i < len(s.data) {
+		switch s.data[i] {
+		case ',':
+			return i + 1, true, nil
+		case '}':
+			return i + 1, false, nil
+		}
+	}
+	return i, false, unexpected(s.data, i, "after an object member")
+}
+
+// stringField reads a field's value, which starts at the first byte at or
+// after i that is not whitespace, inside a container at depth. A value
+// that is not a string is skipped, and leaves the field absent.
+func (s *scanner) stringField(i, depth int, f *stringAt) (int, error) {
+	if i = s.ws(i); i >= len(s.data) || s.data[i] != '"' {
+		*f = stringAt{}
+		return s.skipValue(i, depth)
+	}
+	end, escaped, err := s.skipString(i)
+	if err != nil {
+		return end, err
+	}
+	*f = stringAt{start: i + 1, end: end - 1, escaped: escaped, ok: true}
+	return end, nil
+}
