@@ -6,6 +6,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/kubebus/bridge/internal/rawobject"
 )
 
 // DeltaType says what happened to an object.
@@ -60,12 +62,27 @@ type Delta struct {
 	// OldObject is the state before an update, when the source is configured
 	// to keep it; otherwise nil.
 	OldObject *unstructured.Unstructured
+	// Raw is the object's state as the API server sent it, when the source
+	// runs its raw path: Object is then nil. A delta has Raw or Object,
+	// never both; deletes found by a list carry an identity-only Object
+	// either way.
+	Raw *RawObject
 
 	// ContentOmitted asks for an event that carries only the object's
 	// identity (its apiVersion, kind, namespace, name, uid and
 	// resourceVersion), marked so: the pipeline sets it when the full
 	// event is larger than the bus takes. The source never does.
 	ContentOmitted bool
+}
+
+// RawObject is an object's JSON exactly as the API server sent it
+// (metadata.managedFields included), and what rawobject.Scan read of it:
+// its identity, and where managedFields lies, so that an encoder copies the
+// object once, leaving managedFields out, straight into an event. Never
+// modify Data.
+type RawObject struct {
+	Data []byte
+	Meta rawobject.Meta
 }
 
 // Key is the object's identity within its resource: "namespace/name", or
