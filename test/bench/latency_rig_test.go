@@ -176,7 +176,7 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 		"-namespace", latencyNamespace,
 		"-nats", srv.URL(),
 		"-stream", "KUBE",
-		"-subject", "kube." + latencyCluster + ".core.v1.configmaps." + latencyNamespace + ".>",
+		"-subject", "kube." + latencyCluster + ".core.configmaps." + latencyNamespace + ".>",
 	}, cp.KubeconfigPath(), r.watch, r.informer, r.bus)
 	return r
 }

@@ -27,7 +27,7 @@
 // listening, and stops on SIGTERM or when standard input closes.
 //
 //	KUBECONFIG=... observer -namespace latency -nats nats://127.0.0.1:4222 \
-//	    -stream KUBE -subject 'kube.bench.core.v1.configmaps.latency.>'
+//	    -stream KUBE -subject 'kube.bench.core.configmaps.latency.>'
 package main
 
 import (
