@@ -50,7 +50,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.Run(mode+"/"+bm.name, func(b *testing.B) {
 				cfg := defaults(b)
 				cfg.CEMode = mode
-				tmpl, err := ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+				tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 				if err != nil {
 					b.Fatal(err)
 				}
