@@ -10,7 +10,7 @@ import (
 
 // Objects as the API server sent them (source.Delta.Raw) are copied into
 // the event as they are: their members in the server's order, with its
-// escapes, its numbers as it spelled them. Three changes only, made while
+// escapes, its numbers as it spelled them. These changes only, made while
 // copying:
 //
 //   - metadata.managedFields is left out, unless KeepManagedFields, at
@@ -21,6 +21,7 @@ import (
 //     as those characters, as the parsed path writes them: six bytes
 //     each would make the event of an object full of them up to six
 //     times its size, and nothing on a message bus needs them;
+//   - whitespace around the object is left out;
 //   - an object with neither apiVersion nor kind, as the items of a list
 //     of built-in objects come, gets both, those of its resource, as
 //     members added at its end: the dynamic client's decoder adds them
@@ -35,16 +36,25 @@ func (e Encoder) appendRaw(b []byte, d *source.Delta) []byte {
 		return append(b, "null"...)
 	}
 	start := len(b)
+	// Whitespace around the object (a GET's answer ends in a newline) is
+	// left out: the event stays one line of compact JSON.
+	lo, hi := 0, len(raw.Data)
+	for lo < hi && isSpace(raw.Data[lo]) {
+		lo++
+	}
+	for hi > lo && isSpace(raw.Data[hi-1]) {
+		hi--
+	}
 	if e.KeepManagedFields {
-		b = appendUnescapingHTML(b, raw.Data)
+		b = appendUnescapingHTML(b, raw.Data[lo:hi])
 	} else {
 		var scratch [2]rawobject.Span
-		done := 0
+		done := lo
 		for _, sp := range raw.Meta.ManagedFields(scratch[:0]) {
 			b = appendUnescapingHTML(b, raw.Data[done:sp.Start])
 			done = sp.End
 		}
-		b = appendUnescapingHTML(b, raw.Data[done:])
+		b = appendUnescapingHTML(b, raw.Data[done:hi])
 	}
 	if raw.Meta.APIVersion != "" || raw.Meta.Kind != "" {
 		return b
@@ -67,16 +77,13 @@ func (e Encoder) rawLen(d *source.Delta) int {
 }
 
 // appendTypeMeta adds apiVersion and kind members at the end of the JSON
-// object b[start:], which is valid JSON (Scan checked it), and returns
-// the extended buffer. Whitespace after the object is dropped.
+// object b[start:], which is valid JSON (Scan checked it) and ends in its
+// closing brace, and returns the extended buffer.
 func appendTypeMeta(b []byte, start int, apiVersion, kind string) []byte {
 	end := len(b) - 1 // the object's closing brace
-	for end > start && b[end] != '}' {
-		end--
-	}
-	empty := false // no member before the brace
+	empty := false    // no member before the brace
 	for i := end - 1; i >= start; i-- {
-		if c := b[i]; c != ' ' && c != '\t' && c != '\n' && c != '\r' {
+		if c := b[i]; !isSpace(c) {
 			empty = c == '{'
 			break
 		}
@@ -91,6 +98,9 @@ func appendTypeMeta(b []byte, start int, apiVersion, kind string) []byte {
 	b = jsonenc.AppendString(b, kind)
 	return append(b, '}')
 }
+
+// isSpace reports whether c is JSON whitespace.
+func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
 
 // appendUnescapingHTML appends src, a part of a JSON text that does not
 // split an escape, to dst with the escapes \u003c, \u003e and \u0026
