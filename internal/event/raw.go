@@ -108,22 +108,28 @@ func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\
 // text starts an escape inside a string, so no string needs tracking:
 // each escape is copied whole, and only those three are changed.
 func appendUnescapingHTML(dst, src []byte) []byte {
-	for {
-		i := bytes.IndexByte(src, '\\')
-		if i < 0 || i+1 >= len(src) {
-			return append(dst, src...)
+	done := 0 // src[:done] is appended
+	for i := 0; ; {
+		j := bytes.IndexByte(src[i:], '\\')
+		if j < 0 {
+			break
 		}
-		if src[i+1] == 'u' && i+6 <= len(src) && src[i+2] == '0' && src[i+3] == '0' {
+		i += j
+		if i+6 <= len(src) && src[i+1] == 'u' && src[i+2] == '0' && src[i+3] == '0' {
 			if c := htmlChar(src[i+4], src[i+5]); c != 0 {
-				dst = append(dst, src[:i]...)
+				dst = append(dst, src[done:i]...)
 				dst = append(dst, c)
-				src = src[i+6:]
+				i += 6
+				done = i
 				continue
 			}
 		}
-		dst = append(dst, src[:i+2]...)
-		src = src[i+2:]
+		i += 2 // the backslash and the escaped character, or u
+		if i >= len(src) {
+			break
+		}
 	}
+	return append(dst, src[done:]...)
 }
 
 // htmlChar is the character of the escape \u00<hi><lo> when it is "<",
