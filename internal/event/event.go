@@ -109,7 +109,7 @@ func (e Encoder) message(d *source.Delta) *sink.Message {
 	return &sink.Message{
 		ID:              ID(d),
 		Source:          Source(e.Cluster, d.Resource),
-		Type:            TypePrefix + action,
+		Type:            eventType(d.Type),
 		Subject:         d.Key(),
 		Time:            d.Observed,
 		Action:          action,
@@ -124,6 +124,20 @@ func (e Encoder) message(d *source.Delta) *sink.Message {
 		Snapshot:        d.Snapshot,
 		ContentOmitted:  d.ContentOmitted,
 	}
+}
+
+// eventType is TypePrefix and t, without an allocation for the types the
+// source makes.
+func eventType(t source.DeltaType) string {
+	switch t {
+	case source.Added:
+		return TypePrefix + string(source.Added)
+	case source.Updated:
+		return TypePrefix + string(source.Updated)
+	case source.Deleted:
+		return TypePrefix + string(source.Deleted)
+	}
+	return TypePrefix + string(t)
 }
 
 // identity is the object of d reduced to what identifies it: apiVersion,
