@@ -63,6 +63,17 @@ type Message struct {
 	// when the bridge is configured to include it. It must be valid JSON:
 	// MarshalJSON writes it as it is.
 	Data json.RawMessage
+
+	// Encoded is the whole structured-mode event, when the encoder wrote
+	// it in one buffer (internal/event does): the bytes MarshalJSON
+	// writes, with Data the sub-slice that holds the data, the event's
+	// last member. MarshalJSON then returns Encoded itself, without
+	// copying, so that a sink sends the event as it was written; it does
+	// so only while Data is still that sub-slice, so a copy of the message
+	// that replaces Data gets an encoding of its own. Whoever changes an
+	// attribute of an encoded message must set Encoded to nil. Never
+	// modify its bytes.
+	Encoded []byte
 }
 
 // Key is the object's identity within its resource: "namespace/name", or
@@ -100,10 +111,35 @@ type structured struct {
 // escaping off ("<", ">" and "&" are written as they are), so the event
 // is byte for byte what a json.Encoder with SetEscapeHTML(false) makes of
 // it. It never fails.
+//
+// When the message holds its encoding (Encoded, with Data its sub-slice),
+// MarshalJSON returns it as it is, without copying: the caller must not
+// modify it.
 func (m *Message) MarshalJSON() ([]byte, error) {
-	n := len(m.ID) + len(m.Source) + len(m.Type) + len(m.Subject) + len(m.ResourceVersion) + len(m.UID) +
-		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + len(m.Data)
-	b := make([]byte, 0, n+structuredOverhead)
+	if m.encoded() {
+		return m.Encoded, nil
+	}
+	b := make([]byte, 0, m.HeadLen()+len(m.Data)+1)
+	b = m.AppendHead(b)
+	if len(m.Data) == 0 {
+		b = append(b, "null"...)
+	} else {
+		b = append(b, m.Data...)
+	}
+	return append(b, '}'), nil
+}
+
+// encoded reports whether Encoded holds the message's event: Data is its
+// sub-slice, right before the closing brace.
+func (m *Message) encoded() bool {
+	n, d := len(m.Encoded), len(m.Data)
+	return d > 0 && n > d && &m.Encoded[n-1-d] == &m.Data[0] && m.Encoded[n-1] == '}'
+}
+
+// AppendHead appends to b the start of the message's structured-mode
+// event, as MarshalJSON writes it: "{", every attribute, and the name of
+// data, up to its value. The data and a closing "}" complete the event.
+func (m *Message) AppendHead(b []byte) []byte {
 	b = append(b, `{"specversion":"`+SpecVersion+`","id":`...)
 	b = jsonenc.AppendString(b, m.ID)
 	b = append(b, `,"source":`...)
@@ -136,18 +172,20 @@ func (m *Message) MarshalJSON() ([]byte, error) {
 	if m.ContentOmitted {
 		b = append(b, `,"contentomitted":true`...)
 	}
-	b = append(b, `,"data":`...)
-	if len(m.Data) == 0 {
-		b = append(b, "null"...)
-	} else {
-		b = append(b, m.Data...)
-	}
-	return append(b, '}'), nil
+	return append(b, `,"data":`...)
 }
 
-// structuredOverhead is what MarshalJSON writes besides the values of the
-// string attributes and Data: names, punctuation, the time, and some room
-// for escapes.
+// HeadLen is room enough for what AppendHead appends, unless the
+// attributes hold many characters that JSON escapes: it sizes the buffer
+// of an event.
+func (m *Message) HeadLen() int {
+	return len(m.ID) + len(m.Source) + len(m.Type) + len(m.Subject) + len(m.ResourceVersion) + len(m.UID) +
+		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + structuredOverhead
+}
+
+// structuredOverhead is what AppendHead writes besides the values of the
+// string attributes: names, punctuation, the time, and some room for
+// escapes.
 const structuredOverhead = 320
 
 // UnmarshalJSON decodes a CloudEvents structured-mode event written by

@@ -13,6 +13,7 @@ import (
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
 	"github.com/kubebus/bridge/sink"
@@ -26,40 +27,89 @@ const TypePrefix = "io.kubebus.object."
 type Encoder struct {
 	// Cluster names the cluster in every message.
 	Cluster string
+	// KeepManagedFields keeps metadata.managedFields in the objects that
+	// the source hands on as the API server sent them (Delta.Raw); by
+	// default the encoder leaves them out while it copies the object.
+	// Objects the source parsed (Delta.Object, Delta.OldObject) are
+	// written as they are: the source dropped the field already, unless
+	// it keeps it too. Set from BRIDGE_KEEP_MANAGED_FIELDS, as the
+	// source's option.
+	KeepManagedFields bool
 }
 
-// Encode turns d into a message. It fails only when the object cannot be
-// encoded as JSON. When d.ContentOmitted is set, the message is the one
+// Encode turns d into a message. It fails only when a parsed object cannot
+// be encoded as JSON. When d.ContentOmitted is set, the message is the one
 // of the full delta, marked ContentOmitted, with data {"object": ...}
 // holding only the object's identity (see docs/message-format.md).
+//
+// The message holds its whole structured-mode event in one buffer
+// (sink.Message.Encoded), with Data the sub-slice of it that holds the
+// data, so that a sink sends either without copying. An object the API
+// server sent (d.Raw) is copied into that buffer once, as it was sent,
+// less its managedFields and the server's HTML escaping (see raw.go); the
+// buffer is allocated once, at its size. A parsed object (d.Object) is
+// written as encoding/json writes it without HTML escaping. Both make
+// events equal as JSON values (test/equivalence).
 func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
+	m := e.message(d)
+	if d.Raw != nil && !d.ContentOmitted && d.OldObject == nil {
+		var scratch [512]byte
+		head := m.AppendHead(scratch[:0])
+		b := make([]byte, 0, len(head)+len(`{"object":}}`)+e.rawLen(d))
+		b = append(b, head...)
+		start := len(b)
+		b = append(b, `{"object":`...)
+		b = e.appendRaw(b, d)
+		b = append(b, '}')
+		end := len(b)
+		b = append(b, '}')
+		m.Encoded, m.Data = b, b[start:end:end]
+		return m, nil
+	}
+
+	// Parsed objects are written into a pooled buffer first, since their
+	// size is known only once written, then copied out at their size.
 	buf := buffers.Get().(*[]byte)
 	defer buffers.Put(buf)
-	data := append((*buf)[:0], `{"object":`...)
-	obj := d.Object
-	if d.ContentOmitted {
-		obj = identity(d)
+	b := m.AppendHead((*buf)[:0])
+	start := len(b)
+	b = append(b, `{"object":`...)
+	var err error
+	switch {
+	case d.ContentOmitted:
+		b, err = appendObject(b, identity(d))
+	case d.Raw != nil:
+		b = e.appendRaw(b, d)
+	default:
+		b, err = appendObject(b, d.Object)
 	}
-	data, err := appendObject(data, obj)
 	if err != nil {
 		return nil, fmt.Errorf("event: encode %s %s: %w", d.Resource.Name(), d.Key(), err)
 	}
 	if d.OldObject != nil && !d.ContentOmitted {
-		data = append(data, `,"oldObject":`...)
-		if data, err = appendObject(data, d.OldObject); err != nil {
+		b = append(b, `,"oldObject":`...)
+		if b, err = appendObject(b, d.OldObject); err != nil {
 			return nil, fmt.Errorf("event: encode old %s %s: %w", d.Resource.Name(), d.Key(), err)
 		}
 	}
-	data = append(data, '}')
-	if cap(data) <= maxPooledBuffer {
-		*buf = data
+	b = append(b, '}')
+	end := len(b)
+	b = append(b, '}')
+	if cap(b) <= maxPooledBuffer {
+		*buf = b
 	}
+	ev := bytes.Clone(b)
+	m.Encoded, m.Data = ev, ev[start:end:end]
+	return m, nil
+}
 
+// message is the message of d without its data.
+func (e Encoder) message(d *source.Delta) *sink.Message {
 	action := string(d.Type)
 	return &sink.Message{
 		ID:              ID(d),
 		Source:          Source(e.Cluster, d.Resource),
-		Type:            TypePrefix + action,
+		Type:            eventType(d.Type),
 		Subject:         d.Key(),
 		Time:            d.Observed,
 		Action:          action,
@@ -73,14 +123,28 @@ func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 		Cluster:         e.Cluster,
 		Snapshot:        d.Snapshot,
 		ContentOmitted:  d.ContentOmitted,
-		Data:            bytes.Clone(data),
-	}, nil
+	}
+}
+
+// eventType is TypePrefix and t, without an allocation for the types the
+// source makes.
+func eventType(t source.DeltaType) string {
+	switch t {
+	case source.Added:
+		return TypePrefix + string(source.Added)
+	case source.Updated:
+		return TypePrefix + string(source.Updated)
+	case source.Deleted:
+		return TypePrefix + string(source.Deleted)
+	}
+	return TypePrefix + string(t)
 }
 
 // identity is the object of d reduced to what identifies it: apiVersion,
 // kind, and metadata namespace, name, uid and resourceVersion. They come
-// from d.Object when it has them, so that a delete found by a list keeps
-// the last published resourceVersion there, as its full event does.
+// from the object when it has them (d.Raw as scanned, or d.Object), so
+// that a delete found by a list keeps the last published resourceVersion
+// there, as its full event does.
 func identity(d *source.Delta) *unstructured.Unstructured {
 	id := &unstructured.Unstructured{Object: map[string]any{}}
 	id.SetAPIVersion(d.Resource.APIVersion())
@@ -89,26 +153,33 @@ func identity(d *source.Delta) *unstructured.Unstructured {
 	id.SetName(d.Name)
 	id.SetUID(d.UID)
 	id.SetResourceVersion(d.ResourceVersion)
-	if o := d.Object; o != nil {
-		if v := o.GetAPIVersion(); v != "" {
-			id.SetAPIVersion(v)
-		}
-		if v := o.GetKind(); v != "" {
-			id.SetKind(v)
-		}
-		if v := o.GetUID(); v != "" {
-			id.SetUID(v)
-		}
-		if v := o.GetResourceVersion(); v != "" {
-			id.SetResourceVersion(v)
-		}
+	var apiVersion, kind, uid, rv string
+	switch {
+	case d.Object != nil:
+		o := d.Object
+		apiVersion, kind, uid, rv = o.GetAPIVersion(), o.GetKind(), string(o.GetUID()), o.GetResourceVersion()
+	case d.Raw != nil:
+		m := &d.Raw.Meta
+		apiVersion, kind, uid, rv = m.APIVersion, m.Kind, m.UID, m.ResourceVersion
+	}
+	if apiVersion != "" {
+		id.SetAPIVersion(apiVersion)
+	}
+	if kind != "" {
+		id.SetKind(kind)
+	}
+	if uid != "" {
+		id.SetUID(types.UID(uid))
+	}
+	if rv != "" {
+		id.SetResourceVersion(rv)
 	}
 	return id
 }
 
-// buffers hold the data of messages being encoded; each message gets a
-// copy of exactly its size. Buffers that grew past maxPooledBuffer (for a
-// rare huge object) are left to the garbage collector.
+// buffers hold the events being encoded from parsed objects; each message
+// gets a copy of exactly its size. Buffers that grew past maxPooledBuffer
+// (for a rare huge object) are left to the garbage collector.
 var buffers = sync.Pool{New: func() any { return new([]byte) }}
 
 const maxPooledBuffer = 256 << 10

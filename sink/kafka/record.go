@@ -41,6 +41,8 @@ const actionDeleted = "deleted"
 // encode builds the record of m's event.
 func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Message, error) {
 	rec := kafkago.Message{Topic: topic, Key: key}
+	// The value is the data, or the whole event, as the encoder wrote it
+	// in one buffer: not copied.
 	if s.cfg.CEMode == ModeBinary {
 		rec.Value = m.Data
 		rec.Headers = binaryHeaders(m)

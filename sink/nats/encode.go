@@ -69,9 +69,11 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 			n += len(a.header) + len(v) + 4 // "k: v\r\n"
 		}
 		if n <= maxHeaderLen {
+			// The data, a part of the encoder's buffer: not copied.
 			return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
 		}
 	}
+	// The event as the encoder wrote it, in one buffer: not copied.
 	body, err := m.MarshalJSON()
 	if err != nil {
 		return nil, err
