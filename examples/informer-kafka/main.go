@@ -39,6 +39,7 @@ import (
 
 	"github.com/kubebus/bridge/consumer"
 	consumerkafka "github.com/kubebus/bridge/consumer/kafka"
+	"github.com/kubebus/bridge/examples/internal/podphases"
 )
 
 // options say where to read from.
@@ -103,5 +104,5 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 		return err
 	}
 	defer lw.Close()
-	return watchPods(ctx, lw, o.interval, out)
+	return podphases.Watch(ctx, lw, o.interval, out)
 }

@@ -38,6 +38,7 @@ import (
 
 	"github.com/kubebus/bridge/consumer"
 	consumernats "github.com/kubebus/bridge/consumer/nats"
+	"github.com/kubebus/bridge/examples/internal/podphases"
 )
 
 // options say where to read from.
@@ -101,5 +102,5 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 		return err
 	}
 	defer lw.Close()
-	return watchPods(ctx, lw, o.interval, out)
+	return podphases.Watch(ctx, lw, o.interval, out)
 }

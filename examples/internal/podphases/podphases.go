@@ -1,4 +1,8 @@
-package main
+// Package podphases is the part the informer examples share: a client-go
+// SharedIndexInformer on a ListerWatcher of Pods from the bus, with a
+// typed lister and an event handler that counts Pods by namespace and
+// phase.
+package podphases
 
 import (
 	"context"
@@ -20,15 +24,15 @@ import (
 	"github.com/kubebus/bridge/consumer"
 )
 
-// watchPods runs a shared informer on lw, a ListerWatcher of Pods, until
+// Watch runs a shared informer on lw, a ListerWatcher of Pods, until
 // ctx ends. It prints a line when a Pod changes phase, and every interval
 // in which something changed a summary of the Pods by namespace and phase.
-func watchPods(ctx context.Context, lw cache.ListerWatcher, interval time.Duration, out io.Writer) error {
+func Watch(ctx context.Context, lw cache.ListerWatcher, interval time.Duration, out io.Writer) error {
 	informer := cache.NewSharedIndexInformer(lw, &unstructured.Unstructured{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	// The bus gives *unstructured.Unstructured; the informer caches typed
 	// Pods, so the lister is client-go's PodLister and handlers get Pods.
-	if err := informer.SetTransform(toPod); err != nil {
+	if err := informer.SetTransform(ToPod); err != nil {
 		return err
 	}
 	counts := &phaseCounts{out: out, byNamespace: map[string]map[corev1.PodPhase]int{}}
@@ -58,11 +62,11 @@ func watchPods(ctx context.Context, lw cache.ListerWatcher, interval time.Durati
 	}
 }
 
-// toPod is the informer's transform: it converts what the bus gives into
+// ToPod is the informer's transform: it converts what the bus gives into
 // a *corev1.Pod. An object that does not convert is kept with its
 // metadata only (its phase unknown), so that one odd object cannot stop
 // the informer.
-func toPod(obj any) (any, error) {
+func ToPod(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
 		return obj, nil // already converted: a transform must be idempotent
