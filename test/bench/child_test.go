@@ -182,6 +182,24 @@ type memory struct {
 	RSS, RSSAnon, RSSFile float64
 }
 
+// asSeen is a process's memory as a user sees it, with no forced GC: its
+// peak resident set since it started (VmHWM) and its resident set now
+// (VmRSS).
+type asSeen struct{ Peak, RSS float64 }
+
+// seenAfter waits d (the process is left alone: no scrape, no GC), then
+// reads c's VmHWM and VmRSS from /proc.
+func seenAfter(b *testing.B, c *child, d time.Duration) asSeen {
+	b.Helper()
+	time.Sleep(d)
+	st := procStatus(c.cmd.Process.Pid)
+	m := asSeen{Peak: st["VmHWM"], RSS: st["VmRSS"]}
+	if m.Peak == 0 || m.RSS == 0 {
+		b.Fatalf("%s: /proc/%d/status lacks VmHWM or VmRSS", c.name, c.cmd.Process.Pid)
+	}
+	return m
+}
+
 // measureMemory reads c's memory n times, a second apart, each time right
 // after forcing a garbage collection (GET /debug/pprof/heap?gc=1), and
 // returns the minimum of each quantity. The minimum, because what the

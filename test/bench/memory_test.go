@@ -29,6 +29,9 @@ const (
 	writers = 32
 	// memoryReadings per process; the minimum is reported.
 	memoryReadings = 5
+	// memorySeenAfter is how long after its work a process's memory is
+	// read as a user sees it: a few seconds, without a forced GC.
+	memorySeenAfter = 3 * time.Second
 	// restartChanges objects are updated, and as many deleted, while the
 	// bridge is stopped, in each of restartRounds rounds.
 	restartChanges = 500
@@ -149,12 +152,14 @@ func (e *experiment) memory(objectSize float64) {
 	e.bus.waitStored(b, e.objects, 5*time.Minute)
 	waitSettled(b, br, 5*time.Minute)
 	firstSync := ready.At.Sub(br.started)
+	bridgeSeen := seenAfter(b, br, memorySeenAfter)
 	bridgeMem := measureMemory(b, br, memoryReadings)
 	br.stop(b)
 
 	bare := startChild(b, "bare informer", e.bareBin, e.bareEnv)
 	bareSync := bare.waitLog(b, "synced", 10*time.Minute)
 	checkCached(b, bareSync, e.objects)
+	bareSeen := seenAfter(b, bare, memorySeenAfter)
 	bareMem := measureMemory(b, bare, memoryReadings)
 	bare.stop(b)
 
@@ -164,6 +169,20 @@ func (e *experiment) memory(objectSize float64) {
 	objects := fmt.Sprintf("%s ConfigMaps watched (%s of %.0f B on average as JSON, managedFields included, plus %d the cluster had already)",
 		thousands(e.objects), thousands(watchedObjects), objectSize, e.objects-watchedObjects)
 	how := fmt.Sprintf("minimum of %d readings a second apart, each right after a forced GC (GET /debug/pprof/heap?gc=1)", memoryReadings)
+	seen := fmt.Sprintf("read from /proc/<pid>/status %s after the bridge had published every object and flushed its checkpoint, and after the bare informer's cache synced, with no forced GC and no scrape before; %s",
+		memorySeenAfter, objects)
+	record(b, Figure{
+		Scenario: scenario, Name: "peak RSS (VmHWM) of the initial sync, " + shape, Unit: "MiB",
+		Bridge: mib(bridgeSeen.Peak), Baseline: mib(bareSeen.Peak), BaselineName: baseline,
+		Target: "≤ 0.25× baseline", Met: bridgeSeen.Peak <= 0.25*bareSeen.Peak,
+		Note: "VmHWM, the most memory the process held at once since it started: what a pod's memory limit must hold. " + seen + ".",
+	})
+	record(b, Figure{
+		Scenario: scenario, Name: fmt.Sprintf("RSS %s after the initial sync, no forced GC, ", memorySeenAfter) + shape, Unit: "MiB",
+		Bridge: mib(bridgeSeen.RSS), Baseline: mib(bareSeen.RSS), BaselineName: baseline,
+		Target: "≤ 0.2× baseline", Met: bridgeSeen.RSS <= 0.2*bareSeen.RSS,
+		Note: "VmRSS as a user sees it in `top`. " + seen + ".",
+	})
 	record(b, Figure{
 		Scenario: scenario, Name: "heap in use after sync, " + shape, Unit: "MiB",
 		Bridge: mib(bridgeMem.HeapInuse), Baseline: mib(bareMem.HeapInuse), BaselineName: baseline,
@@ -174,7 +193,7 @@ func (e *experiment) memory(objectSize float64) {
 	record(b, Figure{
 		Scenario: scenario, Name: "RSS after sync, " + shape, Unit: "MiB",
 		Bridge: mib(bridgeMem.RSS), Baseline: mib(bareMem.RSS), BaselineName: baseline,
-		Target: "≤ 0.5× baseline", Met: bridgeMem.RSS <= 0.5*bareMem.RSS,
+		Target: "≤ 0.15× baseline", Met: bridgeMem.RSS <= 0.15*bareMem.RSS,
 		Note: fmt.Sprintf("process_resident_memory_bytes, %s. Anonymous / file-backed: bridge %.0f / %.0f MiB (file-backed includes the mapped bbolt checkpoint), bare informer %.0f / %.0f MiB.",
 			how, mib(bridgeMem.RSSAnon), mib(bridgeMem.RSSFile), mib(bareMem.RSSAnon), mib(bareMem.RSSFile)),
 	})
