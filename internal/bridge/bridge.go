@@ -180,7 +180,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer b.store.Close()
 
 	writer := checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
-	pipe := pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName}, writer, pipeline.Options{
+	pipe := pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName, KeepManagedFields: b.cfg.KeepManagedFields}, writer, pipeline.Options{
 		Workers:             b.cfg.Workers,
 		BatchSize:           b.cfg.BatchSize,
 		MaxPendingPerObject: b.cfg.MaxPendingPerObject,

@@ -26,6 +26,10 @@ const TypePrefix = "io.kubebus.object."
 type Encoder struct {
 	// Cluster names the cluster in every message.
 	Cluster string
+	// KeepManagedFields keeps metadata.managedFields in objects the source
+	// hands on raw (Delta.Raw); by default it is left out as the object
+	// is copied into the event.
+	KeepManagedFields bool
 }
 
 // Encode turns d into a message. It fails only when the object cannot be
@@ -40,7 +44,15 @@ func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 	if d.ContentOmitted {
 		obj = identity(d)
 	}
-	data, err := appendObject(data, obj)
+	var err error
+	switch {
+	case d.Raw != nil && !d.ContentOmitted && e.KeepManagedFields:
+		data = append(data, d.Raw.Data...)
+	case d.Raw != nil && !d.ContentOmitted:
+		data = d.Raw.Meta.AppendCut(data, d.Raw.Data)
+	default:
+		data, err = appendObject(data, obj)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("event: encode %s %s: %w", d.Resource.Name(), d.Key(), err)
 	}
