@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
+	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 )
@@ -46,10 +47,12 @@ func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 	}
 	var err error
 	switch {
+	// The API server escapes <, > and & as encoding/json does; they are
+	// written as characters, as appendObject writes them.
 	case d.Raw != nil && !d.ContentOmitted && e.KeepManagedFields:
-		data = append(data, d.Raw.Data...)
+		data = rawobject.AppendUnescapedHTML(data, d.Raw.Data)
 	case d.Raw != nil && !d.ContentOmitted:
-		data = d.Raw.Meta.AppendCut(data, d.Raw.Data)
+		data = d.Raw.Meta.AppendCutUnescapingHTML(data, d.Raw.Data)
 	default:
 		data, err = appendObject(data, obj)
 	}
