@@ -110,7 +110,13 @@ func (c rawClient) request(o *metav1.ListOptions) *rest.Request {
 // List lists the resource: a *rawList whose items point into the answer's
 // body, which they keep alive until they are handed on and forgotten.
 func (c rawClient) List(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
-	body, err := c.request(&o).Do(ctx).Raw()
+	res := c.request(&o).Do(ctx)
+	// Error, not Raw's error: it is the API server's Status (Forbidden,
+	// NotFound, Expired...), where Raw's is only the HTTP status.
+	if err := res.Error(); err != nil {
+		return nil, err
+	}
+	body, err := res.Raw()
 	if err != nil {
 		return nil, err
 	}

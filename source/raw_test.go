@@ -373,3 +373,27 @@ func TestPathIsDecidedAtStart(t *testing.T) {
 		}
 	}
 }
+
+// A list the API server refuses fails with the API server's Status, as
+// the dynamic client's does: the reflector and the health checks tell a
+// Forbidden or an Expired list by it.
+func TestRawListErrorsAreTheAPIServersStatus(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		if r.URL.Query().Get("resourceVersion") == "1" {
+			w.WriteHeader(http.StatusGone)
+			fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old resource version: 1 (5)","reason":"Expired","code":410}`)
+			return
+		}
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprint(w, `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"configmaps is forbidden: User \"x\" cannot list resource \"configmaps\"","reason":"Forbidden","code":403}`)
+	}))
+	defer srv.Close()
+	_, c := rawClientFor(t, srv)
+	if _, err := c.List(t.Context(), metav1.ListOptions{}); !apierrors.IsForbidden(err) || !strings.Contains(err.Error(), "cannot list") {
+		t.Errorf("list: %v; want the API server's Forbidden", err)
+	}
+	if _, err := c.List(t.Context(), metav1.ListOptions{ResourceVersion: "1"}); !apierrors.IsResourceExpired(err) {
+		t.Errorf("list: %v; want the API server's Expired", err)
+	}
+}
