@@ -20,7 +20,9 @@ import (
 // list lacks. The initial list's objects thus reach the Handler as they
 // stream in, and are not all held at once. A plain list (when the API
 // server refuses to stream one) is gathered whole by the reflector, as
-// client-go does, and handed on by Replace.
+// client-go does, and handed on by Replace. (client-go's watch-list
+// consistency check, a test aid enabled by KUBE_WATCHLIST_INCONSISTENCY_DETECTOR,
+// would find keys where it expects objects; it is off unless set.)
 type store struct {
 	t  *tracker
 	ns string
