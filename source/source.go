@@ -37,9 +37,11 @@ type Options struct {
 	Namespaces    []string
 	LabelSelector string
 	FieldSelector string
-	// KeepManagedFields keeps metadata.managedFields in objects. By default
-	// it is dropped as objects arrive: it is large, and consumers rarely
-	// want it.
+	// KeepManagedFields keeps metadata.managedFields in objects of the
+	// parsed path. By default it is dropped as objects arrive: it is
+	// large, and consumers rarely want it. The raw path hands objects on
+	// as sent, managedFields included, and leaves it to the event writer
+	// to leave out (event.Encoder.KeepManagedFields).
 	KeepManagedFields bool
 	// Observer, when set, is told of relists, watch errors and syncs.
 	Observer Observer
