@@ -8,6 +8,24 @@
 // so the memory it holds grows with the number of objects watched, not with
 // their size. Objects are handed on in deltas and forgotten.
 //
+// Objects take one of two paths, decided when the source is made (Path):
+//
+//   - The raw path (PathRaw, with Options.REST) hands on each object's
+//     JSON exactly as the API server sent it, in lists and watch events
+//     alike (Delta.Raw), managedFields included; only its identity is
+//     read, by rawobject's scanner, which validates the whole object and
+//     builds no maps. Nothing is decoded, except bookmarks and errors.
+//   - The parsed path (PathParsed) decodes every object into an
+//     unstructured one (Delta.Object), managedFields dropped unless kept.
+//     Options.OldObject needs it, to keep the previous state.
+//
+// A list streamed as a watch (the default when the API server allows it)
+// is handed on as it arrives: the reflector keeps only each object's key
+// until the list ends, and the list's end then finds from the keys what is
+// gone. The initial list is thus never held whole, in either path. A plain
+// list, when the API server refuses to stream one, is gathered whole by
+// the reflector before it is handed on, as client-go does.
+//
 // Guarantees:
 //
 //   - Every change the API server reports for a watched object becomes
@@ -23,6 +41,10 @@
 //     ones produce Updated, new ones Added, and checkpointed objects missing
 //     from the list produce Deleted carrying their last known identity. All
 //     of these are marked Snapshot.
+//   - A list that fails midway and is retried loses and repeats nothing:
+//     what the failed attempt handed on and the retry lists unchanged
+//     produces nothing; what it handed on and the retry lacks is deleted
+//     at the completed list's resourceVersion.
 //   - When a watch cannot resume and the reflector lists again (a relist),
 //     that list is compared with what is known the same way: only what
 //     changed in the gap produces deltas, marked Snapshot, deletes

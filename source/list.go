@@ -7,7 +7,6 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/dynamic"
 )
 
 // list lists res in ns for the reflector of h. Every part of the answer
@@ -18,7 +17,7 @@ import (
 // call (after a 429) is given its own patience. A list whose answer keeps
 // arriving is never cut, however long it takes: a large list must not be
 // cut again and again. A failure is counted and logged, and tells h.
-func (s *Source) list(ctx context.Context, client dynamic.ResourceInterface, res Resource, ns string, h *health, o metav1.ListOptions) (runtime.Object, error) {
+func (s *Source) list(ctx context.Context, client apiClient, res Resource, ns string, h *health, o metav1.ListOptions) (runtime.Object, error) {
 	lctx, cancel := context.WithCancelCause(ctx)
 	st := &stream{}
 	defer h.listing(time.Now(), cancel, st)()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -18,6 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/checkpoint"
@@ -35,9 +37,11 @@ type Options struct {
 	Namespaces    []string
 	LabelSelector string
 	FieldSelector string
-	// KeepManagedFields keeps metadata.managedFields in objects. By default
-	// it is dropped as objects arrive: it is large, and consumers rarely
-	// want it.
+	// KeepManagedFields keeps metadata.managedFields in objects of the
+	// parsed path. By default it is dropped as objects arrive: it is
+	// large, and consumers rarely want it. The raw path hands objects on
+	// as sent, managedFields included, and leaves it to the event writer
+	// to leave out (event.Encoder.KeepManagedFields).
 	KeepManagedFields bool
 	// Observer, when set, is told of relists, watch errors and syncs.
 	Observer Observer
@@ -53,6 +57,11 @@ type Options struct {
 	// server, or keep failing, before it is reported unhealthy (see
 	// health.go); zero means DefaultStallTimeout.
 	StallTimeout time.Duration
+	// REST, when set, is the client of the raw path (NewRESTClient), on
+	// the same rest.Config as New's client: the source then runs PathRaw,
+	// unless OldObject is set, which needs the parsed path. Without it the
+	// source runs PathParsed with New's client.
+	REST rest.Interface
 }
 
 // Observer is told of events in the life of the informers, for metrics.
@@ -83,6 +92,7 @@ type Source struct {
 	handler Handler
 	log     *slog.Logger
 
+	path    Path
 	synced  chan struct{}
 	relists atomic.Int64
 	// health follows each reflector, by resource name and namespace.
@@ -107,9 +117,14 @@ func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *
 	if opts.StallTimeout <= 0 {
 		opts.StallTimeout = DefaultStallTimeout
 	}
+	path := PathParsed
+	if opts.REST != nil && !opts.OldObject {
+		path = PathRaw
+	}
 	s := &Source{
 		client:  client,
 		opts:    opts,
+		path:    path,
 		loader:  loader,
 		handler: h,
 		log:     log,
@@ -127,6 +142,9 @@ func New(client dynamic.Interface, opts Options, loader Loader, h Handler, log *
 	}
 	return s
 }
+
+// Path is how the source hands objects on: PathRaw or PathParsed.
+func (s *Source) Path() Path { return s.path }
 
 // Synced is closed once every informer has delivered its initial list and
 // the deletes found by the initial diff have been handed to the Handler.
@@ -146,13 +164,14 @@ func (s *Source) Check(ctx context.Context) error {
 	for _, res := range s.opts.Resources {
 		for _, ns := range s.namespacesFor(res) {
 			st := &stream{}
-			list, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).List(withStream(ctx, st), s.listOptions(1))
+			client := s.apiClient(res, ns)
+			list, err := client.List(withStream(ctx, st), s.listOptions(1))
 			switch {
 			case err == nil && st.attempts.Load() == 0:
 				return errors.New("source: the API client's transport is not wrapped with source.WrapTransport: " +
 					"the source could not tell a dropped watch from one the API server ended")
 			case err == nil:
-				if err := s.checkWatch(ctx, res, ns, list.GetResourceVersion()); err != nil {
+				if err := s.checkWatch(ctx, client, res, ns, listRV(list)); err != nil {
 					errs = append(errs, err)
 				}
 			case apierrors.IsBadRequest(err):
@@ -186,10 +205,17 @@ func (s *Source) Run(ctx context.Context) error {
 		s.opts.Observer.Synced(res, false)
 	}
 
+	// The raw path hands objects on with managedFields; the event writer
+	// leaves it out as it copies them, unless it is kept.
 	var transform cache.TransformFunc
-	if !s.opts.KeepManagedFields {
+	var expected runtime.Object = &unstructured.Unstructured{}
+	switch {
+	case s.path == PathRaw:
+		expected = &rawObject{}
+	case !s.opts.KeepManagedFields:
 		transform = dropManagedFields
 	}
+	s.log.Info("objects handed on", "path", s.path)
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	served := s.startServedChecks(ctx, stop, &wg)
@@ -210,7 +236,7 @@ func (s *Source) Run(ctx context.Context) error {
 				s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",
 					"resource", t.res.Name(), "namespace", ns, "resourceVersion", rv)
 			}}
-			r := cache.NewReflectorWithOptions(served.listWatch(t.res, s.listWatch(t.res, ns)), &unstructured.Unstructured{}, st,
+			r := cache.NewReflectorWithOptions(served.listWatch(t.res, s.listWatch(t.res, ns)), expected, st,
 				cache.ReflectorOptions{Name: t.res.Name() + inNamespace(ns), TypeDescription: t.res.GroupVersionResource.String()})
 			wg.Go(func() {
 				defer utilruntime.HandleCrash()
@@ -239,7 +265,7 @@ func (s *Source) Run(ctx context.Context) error {
 // reports the calls that fail, and tells the reflector's health what it
 // hears (see health.go).
 func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
-	client := s.client.Resource(res.GroupVersionResource).Namespace(ns)
+	client := s.apiClient(res, ns)
 	h := s.health[watchKey{res.Name(), ns}]
 	tweak := func(o *metav1.ListOptions) {
 		o.LabelSelector = s.opts.LabelSelector
@@ -255,7 +281,28 @@ func (s *Source) listWatch(res Resource, ns string) cache.ListerWatcher {
 			return s.watch(ctx, client, res, ns, h, o)
 		},
 	}
-	return cache.ToListWatcherWithWatchListSemantics(lw, s.client)
+	var semantics any = s.client
+	if s.path == PathRaw {
+		semantics = client
+	}
+	return cache.ToListWatcherWithWatchListSemantics(lw, semantics)
+}
+
+// apiClient is the client of the source's path for res in ns.
+func (s *Source) apiClient(res Resource, ns string) apiClient {
+	if s.path == PathRaw {
+		return rawClient{rest: s.opts.REST, res: res, ns: ns}
+	}
+	return parsedClient{ri: s.client.Resource(res.GroupVersionResource).Namespace(ns)}
+}
+
+// listRV is the resourceVersion of a list, "" if obj is none.
+func listRV(obj runtime.Object) string {
+	m, err := meta.ListAccessor(obj)
+	if err != nil {
+		return ""
+	}
+	return m.GetResourceVersion()
 }
 
 func (s *Source) onWatchError(ctx context.Context, res Resource, ns string, err error) {

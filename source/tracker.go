@@ -69,43 +69,71 @@ func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces i
 		namespaces: namespaces, allListed: make(chan struct{})}
 }
 
-// replace takes a complete list made by the reflector of namespace ns (""
-// for all namespaces) at resourceVersion rv. Every change it reveals is
-// handed on, marked snapshot. On the first list of a namespace, positions
-// from the checkpoint that it does not match stay until finishInitialList,
-// since another namespace's list may match them; on a later list (a
-// relist), known objects of the namespace that it lacks are deleted. It
-// reports whether this was a relist.
+// object is one object as a list or a watch event reports it to the
+// tracker: its identity, and the object to hand on, decoded (the parsed
+// path) or as the API server sent it (the raw path).
+type object struct {
+	namespace, name, uid, rv string
+	parsed                   *unstructured.Unstructured
+	raw                      *RawObject
+}
+
+func parsedObject(u *unstructured.Unstructured) object {
+	return object{namespace: u.GetNamespace(), name: u.GetName(), uid: string(u.GetUID()), rv: u.GetResourceVersion(), parsed: u}
+}
+
+func (o *object) key() string { return ObjectKey(o.namespace, o.name) }
+
+// replace takes a complete list of decoded objects made by the reflector
+// of namespace ns, as listItem and endList do.
 func (t *tracker) replace(ns string, items []*unstructured.Unstructured, rv string) (relist bool) {
+	listed := make(map[string]bool, len(items))
+	for _, u := range items {
+		o := parsedObject(u)
+		t.listItem(o)
+		listed[o.key()] = true
+	}
+	return t.endList(ns, listed, rv)
+}
+
+// listItem hands on an object that a list reports, compared with what is
+// known of it, marked snapshot: as it arrives when the list is streamed,
+// or once the whole list is in. A list retried after it failed midway
+// hands its objects on again: those handed on before, unchanged, produce
+// nothing.
+func (t *tracker) listItem(o object) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.observe(o, true)
+}
+
+// endList takes the end of a complete list made by the reflector of
+// namespace ns ("" for all namespaces) at resourceVersion rv, whose
+// objects were handed to listItem; listed holds their keys. Known objects
+// of the namespace that it lacks are deleted: on a later list (a relist),
+// all of them; on the first list of a namespace, those that an earlier
+// attempt at it handed on, while positions from the checkpoint that it
+// does not match stay until finishInitialList, since another namespace's
+// list may match them. It reports whether this was a relist.
+func (t *tracker) endList(ns string, listed map[string]bool, rv string) (relist bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.lists[ns]++
 	t.listRV[ns] = rv
 	relist = t.lists[ns] > 1
-	var listed map[string]bool
-	if relist {
-		listed = make(map[string]bool, len(items))
+	var gone []string
+	for k, e := range t.known {
+		if !listed[k] && inNamespaceKey(k, ns) && (relist || !e.prior) {
+			gone = append(gone, k)
+		}
 	}
-	for _, u := range items {
-		if listed != nil {
-			listed[ObjectKey(u.GetNamespace(), u.GetName())] = true
-		}
-		t.observe(u, true)
+	slices.Sort(gone)
+	for _, k := range gone {
+		e := t.known[k]
+		delete(t.known, k)
+		t.handler.OnDelta(t.vanished(k, e.position(), rv))
 	}
-	if relist {
-		var gone []string
-		for k := range t.known {
-			if !listed[k] && inNamespaceKey(k, ns) {
-				gone = append(gone, k)
-			}
-		}
-		slices.Sort(gone)
-		for _, k := range gone {
-			e := t.known[k]
-			delete(t.known, k)
-			t.handler.OnDelta(t.vanished(k, e.position(), rv))
-		}
-	} else if len(t.lists) == t.namespaces {
+	if !relist && len(t.lists) == t.namespaces {
 		close(t.allListed)
 	}
 	return relist
@@ -119,9 +147,9 @@ func inNamespaceKey(key, ns string) bool {
 
 // observe hands on an object that a list or a watch's ADDED event reports,
 // compared with what is known of it. Called with t.mu held.
-func (t *tracker) observe(u *unstructured.Unstructured, listed bool) {
+func (t *tracker) observe(u object, listed bool) {
 	d := t.delta(Added, u, listed)
-	key := d.Key()
+	key := u.key()
 	if e, found := t.known[key]; found {
 		switch {
 		case e.uid == string(d.UID) && (e.rv == d.ResourceVersion || rvBefore(d.ResourceVersion, e.rv)):
@@ -130,7 +158,7 @@ func (t *tracker) observe(u *unstructured.Unstructured, listed bool) {
 			// hold: handing it on would take the object back in time.
 			e.prior = false
 			if t.keepOld && e.obj == nil {
-				e.obj = u
+				e.obj = u.parsed
 			}
 			t.known[key] = e
 			return
@@ -156,16 +184,18 @@ func (t *tracker) observe(u *unstructured.Unstructured, listed bool) {
 }
 
 // update hands on an object that a watch's MODIFIED event reports.
-func (t *tracker) update(u *unstructured.Unstructured) {
+func (t *tracker) update(u *unstructured.Unstructured) { t.updateObject(parsedObject(u)) }
+
+func (t *tracker) updateObject(u object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	key := ObjectKey(u.GetNamespace(), u.GetName())
+	key := u.key()
 	e, found := t.known[key]
-	if !found || e.uid != string(u.GetUID()) || e.prior {
+	if !found || e.uid != u.uid || e.prior {
 		t.observe(u, false)
 		return
 	}
-	if e.rv == u.GetResourceVersion() || rvBefore(u.GetResourceVersion(), e.rv) {
+	if e.rv == u.rv || rvBefore(u.rv, e.rv) {
 		return // nothing newer than what is known
 	}
 	d := t.delta(Updated, u, false)
@@ -177,7 +207,9 @@ func (t *tracker) update(u *unstructured.Unstructured) {
 }
 
 // add hands on an object that a watch's ADDED event reports.
-func (t *tracker) add(u *unstructured.Unstructured) {
+func (t *tracker) add(u *unstructured.Unstructured) { t.addObject(parsedObject(u)) }
+
+func (t *tracker) addObject(u object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.observe(u, false)
@@ -185,19 +217,21 @@ func (t *tracker) add(u *unstructured.Unstructured) {
 
 // remove hands on the final state of an object that a watch's DELETED
 // event reports.
-func (t *tracker) remove(u *unstructured.Unstructured) {
+func (t *tracker) remove(u *unstructured.Unstructured) { t.removeObject(parsedObject(u)) }
+
+func (t *tracker) removeObject(u object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.known, ObjectKey(u.GetNamespace(), u.GetName()))
+	delete(t.known, u.key())
 	t.handler.OnDelta(t.delta(Deleted, u, false))
 }
 
 // remember records u as the object's latest known state. The strings are
-// copied so that nothing of the decoded object stays reachable.
-func (t *tracker) remember(key string, u *unstructured.Unstructured) {
-	e := entry{uid: strings.Clone(string(u.GetUID())), rv: strings.Clone(u.GetResourceVersion())}
+// copied so that nothing of the object stays reachable.
+func (t *tracker) remember(key string, u object) {
+	e := entry{uid: strings.Clone(u.uid), rv: strings.Clone(u.rv)}
 	if t.keepOld {
-		e.obj = u
+		e.obj = u.parsed
 	}
 	t.known[strings.Clone(key)] = e
 }
@@ -256,17 +290,18 @@ func (t *tracker) size() int {
 	return len(t.known)
 }
 
-func (t *tracker) delta(typ DeltaType, u *unstructured.Unstructured, snapshot bool) Delta {
+func (t *tracker) delta(typ DeltaType, u object, snapshot bool) Delta {
 	return Delta{
 		Type:            typ,
 		Resource:        t.res,
-		Namespace:       u.GetNamespace(),
-		Name:            u.GetName(),
-		UID:             u.GetUID(),
-		ResourceVersion: u.GetResourceVersion(),
+		Namespace:       u.namespace,
+		Name:            u.name,
+		UID:             types.UID(u.uid),
+		ResourceVersion: u.rv,
 		Observed:        t.now(),
 		Snapshot:        snapshot,
-		Object:          u,
+		Object:          u.parsed,
+		Raw:             u.raw,
 	}
 }
 

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/client-go/dynamic"
 )
 
 // DefaultStallTimeout is the stall timeout when Options leave it unset.
@@ -66,7 +65,7 @@ func (s *Source) Healthy() error {
 // error that ends it (or a dropped connection) is counted and logged, and
 // every event after the initial list, and an end by the API server, tell
 // h that the watch works.
-func (s *Source) watch(ctx context.Context, client dynamic.ResourceInterface, res Resource, ns string, h *health, o metav1.ListOptions) (watch.Interface, error) {
+func (s *Source) watch(ctx context.Context, client apiClient, res Resource, ns string, h *health, o metav1.ListOptions) (watch.Interface, error) {
 	initialEvents := o.SendInitialEvents != nil && *o.SendInitialEvents
 	// The API server ends a watch after TimeoutSeconds, and the reflector
 	// opens the next one at once. Ending every watch within half the stall
@@ -164,12 +163,12 @@ func isInitialEventsEnd(ev watch.Event) bool {
 // checkWatch opens a watch of res in ns from resourceVersion rv, and
 // closes it as soon as the API server has accepted it, so that a resource
 // the bridge may list but not watch is refused at start-up.
-func (s *Source) checkWatch(ctx context.Context, res Resource, ns, rv string) error {
+func (s *Source) checkWatch(ctx context.Context, client apiClient, res Resource, ns, rv string) error {
 	o := s.listOptions(0)
 	o.ResourceVersion = rv
 	o.AllowWatchBookmarks = true
 	o.TimeoutSeconds = new(int64(1))
-	w, err := s.client.Resource(res.GroupVersionResource).Namespace(ns).Watch(ctx, o)
+	w, err := client.Watch(ctx, o)
 	switch {
 	case err == nil:
 		w.Stop()

@@ -146,10 +146,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// list still makes progress (see source.WrapTransport).
 	srcRest := rest.CopyConfig(b.rest)
 	srcRest.Wrap(source.WrapTransport)
-	dyn, err := dynamic.NewForConfig(srcRest)
+	// One REST client serves both of the source's paths: the raw path
+	// reads with it, the parsed path through a dynamic client on it.
+	rc, err := source.NewRESTClient(srcRest)
 	if err != nil {
-		return fmt.Errorf("bridge: dynamic client: %w", err)
+		return fmt.Errorf("bridge: %w", err)
 	}
+	dyn := dynamic.New(rc)
 	resources, err := source.Resolve(dc, b.cfg.Resources)
 	if err != nil {
 		return fmt.Errorf("bridge: BRIDGE_RESOURCES: %w", err)
@@ -206,6 +209,11 @@ func (b *Bridge) Run(ctx context.Context) error {
 		Observer:          b.metrics,
 		Discovery:         dc,
 		StallTimeout:      b.cfg.WatchStallTimeout,
+		// The raw path by default: objects go to the bus as the API
+		// server sent them, never decoded. BRIDGE_OLD_OBJECT needs the
+		// previous state decoded, and so the parsed path (the source
+		// decides it from OldObject).
+		REST: rc,
 	}, b.store, source.HandlerFunc(func(d source.Delta) {
 		b.metrics.Observed(&d)
 		pipe.OnDelta(d)

@@ -52,7 +52,7 @@ type Config struct {
 	CheckpointFreshStart bool `env:"BRIDGE_CHECKPOINT_FRESH_START" envDefault:"false" help:"when the file checkpoint is empty or corrupt, move it aside (to <path>.unreadable-<time>) and start afresh, publishing every object again, instead of refusing to start; deletes made while the bridge was down are then never published"`
 
 	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
-	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory: the bridge then keeps every watched object's latest state)"`
+	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory and CPU: the bridge then decodes every object, where by default it hands on the API server's bytes, and keeps every watched object's latest state)"`
 
 	Workers             int `env:"BRIDGE_WORKERS" envDefault:"4" help:"batches published in parallel"`
 	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"messages per batch; one object's waiting changes are never split across batches"`

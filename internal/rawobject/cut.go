@@ -72,3 +72,14 @@ func AppendCut(dst, data []byte) ([]byte, error) {
 	}
 	return m.AppendCut(dst, data), nil
 }
+
+// shift moves every span back by d bytes: the spans of an object scanned
+// inside a larger document, made relative to the object's first byte.
+func (c *spans) shift(d int) {
+	c.first.Start -= d
+	c.first.End -= d
+	for k := range c.more {
+		c.more[k].Start -= d
+		c.more[k].End -= d
+	}
+}

@@ -97,38 +97,9 @@ func (m *Meta) setStrings(data []byte, f *found) {
 // adds the spans of metadata.managedFields to cut.
 func scan(data []byte, f *found, cut *spans) error {
 	s := scanner{data: data}
-	i, err := s.expect(0, '{', "looking for the beginning of an object")
+	i, err := s.object(0, 1, f, cut)
 	if err != nil {
 		return err
-	}
-	if i = s.ws(i); i < len(data) && data[i] == '}' {
-		i++
-	} else {
-		for {
-			var k key
-			if k, _, i, err = s.key(i); err != nil {
-				return err
-			}
-			switch k {
-			case keyAPIVersion:
-				i, err = s.stringField(i, 1, &f[fieldAPIVersion])
-			case keyKind:
-				i, err = s.stringField(i, 1, &f[fieldKind])
-			case keyMetadata:
-				i, err = s.metadata(i, f, cut)
-			default:
-				i, err = s.skipValue(i, 1)
-			}
-			if err != nil {
-				return err
-			}
-			var more bool
-			if i, more, err = s.next(i); err != nil {
-				return err
-			} else if !more {
-				break
-			}
-		}
 	}
 	if i = s.ws(i); i < len(data) {
 		return unexpected(data, i, "after the top-level object")
@@ -136,15 +107,53 @@ func scan(data []byte, f *found, cut *spans) error {
 	return nil
 }
 
+// object scans the object that starts at the first byte at or after i that
+// is not whitespace, at depth (1 for the top level), as scan does, and
+// returns the offset just after it. The offsets it notes are offsets in
+// s.data.
+func (s *scanner) object(i, depth int, f *found, cut *spans) (int, error) {
+	i, err := s.expect(i, '{', "looking for the beginning of an object")
+	if err != nil {
+		return i, err
+	}
+	if i = s.ws(i); i < len(s.data) && s.data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		var k key
+		if k, _, i, err = s.key(i); err != nil {
+			return i, err
+		}
+		switch k {
+		case keyAPIVersion:
+			i, err = s.stringField(i, depth, &f[fieldAPIVersion])
+		case keyKind:
+			i, err = s.stringField(i, depth, &f[fieldKind])
+		case keyMetadata:
+			i, err = s.metadata(i, depth, f, cut)
+		default:
+			i, err = s.skipValue(i, depth)
+		}
+		if err != nil {
+			return i, err
+		}
+		var more bool
+		if i, more, err = s.next(i); err != nil || !more {
+			return i, err
+		}
+	}
+}
+
 // metadata scans the value of a top-level "metadata" key, which starts at
-// the first byte at or after i that is not whitespace.
-func (s *scanner) metadata(i int, f *found, cut *spans) (int, error) {
+// the first byte at or after i that is not whitespace, in an object at
+// depth.
+func (s *scanner) metadata(i, depth int, f *found, cut *spans) (int, error) {
 	// The last "metadata" wins, whole: forget what an earlier one held.
 	for k := fieldNamespace; k < fieldCount; k++ {
 		f[k] = stringAt{}
 	}
 	if i = s.ws(i); i >= len(s.data) || s.data[i] != '{' {
-		return s.skipValue(i, 1)
+		return s.skipValue(i, depth)
 	}
 	if i = s.ws(i + 1); i < len(s.data) && s.data[i] == '}' {
 		return i + 1, nil
@@ -161,17 +170,17 @@ func (s *scanner) metadata(i int, f *found, cut *spans) (int, error) {
 		}
 		switch k {
 		case keyNamespace:
-			i, err = s.stringField(j, 2, &f[fieldNamespace])
+			i, err = s.stringField(j, depth+1, &f[fieldNamespace])
 		case keyName:
-			i, err = s.stringField(j, 2, &f[fieldName])
+			i, err = s.stringField(j, depth+1, &f[fieldName])
 		case keyUID:
-			i, err = s.stringField(j, 2, &f[fieldUID])
+			i, err = s.stringField(j, depth+1, &f[fieldUID])
 		case keyResourceVersion:
-			i, err = s.stringField(j, 2, &f[fieldResourceVersion])
+			i, err = s.stringField(j, depth+1, &f[fieldResourceVersion])
 		case keyDeletionTimestamp:
-			i, err = s.stringField(j, 2, &f[fieldDeletionTimestamp])
+			i, err = s.stringField(j, depth+1, &f[fieldDeletionTimestamp])
 		default:
-			i, err = s.skipValue(j, 2)
+			i, err = s.skipValue(j, depth+1)
 		}
 		if err != nil {
 			return i, err
