@@ -1,8 +1,6 @@
 package event
 
 import (
-	"bytes"
-
 	"github.com/kubebus/bridge/internal/jsonenc"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/source"
@@ -46,15 +44,15 @@ func (e Encoder) appendRaw(b []byte, d *source.Delta) []byte {
 		hi--
 	}
 	if e.KeepManagedFields {
-		b = appendUnescapingHTML(b, raw.Data[lo:hi])
+		b = rawobject.AppendUnescapedHTML(b, raw.Data[lo:hi])
 	} else {
 		var scratch [2]rawobject.Span
 		done := lo
 		for _, sp := range raw.Meta.ManagedFields(scratch[:0]) {
-			b = appendUnescapingHTML(b, raw.Data[done:sp.Start])
+			b = rawobject.AppendUnescapedHTML(b, raw.Data[done:sp.Start])
 			done = sp.End
 		}
-		b = appendUnescapingHTML(b, raw.Data[done:hi])
+		b = rawobject.AppendUnescapedHTML(b, raw.Data[done:hi])
 	}
 	if raw.Meta.APIVersion != "" || raw.Meta.Kind != "" {
 		return b
@@ -101,47 +99,3 @@ func appendTypeMeta(b []byte, start int, apiVersion, kind string) []byte {
 
 // isSpace reports whether c is JSON whitespace.
 func isSpace(c byte) bool { return c == ' ' || c == '\t' || c == '\n' || c == '\r' }
-
-// appendUnescapingHTML appends src, a part of a JSON text that does not
-// split an escape, to dst with the escapes \u003c, \u003e and \u0026
-// (in either case) written as "<", ">" and "&". Every backslash of a JSON
-// text starts an escape inside a string, so no string needs tracking:
-// each escape is copied whole, and only those three are changed.
-func appendUnescapingHTML(dst, src []byte) []byte {
-	done := 0 // src[:done] is appended
-	for i := 0; ; {
-		j := bytes.IndexByte(src[i:], '\\')
-		if j < 0 {
-			break
-		}
-		i += j
-		if i+6 <= len(src) && src[i+1] == 'u' && src[i+2] == '0' && src[i+3] == '0' {
-			if c := htmlChar(src[i+4], src[i+5]); c != 0 {
-				dst = append(dst, src[done:i]...)
-				dst = append(dst, c)
-				i += 6
-				done = i
-				continue
-			}
-		}
-		i += 2 // the backslash and the escaped character, or u
-		if i >= len(src) {
-			break
-		}
-	}
-	return append(dst, src[done:]...)
-}
-
-// htmlChar is the character of the escape \u00<hi><lo> when it is "<",
-// ">" or "&", and 0 otherwise.
-func htmlChar(hi, lo byte) byte {
-	switch {
-	case hi == '3' && (lo == 'c' || lo == 'C'):
-		return '<'
-	case hi == '3' && (lo == 'e' || lo == 'E'):
-		return '>'
-	case hi == '2' && lo == '6':
-		return '&'
-	}
-	return 0
-}

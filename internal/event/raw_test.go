@@ -226,8 +226,8 @@ func TestAppendUnescapingHTML(t *testing.T) {
 		{`\`, `\`},
 		{``, ``},
 	} {
-		if got := appendUnescapingHTML([]byte("x"), []byte(tt.in)); string(got) != "x"+tt.want {
-			t.Errorf("appendUnescapingHTML(%s) = %s, want %s", tt.in, got[1:], tt.want)
+		if got := rawobject.AppendUnescapedHTML([]byte("x"), []byte(tt.in)); string(got) != "x"+tt.want {
+			t.Errorf("AppendUnescapedHTML(%s) = %s, want %s", tt.in, got[1:], tt.want)
 		}
 	}
 }
@@ -239,7 +239,7 @@ func FuzzUnescapingHTML(f *testing.F) {
 		f.Add([]byte(s))
 	}
 	f.Fuzz(func(t *testing.T, in []byte) {
-		out := appendUnescapingHTML(nil, in)
+		out := rawobject.AppendUnescapedHTML(nil, in)
 		if !json.Valid(in) {
 			return
 		}
