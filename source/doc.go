@@ -44,7 +44,9 @@
 //   - A list that fails midway and is retried loses and repeats nothing:
 //     what the failed attempt handed on and the retry lists unchanged
 //     produces nothing; what it handed on and the retry lacks is deleted
-//     at the completed list's resourceVersion.
+//     at the completed list's resourceVersion, unless the retry is older
+//     than what it handed on (an API server whose cache lags served it):
+//     the watch that follows the list then brings that object's changes.
 //   - When a watch cannot resume and the reflector lists again (a relist),
 //     that list is compared with what is known the same way: only what
 //     changed in the gap produces deltas, marked Snapshot, deletes

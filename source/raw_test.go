@@ -352,6 +352,50 @@ func TestRelistDeletesFromStubs(t *testing.T) {
 	}
 }
 
+// A relist streamed from one API server fails midway, having handed on b,
+// created after the list that then completes: one served by another API
+// server, whose cache lags (still not older than the reflector's
+// position, which the failed attempt never moved). That list lacks b, but
+// is older than b: b is not deleted, and the watch from the list's
+// resourceVersion brings its later states, with nothing repeated and
+// nothing going back in time.
+func TestRelistOlderThanAFailedAttemptDeletesNothingNewer(t *testing.T) {
+	tr, got := newTestTracker(nil, false)
+	st := &store{t: tr, ns: ""}
+	stream := func(o *rawObject) any {
+		k, err := st.Transformer()(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	if err := st.Replace([]any{stream(rawCM(t, "a", "ua", "2"))}, "4"); err != nil {
+		t.Fatal(err)
+	}
+	tr.finishInitialList()
+	// The relist's first attempt, at resourceVersion 7: a, then b; then
+	// the connection breaks.
+	stream(rawCM(t, "a", "ua", "2"))
+	stream(rawCM(t, "b", "ub", "7"))
+	// Its retry completes at resourceVersion 6, then the watch from 6.
+	if err := st.Replace([]any{stream(rawCM(t, "a", "ua", "2"))}, "6"); err != nil {
+		t.Fatal(err)
+	}
+	for _, err := range []error{st.Add(rawCM(t, "b", "ub", "7")), st.Update(rawCM(t, "b", "ub", "8"))} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	want := []string{
+		"added ns/a ua@2 snapshot",
+		"added ns/b ub@7 snapshot",
+		"updated ns/b ub@8",
+	}
+	if s := got.summary(); !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
+}
+
 // The path is decided when the source is made: raw with a REST client,
 // parsed without one or with OldObject.
 func TestPathIsDecidedAtStart(t *testing.T) {

@@ -25,6 +25,11 @@ type entry struct {
 	// prior marks a position loaded from the checkpoint and not yet matched
 	// by a list or a watch event.
 	prior bool
+	// listing marks a state handed on by a list of the object's namespace
+	// that has not ended yet: perhaps by an attempt that failed, served
+	// by an API server whose cache was ahead of the one that serves the
+	// list that ends.
+	listing bool
 	// obj is the object's last state, kept only for Options.OldObject.
 	obj *unstructured.Unstructured
 }
@@ -114,7 +119,11 @@ func (t *tracker) listItem(o object) {
 // all of them; on the first list of a namespace, those that an earlier
 // attempt at it handed on, while positions from the checkpoint that it
 // does not match stay until finishInitialList, since another namespace's
-// list may match them. It reports whether this was a relist.
+// list may match them. An object that an earlier attempt at the list
+// handed on at a resourceVersion newer than rv stays too: the list is
+// older than that state (an API server whose cache lags served it), and
+// the watch from rv brings the object's later states, its delete
+// included. It reports whether this was a relist.
 func (t *tracker) endList(ns string, listed map[string]bool, rv string) (relist bool) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -123,7 +132,15 @@ func (t *tracker) endList(ns string, listed map[string]bool, rv string) (relist 
 	relist = t.lists[ns] > 1
 	var gone []string
 	for k, e := range t.known {
-		if !listed[k] && inNamespaceKey(k, ns) && (relist || !e.prior) {
+		if !inNamespaceKey(k, ns) {
+			continue
+		}
+		newer := e.listing && rvBefore(rv, e.rv)
+		if e.listing {
+			e.listing = false
+			t.known[k] = e
+		}
+		if !listed[k] && (relist || !e.prior) && !newer {
 			gone = append(gone, k)
 		}
 	}
@@ -157,6 +174,7 @@ func (t *tracker) observe(u object, listed bool) {
 			// the one known, which a list served from a lagging cache can
 			// hold: handing it on would take the object back in time.
 			e.prior = false
+			e.listing = e.listing || listed
 			if t.keepOld && e.obj == nil {
 				e.obj = u.parsed
 			}
@@ -180,6 +198,11 @@ func (t *tracker) observe(u object, listed bool) {
 		}
 	}
 	t.remember(key, u)
+	if listed {
+		e := t.known[key]
+		e.listing = true
+		t.known[key] = e
+	}
 	t.handler.OnDelta(d)
 }
 
