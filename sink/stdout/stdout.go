@@ -59,7 +59,11 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 			errs[i] = sink.Terminal(fmt.Errorf("stdout sink: encode event %s: %w", m.ID, err))
 			continue
 		}
-		if _, err := s.buf.Write(line); err != nil {
+		_, err = s.buf.Write(line)
+		if err == nil {
+			err = s.buf.WriteByte('\n')
+		}
+		if err != nil {
 			s.buf.Reset(s.w)
 			return fmt.Errorf("stdout sink: write: %w", err)
 		}
@@ -81,10 +85,18 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 	return nil
 }
 
-// marshalLine is m's event as one line. MarshalJSON writes Data as it is;
-// here it is checked and compacted first, so that a line is always one
-// JSON value, without a newline inside.
+// marshalLine is m's event as one line, without its newline. An event the
+// encoder wrote in one buffer (Encoded) is written as it is, when it holds
+// no line break: the encoder checked it, and compacts what it writes but
+// an object as the API server sent it, which is compact too. Otherwise
+// MarshalJSON writes Data as it is, so here it is checked and compacted
+// first, so that a line is always one JSON value, without a newline inside.
 func marshalLine(m *sink.Message) ([]byte, error) {
+	if m.Encoded != nil {
+		if line, err := m.MarshalJSON(); err == nil && &line[0] == &m.Encoded[0] && bytes.IndexAny(line, "\r\n") < 0 {
+			return line, nil
+		}
+	}
 	if len(m.Data) > 0 {
 		var data bytes.Buffer
 		if err := json.Compact(&data, m.Data); err != nil {
@@ -94,11 +106,7 @@ func marshalLine(m *sink.Message) ([]byte, error) {
 		c.Data = data.Bytes()
 		m = &c
 	}
-	line, err := m.MarshalJSON()
-	if err != nil {
-		return nil, err
-	}
-	return append(line, '\n'), nil
+	return m.MarshalJSON()
 }
 
 // Close flushes anything buffered. It does not close the writer.

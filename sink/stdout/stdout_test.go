@@ -311,3 +311,40 @@ func TestPublishToFile(t *testing.T) {
 		t.Errorf("file closed by the sink: %v", err)
 	}
 }
+
+// encodedMessage is message(...) holding its encoding, as the event
+// encoder makes it: Encoded the whole event, Data its last member.
+func encodedMessage(t *testing.T, subject string, i int, data string) *sink.Message {
+	t.Helper()
+	m := message(subject, i, data)
+	enc, err := m.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Encoded = enc
+	m.Data = enc[len(enc)-1-len(data) : len(enc)-1 : len(enc)-1]
+	return m
+}
+
+// An event the encoder wrote in one buffer is written as it is: no copy,
+// no compaction.
+func TestEncodedMessageIsWrittenAsItIs(t *testing.T) {
+	m := encodedMessage(t, "ns/a", 1, `{"object":{"a":1}}`)
+	line, err := marshalLine(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &line[0] != &m.Encoded[0] {
+		t.Error("the line is a copy of the encoded event")
+	}
+	if allocs := testing.AllocsPerRun(100, func() { _, _ = marshalLine(m) }); allocs != 0 {
+		t.Errorf("marshalLine of an encoded event allocates %.0f times", allocs)
+	}
+	var out bytes.Buffer
+	if err := New(&out).Publish(t.Context(), []*sink.Message{m, encodedMessage(t, "ns/b", 2, "{\"object\":\n{\"b\":2}}")}); err != nil {
+		t.Fatal(err)
+	}
+	if got := ids(decodeLines(t, out.Bytes())); strings.Join(got, ",") != "ns/a#1,ns/b#2" {
+		t.Errorf("lines %v: a line break inside an encoded event must still be compacted away", got)
+	}
+}
