@@ -126,7 +126,7 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 		ph := startProc(t, env("hist-"+ns, "history"), out)
 		stateTopic, histTopic := "kube-"+ns+".configmaps", "hist-"+ns+".configmaps"
 		eventually(t, time.Minute, func() (bool, string) {
-			s, h := len(topicRecords(t, c, stateTopic)), len(topicRecords(t, c, histTopic))
+			s, h := len(c.ReadAll(stateTopic)), len(c.ReadAll(histTopic))
 			return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state topic holds %d records, history topic %d of %d", s, h, bootstrapObjects)
 		})
 		if code := ps.terminate(t); code != 0 {
@@ -137,10 +137,10 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 		}
 		eventually(t, time.Minute, func() (bool, string) {
 			c.Compact() // the broker's cleaner, run now
-			h := len(topicRecords(t, c, histTopic))
+			h := len(c.ReadAll(histTopic))
 			return h == 0, fmt.Sprintf("history topic still holds %d records", h)
 		})
-		if s := len(topicRecords(t, c, stateTopic)); s != bootstrapObjects {
+		if s := len(c.ReadAll(stateTopic)); s != bootstrapObjects {
 			t.Fatalf("past the history horizon the state topic holds %d records, want %d", s, bootstrapObjects)
 		}
 		i := startInformer(t, kafkaInformers(c, "kube-"+ns), "boot-kafka", ns, "")

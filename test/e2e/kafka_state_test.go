@@ -1,15 +1,12 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -87,7 +84,7 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 	// later one supersedes (the deleted events among them) and keeps the
 	// tombstones.
 	firstTombstone := time.Now()
-	for _, r := range topicRecords(t, c, topic) {
+	for _, r := range c.ReadAll(topic) {
 		if r.Value == nil && r.Timestamp.Before(firstTombstone) {
 			firstTombstone = r.Timestamp
 		}
@@ -96,7 +93,7 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 	if age := time.Since(firstTombstone); age >= deleteRetention {
 		t.Fatalf("the first tombstone is %s old, past the delete retention %s, before the test could compact within it", age, deleteRetention)
 	}
-	recs := topicRecords(t, c, topic)
+	recs := c.ReadAll(topic)
 	perKey := map[string]int{}
 	for _, r := range recs {
 		perKey[string(r.Key)]++
@@ -113,14 +110,14 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 	eventually(t, 2*deleteRetention+30*time.Second, func() (bool, string) {
 		c.Compact()
 		var left []string
-		for _, r := range topicRecords(t, c, topic) {
+		for _, r := range c.ReadAll(topic) {
 			if slices.Contains(deleted, string(r.Key)) {
 				left = append(left, fmt.Sprintf("%s@%d", r.Key, r.Offset))
 			}
 		}
 		return len(left) == 0, fmt.Sprintf("records of deleted objects left: %v", left)
 	})
-	recs = topicRecords(t, c, topic)
+	recs = c.ReadAll(topic)
 	perKey = map[string]int{}
 	for _, r := range recs {
 		perKey[string(r.Key)]++
@@ -192,7 +189,7 @@ func TestKafkaStateOutlivesRetention(t *testing.T) {
 	stopped := time.Now()
 	eventually(t, 10*retention+30*time.Second, func() (bool, string) {
 		c.Compact()
-		n := len(topicRecords(t, c, historyTopic))
+		n := len(c.ReadAll(historyTopic))
 		return n == 0, fmt.Sprintf("%s still holds %d records", historyTopic, n)
 	})
 	t.Logf("%s emptied by retention %s after the bridges stopped", historyTopic, time.Since(stopped).Round(time.Millisecond))
@@ -236,7 +233,7 @@ type liveObject struct{ uid, rv string }
 func stateOf(t *testing.T, c *kafkatest.Cluster, topic string) topicState {
 	t.Helper()
 	st := topicState{live: map[string]liveObject{}, tombstoned: map[string]bool{}}
-	for _, r := range topicRecords(t, c, topic) {
+	for _, r := range c.ReadAll(topic) {
 		key := string(r.Key)
 		if r.Value == nil {
 			delete(st.live, key)
@@ -300,76 +297,6 @@ func equalsList(t *testing.T, ns string, st topicState) {
 	if d := listDiff(list.Items, st); d != "" {
 		t.Errorf("the topic's state differs from the LIST: %s", d)
 	}
-}
-
-// topicRecords reads every record topic holds now, each partition from its
-// log start to its end offset, with franz-go. A partition that retention
-// or compaction emptied gives none.
-func topicRecords(t *testing.T, c *kafkatest.Cluster, topic string) []*kgo.Record {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 60*time.Second)
-	defer cancel()
-	adm := c.Admin()
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
-	if err != nil {
-		t.Fatalf("start offsets of %s: %v", topic, err)
-	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		t.Fatalf("end offsets of %s: %v", topic, err)
-	}
-	from := map[int32]kgo.Offset{}
-	until := map[int32]int64{}
-	starts.Each(func(o kadm.ListedOffset) {
-		if end, ok := ends.Lookup(topic, o.Partition); ok && end.Offset > o.Offset {
-			from[o.Partition] = kgo.NewOffset().At(o.Offset)
-			until[o.Partition] = end.Offset
-		}
-	})
-	if len(from) == 0 {
-		return nil
-	}
-	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
-	defer cl.Close()
-	var out []*kgo.Record
-	next := map[int32]int64{}
-	for !caughtUpTo(next, until) {
-		fetches := cl.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %s: %v (at %v of %v)", topic, err, next, until)
-		}
-		fetches.EachError(func(tp string, p int32, err error) {
-			t.Fatalf("read %s partition %d: %v", tp, p, err)
-		})
-		fetches.EachRecord(func(r *kgo.Record) {
-			if r.Offset < until[r.Partition] {
-				out = append(out, r)
-			}
-			next[r.Partition] = r.Offset + 1
-		})
-	}
-	slices.SortStableFunc(out, func(a, b *kgo.Record) int {
-		if a.Partition != b.Partition {
-			return int(a.Partition - b.Partition)
-		}
-		return int(a.Offset - b.Offset)
-	})
-	return out
-}
-
-func caughtUpTo(next, until map[int32]int64) bool {
-	for p, end := range until {
-		if next[p] < end {
-			return false
-		}
-	}
-	return true
 }
 
 // In the state layout a topic that exists without compaction is used as it

@@ -9,28 +9,42 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// ReadAll returns every record of topic up to its current end, ordered by
-// partition, then offset. It reads the partitions directly, outside any
-// consumer group.
+// ReadAll returns every record of topic from each partition's log start
+// to its current end, ordered by partition, then offset. It reads the
+// partitions directly, outside any consumer group. A partition that
+// retention or compaction emptied gives none.
 func (c *Cluster) ReadAll(topic string) []*kgo.Record {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	ends, err := c.Admin().ListEndOffsets(ctx, topic)
+	adm := c.Admin()
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		c.t.Fatalf("kafkatest: start offsets of %s: %v", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
 	if err != nil {
 		c.t.Fatalf("kafkatest: end offsets of %s: %v", topic, err)
 	}
+	from := map[int32]kgo.Offset{}
 	want := map[int32]int64{}
-	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
-			want[o.Partition] = o.Offset
+	starts.Each(func(o kadm.ListedOffset) {
+		if end, ok := ends.Lookup(topic, o.Partition); ok && end.Offset > o.Offset {
+			from[o.Partition] = kgo.NewOffset().At(o.Offset)
+			want[o.Partition] = end.Offset
 		}
 	})
 	var out []*kgo.Record
 	if len(want) == 0 {
 		return out
 	}
-	cl := c.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
+	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
 	next := map[int32]int64{}
 	for !caughtUp(next, want) {
 		fetches := cl.PollFetches(ctx)
