@@ -93,7 +93,7 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 // first, so that a line is always one JSON value, without a newline inside.
 func marshalLine(m *sink.Message) ([]byte, error) {
 	if m.Encoded != nil {
-		if line, err := m.MarshalJSON(); err == nil && &line[0] == &m.Encoded[0] && bytes.IndexAny(line, "\r\n") < 0 {
+		if line, err := m.MarshalJSON(); err == nil && &line[0] == &m.Encoded[0] && !bytes.ContainsAny(line, "\r\n") {
 			return line, nil
 		}
 	}
