@@ -44,15 +44,15 @@ func (e Encoder) appendRaw(b []byte, d *source.Delta) []byte {
 		hi--
 	}
 	if e.KeepManagedFields {
-		b = rawobject.AppendUnescapedHTML(b, raw.Data[lo:hi])
+		b = raw.Meta.AppendUnescapedHTML(b, raw.Data[lo:hi])
 	} else {
 		var scratch [2]rawobject.Span
 		done := lo
 		for _, sp := range raw.Meta.ManagedFields(scratch[:0]) {
-			b = rawobject.AppendUnescapedHTML(b, raw.Data[done:sp.Start])
+			b = raw.Meta.AppendUnescapedHTML(b, raw.Data[done:sp.Start])
 			done = sp.End
 		}
-		b = rawobject.AppendUnescapedHTML(b, raw.Data[done:hi])
+		b = raw.Meta.AppendUnescapedHTML(b, raw.Data[done:hi])
 	}
 	if raw.Meta.APIVersion != "" || raw.Meta.Kind != "" {
 		return b

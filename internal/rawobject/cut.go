@@ -67,7 +67,7 @@ func (m *Meta) AppendCut(dst, data []byte) []byte {
 func AppendCut(dst, data []byte) ([]byte, error) {
 	var m Meta
 	var f found
-	if err := scan(data, &f, &m.managed); err != nil {
+	if _, err := scan(data, &f, &m.managed); err != nil {
 		return dst, err
 	}
 	return m.AppendCut(dst, data), nil

@@ -91,7 +91,7 @@ func FuzzScanEvent(f *testing.F) {
 		if err != nil {
 			t.Fatalf("Scan of the object: %v", err)
 		}
-		if identity(m) != identity(ev.Meta) || string(m.AppendCut(nil, obj)) != string(ev.Meta.AppendCut(nil, ev.Object)) {
+		if identity(m) != identity(ev.Meta) || string(m.AppendCut(nil, obj)) != string(ev.Meta.AppendCut(nil, ev.Object)) || m.plain != ev.Meta.plain {
 			t.Fatalf("ScanEvent read %+v, Scan %+v", identity(ev.Meta), identity(m))
 		}
 	})

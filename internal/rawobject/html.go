@@ -13,10 +13,20 @@ func (m *Meta) AppendCutUnescapingHTML(dst, data []byte) []byte {
 	done := 0
 	for k := range m.managed.n {
 		sp := m.managed.at(k)
-		dst = appendUnescapingHTML(dst, data[done:sp.Start])
+		dst = m.AppendUnescapedHTML(dst, data[done:sp.Start])
 		done = sp.End
 	}
-	return appendUnescapingHTML(dst, data[done:])
+	return m.AppendUnescapedHTML(dst, data[done:])
+}
+
+// AppendUnescapedHTML is the package's AppendUnescapedHTML for src, a run
+// of the bytes m was scanned from: when the scan met none of the escapes
+// it rewrites, src is copied in one move, without looking for them.
+func (m *Meta) AppendUnescapedHTML(dst, src []byte) []byte {
+	if m.plain {
+		return append(dst, src...)
+	}
+	return appendUnescapingHTML(dst, src)
 }
 
 // AppendUnescapedHTML appends src, a valid JSON text (or a run of one

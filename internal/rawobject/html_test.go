@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"reflect"
+	"slices"
 	"testing"
 )
 
@@ -13,6 +14,8 @@ func TestAppendCutUnescapingHTML(t *testing.T) {
 		{`{"a":"\\u003c \\\u003c \u2028 \n \u0041"}`, `{"a":"\\u003c \\< \u2028 \n \u0041"}`},
 		{`{"metadata":{"managedFields":[{"m":"\u003c"}],"name":"\u0026"},"x":"\u003e"}`, `{"metadata":{"name":"&"},"x":">"}`},
 		{`{"a":"no escapes"}`, `{"a":"no escapes"}`},
+		{`{"a":"other escapes \u0041 \"\\u003c\" \u00260"}`, `{"a":"other escapes \u0041 \"\\u003c\" &0"}`},
+		{`{"\u003e":1}`, `{">":1}`},
 	} {
 		m, err := Scan([]byte(tc.in))
 		if err != nil {
@@ -22,6 +25,35 @@ func TestAppendCutUnescapingHTML(t *testing.T) {
 		if string(got) != "prefix:"+tc.want {
 			t.Errorf("%s\n got %s\nwant %s", tc.in, got, tc.want)
 		}
+	}
+}
+
+// An object without the escapes is copied as it is, whether it is read on
+// its own or as an item of a list: the scan tells, per object.
+func TestScanNotesHTMLEscapes(t *testing.T) {
+	for _, tc := range []struct {
+		in    string
+		plain bool
+	}{
+		{`{"a":"x \\u003c \u0041"}`, true},
+		{`{"a":"\u003c"}`, false},
+		{`{"\u0026":1}`, false},
+		{`{"metadata":{"managedFields":[{"m":"\u003E"}]}}`, false},
+	} {
+		m, err := Scan([]byte(tc.in))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.plain != tc.plain {
+			t.Errorf("Scan(%s): plain %v, want %v", tc.in, m.plain, tc.plain)
+		}
+	}
+	l, err := scanList([]byte(`{"items":[{"a":"\u003c"},{"b":"c"},{"d":"\u0026"}]}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []bool{false, true, false}; !slices.Equal(l.plain, want) {
+		t.Errorf("ScanList: plain %v, want %v", l.plain, want)
 	}
 }
 
@@ -38,6 +70,10 @@ func FuzzAppendCutUnescapingHTML(f *testing.F) {
 		}
 		got := m.AppendCutUnescapingHTML(nil, in)
 		want := m.AppendCut(nil, in)
+		// Copied as they are only when no escape is rewritten.
+		if slow := appendUnescapingHTML(nil, want); !bytes.Equal(got, slow) {
+			t.Fatalf("%q: %q, without the scan's count of escapes %q", in, got, slow)
+		}
 		if len(got) > len(want) || !json.Valid(got) {
 			t.Fatalf("%q: %q is not valid JSON no longer than %q", in, got, want)
 		}

@@ -16,6 +16,7 @@ type listed struct {
 	items []string
 	ids   []ident
 	cuts  []string
+	plain []bool
 }
 
 func scanList(in []byte) (listed, error) {
@@ -24,6 +25,7 @@ func scanList(in []byte) (listed, error) {
 		l.items = append(l.items, string(data))
 		l.ids = append(l.ids, identity(m))
 		l.cuts = append(l.cuts, string(m.AppendCut(nil, data)))
+		l.plain = append(l.plain, m.plain)
 		return nil
 	})
 	l.meta = lm
@@ -159,7 +161,7 @@ func FuzzScanList(f *testing.F) {
 			if err != nil {
 				t.Fatalf("item %d: Scan: %v", k, err)
 			}
-			if identity(m) != l.ids[k] || string(m.AppendCut(nil, it)) != l.cuts[k] {
+			if identity(m) != l.ids[k] || string(m.AppendCut(nil, it)) != l.cuts[k] || m.plain != l.plain[k] {
 				t.Fatalf("item %d: ScanList read %+v, Scan %+v", k, l.ids[k], identity(m))
 			}
 		}

@@ -22,6 +22,9 @@ type Meta struct {
 	// managed are the spans of the bytes scanned that hold
 	// metadata.managedFields, as AppendCut leaves them out.
 	managed spans
+	// plain is set when the scan met none of the escapes
+	// AppendUnescapedHTML rewrites: the bytes are copied as they are.
+	plain bool
 }
 
 // Scan validates data as one JSON object, and reads its identity and
@@ -30,10 +33,12 @@ type Meta struct {
 func Scan(data []byte) (Meta, error) {
 	var m Meta
 	var f found
-	if err := scan(data, &f, &m.managed); err != nil {
+	html, err := scan(data, &f, &m.managed)
+	if err != nil {
 		return Meta{}, err
 	}
 	m.setStrings(data, &f)
+	m.plain = html == 0
 	return m, nil
 }
 
@@ -93,18 +98,19 @@ func (m *Meta) setStrings(data []byte, f *found) {
 	m.DeletionTimestamp = field(fieldDeletionTimestamp)
 }
 
-// scan validates data as one JSON object, notes where the fields are, and
-// adds the spans of metadata.managedFields to cut.
-func scan(data []byte, f *found, cut *spans) error {
+// scan validates data as one JSON object, notes where the fields are,
+// adds the spans of metadata.managedFields to cut, and counts the escapes
+// AppendUnescapedHTML rewrites.
+func scan(data []byte, f *found, cut *spans) (htmlEscapes int, err error) {
 	s := scanner{data: data}
 	i, err := s.object(0, 1, f, cut)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if i = s.ws(i); i < len(data) {
-		return unexpected(data, i, "after the top-level object")
+		return 0, unexpected(data, i, "after the top-level object")
 	}
-	return nil
+	return s.htmlEscapes, nil
 }
 
 // object scans the object that starts at the first byte at or after i that

@@ -17,6 +17,9 @@ type scanner struct {
 	// inObject has bit d set when the container open at depth d is an
 	// object, clear when it is an array.
 	inObject [MaxDepth/64 + 1]uint64
+	// htmlEscapes counts the escapes \u003c, \u003e and \u0026 met so
+	// far, which AppendUnescapedHTML rewrites.
+	htmlEscapes int
 }
 
 // ws returns the offset of the first byte at or after i that is not JSON
@@ -260,6 +263,9 @@ func (s *scanner) skipEscape(i int) (int, error) {
 			if hexValue(d[j]) < 0 {
 				return j, unexpected(d, j, "in \\u hexadecimal character escape")
 			}
+		}
+		if _, ok := htmlEscaped(d[i+4], d[i+5]); ok && d[i+2] == '0' && d[i+3] == '0' {
+			s.htmlEscapes++
 		}
 		return i + 6, nil
 	}
