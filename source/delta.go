@@ -73,7 +73,23 @@ type Delta struct {
 	// resourceVersion), marked so: the pipeline sets it when the full
 	// event is larger than the bus takes. The source never does.
 	ContentOmitted bool
+
+	// View is the object's state in the view the source applies (see
+	// View), recorded with its position once the delta is published, so
+	// that a restart compares the object with what the view published;
+	// "" without a view, and for deletes.
+	View string
+	// Reason says why a Deleted delta was made for an object that still
+	// exists; "" for an object deleted in the cluster.
+	Reason Reason
 }
+
+// Reason is why an object that still exists is reported Deleted.
+type Reason string
+
+// ReasonLeftFilter: the object no longer matches the view's filter, so it
+// left the stream, which is a view of the objects that match.
+const ReasonLeftFilter Reason = "left-filter"
 
 // RawObject is an object's JSON exactly as the API server sent it
 // (metadata.managedFields included), and what rawobject.Scan read of it:
