@@ -11,6 +11,9 @@ import (
 type Position struct {
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"rv"`
+	// View is the object's state in the view it was published in
+	// (source.Delta.View), "" when no view was configured.
+	View string `json:"view,omitempty"`
 }
 
 // Record is one acknowledged delta.

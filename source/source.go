@@ -62,6 +62,12 @@ type Options struct {
 	// unless OldObject is set, which needs the parsed path. Without it the
 	// source runs PathParsed with New's client.
 	REST rest.Interface
+	// View, when set, makes the deltas those of a view of the objects (see
+	// View): it applies on the raw path only, since it reads the API
+	// server's bytes. Positions in the checkpoint carry each object's
+	// state in the view, so that a restart, or a new definition of the
+	// view, publishes what changed in it.
+	View View
 }
 
 // Observer is told of events in the life of the informers, for metrics.
@@ -202,6 +208,9 @@ func (s *Source) Run(ctx context.Context) error {
 		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
 			"lastResourceVersion", snap.LastResourceVersion)
 		trackers[i] = newTracker(res, snap.Objects, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
+		if s.path == PathRaw {
+			trackers[i].view = s.opts.View
+		}
 		s.opts.Observer.Synced(res, false)
 	}
 

@@ -32,10 +32,16 @@ type entry struct {
 	listing bool
 	// obj is the object's last state, kept only for Options.OldObject.
 	obj *unstructured.Unstructured
+	// out marks an object that is not in the view: nothing of it was
+	// published, or its last delta was a Deleted one (it left the
+	// filter). Without a view every object is in.
+	out bool
+	// view is the object's state in the view (Delta.View) when it is in.
+	view string
 }
 
 func (e entry) position() checkpoint.Position {
-	return checkpoint.Position{UID: e.uid, ResourceVersion: e.rv}
+	return checkpoint.Position{UID: e.uid, ResourceVersion: e.rv, View: e.view}
 }
 
 // tracker turns what one resource's reflectors report (lists and watch
@@ -50,6 +56,8 @@ type tracker struct {
 	keepOld bool
 	log     *slog.Logger
 	now     func() time.Time
+	// view, when set, makes the deltas those of the view (see View).
+	view View
 
 	mu    sync.Mutex
 	known map[string]entry
@@ -67,7 +75,7 @@ type tracker struct {
 func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
 	known := make(map[string]entry, len(prior))
 	for k, p := range prior {
-		known[k] = entry{uid: p.UID, rv: p.ResourceVersion, prior: true}
+		known[k] = entry{uid: p.UID, rv: p.ResourceVersion, view: p.View, prior: true}
 	}
 	return &tracker{res: res, known: known, handler: h, keepOld: keepOld, log: log, now: time.Now,
 		lists: map[string]int{}, listRV: map[string]string{},
@@ -148,7 +156,9 @@ func (t *tracker) endList(ns string, listed map[string]bool, rv string) (relist 
 	for _, k := range gone {
 		e := t.known[k]
 		delete(t.known, k)
-		t.handler.OnDelta(t.vanished(k, e.position(), rv))
+		if !e.out {
+			t.handler.OnDelta(t.vanished(k, e.position(), rv))
+		}
 	}
 	if !relist && len(t.lists) == t.namespaces {
 		close(t.allListed)
@@ -165,45 +175,115 @@ func inNamespaceKey(key, ns string) bool {
 // observe hands on an object that a list or a watch's ADDED event reports,
 // compared with what is known of it. Called with t.mu held.
 func (t *tracker) observe(u object, listed bool) {
-	d := t.delta(Added, u, listed)
 	key := u.key()
-	if e, found := t.known[key]; found {
-		switch {
-		case e.uid == string(d.UID) && (e.rv == d.ResourceVersion || rvBefore(d.ResourceVersion, e.rv)):
-			// Published before, unchanged since; or an older state than
-			// the one known, which a list served from a lagging cache can
-			// hold: handing it on would take the object back in time.
-			e.prior = false
-			e.listing = e.listing || listed
-			if t.keepOld && e.obj == nil {
-				e.obj = u.parsed
-			}
-			t.known[key] = e
-			return
-		case e.uid == string(d.UID) && e.position().IsIntent():
-			// An intent (checkpoint.Intent): the object may or may not
-			// have been published; publish it as created.
-			d.Snapshot = true
-		case e.uid == string(d.UID):
-			d.Type = Updated
-			d.Snapshot = listed || e.prior
-			if t.keepOld {
-				d.OldObject = e.obj
-			}
-		default:
-			// Deleted and created again unseen: the old object was gone
-			// before the new one was made.
-			t.handler.OnDelta(t.vanished(key, e.position(), d.ResourceVersion))
-			d.Snapshot = true
+	e, found := t.known[key]
+	switch {
+	case !found:
+		t.enter(key, u, listed, listed)
+	case e.uid == u.uid && ((e.rv == u.rv && t.current(e)) || rvBefore(u.rv, e.rv)):
+		// Published before, unchanged since (in a view of the same
+		// definition); or an older state than the one known, which a
+		// list served from a lagging cache can hold: handing it on
+		// would take the object back in time.
+		e.prior = false
+		e.listing = e.listing || listed
+		if t.keepOld && e.obj == nil {
+			e.obj = u.parsed
 		}
-	}
-	t.remember(key, u)
-	if listed {
-		e := t.known[key]
-		e.listing = true
 		t.known[key] = e
+	case e.uid == u.uid && e.position().IsIntent():
+		// An intent (checkpoint.Intent): the object may or may not
+		// have been published; publish it as created (or, when it is
+		// not in the view, as gone from it).
+		t.change(key, e, u, listed, true)
+	case e.uid == u.uid:
+		t.change(key, e, u, listed, listed || e.prior)
+	default:
+		// Deleted and created again unseen: the old object was gone
+		// before the new one was made.
+		if !e.out {
+			t.handler.OnDelta(t.vanished(key, e.position(), u.rv))
+		}
+		t.enter(key, u, listed, true)
+	}
+}
+
+// current reports whether what is known of e was found under the view
+// in use: otherwise an unchanged object is compared again.
+func (t *tracker) current(e entry) bool {
+	return t.view == nil || e.out || t.view.Current(e.view)
+}
+
+// enter hands on an object not known before (or known as another
+// object, since deleted) as Added, when it is in the view. Called with
+// t.mu held.
+func (t *tracker) enter(key string, u object, listed, snapshot bool) {
+	in, v := t.apply(u)
+	t.remember(key, u, v, listed)
+	if !in {
+		return
+	}
+	d := t.delta(Added, u, snapshot)
+	t.viewed(&d, v)
+	t.handler.OnDelta(d)
+}
+
+// change hands on a new state of a known object e, as its change in the
+// view: Updated, or Added when it enters the view, Deleted
+// (ReasonLeftFilter) when it leaves, nothing when the view does not
+// change. Called with t.mu held.
+func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
+	in, v := t.apply(u)
+	t.remember(key, u, v, listed)
+	intent := e.position().IsIntent()
+	switch {
+	case !in && (e.out && !intent):
+		return
+	case !in:
+		// Gone from the view: deleted from the stream, though the
+		// object stays.
+		d := t.delta(Deleted, u, snapshot)
+		t.viewed(&d, v)
+		d.View, d.Reason = "", ReasonLeftFilter
+		t.handler.OnDelta(d)
+		return
+	case e.out || intent:
+		d := t.delta(Added, u, snapshot)
+		t.viewed(&d, v)
+		t.handler.OnDelta(d)
+		return
+	}
+	// In the view before and after: an Updated delta, unless what is
+	// published of the object stays the same. A state recorded without
+	// a content hash ("") says nothing of content, so a new
+	// resourceVersion is a change then.
+	if t.view != nil && (e.rv == u.rv || (e.view != "" && v.State != "")) && t.view.Unchanged(e.view, v.State) {
+		return
+	}
+	d := t.delta(Updated, u, snapshot)
+	t.viewed(&d, v)
+	if t.keepOld {
+		d.OldObject = e.obj
 	}
 	t.handler.OnDelta(d)
+}
+
+// apply evaluates the view on u: whether it is in, and what is
+// published of it.
+func (t *tracker) apply(u object) (bool, ViewResult) {
+	if t.view == nil || u.raw == nil {
+		return true, ViewResult{In: true, Object: u.raw}
+	}
+	v := t.view.Apply(t.res, u.raw)
+	return v.In, v
+}
+
+// viewed makes d carry what the view publishes of its object.
+func (t *tracker) viewed(d *Delta, v ViewResult) {
+	if v.Object != nil {
+		d.Raw = v.Object
+	}
+	d.View = v.State
 }
 
 // update hands on an object that a watch's MODIFIED event reports.
@@ -221,12 +301,7 @@ func (t *tracker) updateObject(u object) {
 	if e.rv == u.rv || rvBefore(u.rv, e.rv) {
 		return // nothing newer than what is known
 	}
-	d := t.delta(Updated, u, false)
-	if t.keepOld {
-		d.OldObject = e.obj
-	}
-	t.remember(key, u)
-	t.handler.OnDelta(d)
+	t.change(key, e, u, false, false)
 }
 
 // add hands on an object that a watch's ADDED event reports.
@@ -245,14 +320,27 @@ func (t *tracker) remove(u *unstructured.Unstructured) { t.removeObject(parsedOb
 func (t *tracker) removeObject(u object) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	delete(t.known, u.key())
-	t.handler.OnDelta(t.delta(Deleted, u, false))
+	key := u.key()
+	e, found := t.known[key]
+	delete(t.known, key)
+	in, v := t.apply(u)
+	if found && e.uid == u.uid {
+		in = !e.out // was it in the view: then it leaves it
+	}
+	if !in {
+		return
+	}
+	d := t.delta(Deleted, u, false)
+	t.viewed(&d, v)
+	d.View = ""
+	t.handler.OnDelta(d)
 }
 
-// remember records u as the object's latest known state. The strings are
-// copied so that nothing of the object stays reachable.
-func (t *tracker) remember(key string, u object) {
-	e := entry{uid: strings.Clone(u.uid), rv: strings.Clone(u.rv)}
+// remember records u as the object's latest known state, in the view or
+// not as v says, and marks it listing when a list reports it. The
+// strings are copied so that nothing of the object stays reachable.
+func (t *tracker) remember(key string, u object, v ViewResult, listing bool) {
+	e := entry{uid: strings.Clone(u.uid), rv: strings.Clone(u.rv), listing: listing, out: !v.In, view: v.State}
 	if t.keepOld {
 		e.obj = u.parsed
 	}
