@@ -4,9 +4,11 @@
 // everything.
 //
 // For every resource (such as "configmaps" or "deployments.apps") a
-// checkpoint holds each object's UID and last published resourceVersion,
-// keyed by "namespace/name" (or "name" for cluster-scoped objects), plus the
-// highest resourceVersion published for the resource as a whole.
+// checkpoint holds each object's UID and last published resourceVersion
+// (and, when the bridge publishes a view of the cluster, the object's state
+// in that view, [Position.View]), keyed by "namespace/name" (or "name" for
+// cluster-scoped objects), plus the highest resourceVersion published for
+// the resource as a whole.
 //
 // The pipeline hands a [Record] to a [Writer] only after the message bus has
 // acknowledged the delta. The Writer keeps the newest record per object in

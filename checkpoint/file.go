@@ -21,7 +21,8 @@ import (
 // fixed word, so no resource name can collide with another bucket:
 //
 //	"objects/<resource>"   one bucket per resource
-//	    <key>              JSON Position, e.g. {"uid":"…","rv":"12345"}
+//	    <key>              JSON Position, e.g. {"uid":"…","rv":"12345"},
+//	                       with "view":"…" when the object went through a view
 //	"meta"                 one bucket for all resources
 //	    <resource>         LastResourceVersion as raw bytes, e.g. "12345"
 //
@@ -274,13 +275,18 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 	}
 }
 
-// appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}:
-// the bytes encoding/json writes for it with HTML escaping off.
+// appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}
+// and "view":"…" when p has a View: the bytes encoding/json writes for it
+// with HTML escaping off.
 func appendPosition(dst []byte, p Position) []byte {
 	dst = append(dst, `{"uid":`...)
 	dst = jsonenc.AppendString(dst, p.UID)
 	dst = append(dst, `,"rv":`...)
 	dst = jsonenc.AppendString(dst, p.ResourceVersion)
+	if p.View != "" {
+		dst = append(dst, `,"view":`...)
+		dst = jsonenc.AppendString(dst, p.View)
+	}
 	return append(dst, '}')
 }
 

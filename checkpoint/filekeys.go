@@ -52,8 +52,8 @@ type fileValue struct {
 }
 
 // appendValue appends the value stored for key at p:
-// {"uid":"…","rv":"…"}, the bytes json.Marshal writes for a Position, with
-// "key" as well when key is long.
+// {"uid":"…","rv":"…"} ("view" too when p has one), the bytes json.Marshal
+// writes for a Position, with "key" as well when key is long.
 func appendValue(dst []byte, key string, p Position) []byte {
 	dst = appendPosition(dst, p)
 	if len(key) <= maxFileKey {

@@ -11,8 +11,11 @@ import (
 type Position struct {
 	UID             string `json:"uid"`
 	ResourceVersion string `json:"rv"`
-	// View is the object's state in the view it was published in
-	// (source.Delta.View), "" when no view was configured.
+	// View is the object's state in the view the bridge published it
+	// through (which filter and projection, and a hash of what was
+	// published), opaque to the checkpoint; "" when no view was applied.
+	// It is stored only when set, so a position without one is stored,
+	// and loads, as every earlier release has stored it.
 	View string `json:"view,omitempty"`
 }
 
@@ -75,7 +78,7 @@ func emptySnapshot() Snapshot {
 }
 
 // DecodePosition decodes a Position as every Store writes it,
-// {"uid":"…","rv":"…"}. A value that is not such an object, or that has no
+// {"uid":"…","rv":"…"}, with "view":"…" as well when it has a View. A value that is not such an object, or that has no
 // uid, is an error: every object has a UID, and a position without one
 // would be taken for an object that was replaced.
 func DecodePosition(b []byte) (Position, error) {

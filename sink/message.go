@@ -58,6 +58,11 @@ type Message struct {
 	// metadata namespace, name, uid and resourceVersion, and nothing else.
 	// It is the "contentomitted" attribute, present only when true.
 	ContentOmitted bool
+	// Reason says why an object that still exists is reported deleted:
+	// "left-filter" when it no longer matches the bridge's filter
+	// (BRIDGE_FILTER). It is the "reason" attribute, present only when
+	// set; deletes of objects deleted in the cluster have none.
+	Reason string
 
 	// Data is the JSON payload: {"object": ...}, plus "oldObject" on updates
 	// when the bridge is configured to include it. It must be valid JSON:
@@ -100,6 +105,7 @@ type structured struct {
 	Cluster         string          `json:"cluster"`
 	Snapshot        bool            `json:"snapshot"`
 	ContentOmitted  bool            `json:"contentomitted,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
 	Data            json.RawMessage `json:"data"`
 }
 
@@ -172,6 +178,10 @@ func (m *Message) AppendHead(b []byte) []byte {
 	if m.ContentOmitted {
 		b = append(b, `,"contentomitted":true`...)
 	}
+	if m.Reason != "" {
+		b = append(b, `,"reason":`...)
+		b = jsonenc.AppendString(b, m.Reason)
+	}
 	return append(b, `,"data":`...)
 }
 
@@ -180,7 +190,7 @@ func (m *Message) AppendHead(b []byte) []byte {
 // of an event.
 func (m *Message) HeadLen() int {
 	return len(m.ID) + len(m.Source) + len(m.Type) + len(m.Subject) + len(m.ResourceVersion) + len(m.UID) +
-		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + structuredOverhead
+		len(m.Kind) + len(m.APIVersion) + len(m.Namespace) + len(m.Name) + len(m.Cluster) + len(m.Reason) + structuredOverhead
 }
 
 // structuredOverhead is what AppendHead writes besides the values of the
@@ -223,6 +233,7 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 		Cluster:         s.Cluster,
 		Snapshot:        s.Snapshot,
 		ContentOmitted:  s.ContentOmitted,
+		Reason:          s.Reason,
 		Data:            s.Data,
 	}
 	return nil

@@ -64,6 +64,35 @@ func omittedMessage() *Message {
 	return m
 }
 
+// leftFilterMessage is the delete of an object that no longer matches the
+// bridge's filter.
+func leftFilterMessage() *Message {
+	m := namespacedMessage()
+	m.Type, m.Action, m.Snapshot = "io.kubebus.object.deleted", "deleted", false
+	m.Reason = "left-filter"
+	return m
+}
+
+// The reason attribute is written only when set, after contentomitted and
+// before data.
+func TestMessageReason(t *testing.T) {
+	m := leftFilterMessage()
+	b, err := m.MarshalJSON()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Contains(b, []byte(`"snapshot":false,"reason":"left-filter","data":{"object":`)) {
+		t.Errorf("MarshalJSON of a message with a reason: %s", b)
+	}
+	m.ContentOmitted = true
+	if b, _ = m.MarshalJSON(); !bytes.Contains(b, []byte(`"contentomitted":true,"reason":"left-filter","data":`)) {
+		t.Errorf("MarshalJSON of a message with a reason and its content omitted: %s", b)
+	}
+	if b, _ = namespacedMessage().MarshalJSON(); bytes.Contains(b, []byte("reason")) {
+		t.Errorf("MarshalJSON of a message without a reason: %s", b)
+	}
+}
+
 // The contentomitted attribute is written only when true, as the last
 // attribute before data.
 func TestMessageContentOmitted(t *testing.T) {
@@ -91,6 +120,7 @@ func TestMessageRoundTrip(t *testing.T) {
 		{"namespaced core resource", namespacedMessage()},
 		{"cluster-scoped grouped resource", clusterScopedMessage()},
 		{"content omitted", omittedMessage()},
+		{"left the filter", leftFilterMessage()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -217,6 +247,7 @@ func TestMessageMarshalLikeEncodingJSON(t *testing.T) {
 		{"characters to escape", odd},
 		{"no data", noData},
 		{"content omitted", omittedMessage()},
+		{"left the filter", leftFilterMessage()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,7 +259,7 @@ func TestMessageMarshalLikeEncodingJSON(t *testing.T) {
 				SpecVersion: SpecVersion, ID: m.ID, Source: m.Source, Type: m.Type, Subject: m.Subject,
 				Time: m.Time.UTC().Format(time.RFC3339Nano), DataContentType: ContentType,
 				ResourceVersion: m.ResourceVersion, UID: m.UID, Kind: m.Kind, APIVersion: m.APIVersion,
-				Namespace: m.Namespace, Name: m.Name, Cluster: m.Cluster, Snapshot: m.Snapshot, ContentOmitted: m.ContentOmitted, Data: m.Data,
+				Namespace: m.Namespace, Name: m.Name, Cluster: m.Cluster, Snapshot: m.Snapshot, ContentOmitted: m.ContentOmitted, Reason: m.Reason, Data: m.Data,
 			})
 			if err != nil {
 				t.Fatal(err)

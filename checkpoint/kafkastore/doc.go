@@ -6,7 +6,7 @@
 // newest record of a key wins, so compaction (cleanup.policy=compact)
 // keeps the topic's size proportional to the number of objects:
 //
-//	key "<resource>/<namespace>/<name>"   value {"uid":"…","rv":"12345"}
+//	key "<resource>/<namespace>/<name>"   value {"uid":"…","rv":"12345"}, and "view":"…" when set
 //	key "<resource>/<name>"               (cluster-scoped objects)
 //	key "<resource>"                      value {"lastResourceVersion":"12345"}
 //

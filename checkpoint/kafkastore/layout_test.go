@@ -21,6 +21,8 @@ func TestParse(t *testing.T) {
 			want: parsed{resource: "namespaces", key: "kube-system", pos: checkpoint.Position{UID: "u", ResourceVersion: "5"}}},
 		{name: "group resource", key: "deployments.apps/ns/web", value: `{"uid":"u","rv":"9"}`,
 			want: parsed{resource: "deployments.apps", key: "ns/web", pos: checkpoint.Position{UID: "u", ResourceVersion: "9"}}},
+		{name: "object with a view", key: "pods/ns/a", value: `{"uid":"u","rv":"5","view":"3f2a9c1dp.9a0b1c2d3e4f5061"}`,
+			want: parsed{resource: "pods", key: "ns/a", pos: checkpoint.Position{UID: "u", ResourceVersion: "5", View: "3f2a9c1dp.9a0b1c2d3e4f5061"}}},
 		{name: "tombstone", key: "configmaps/ns/a", tombstone: true,
 			want: parsed{resource: "configmaps", key: "ns/a", deleted: true}},
 		{name: "resource record", key: "configmaps", value: `{"lastResourceVersion":"77"}`,

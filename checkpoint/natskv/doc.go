@@ -6,7 +6,7 @@
 // under a token of their own, so that loading a resource reads only its
 // keys, in one stream of messages (a KV watch), not one request per key:
 //
-//	<resource>.o.<object key>   JSON Position, {"uid":"…","rv":"12345"}
+//	<resource>.o.<object key>   JSON Position, {"uid":"…","rv":"12345"}, and "view":"…" when set
 //	<resource>.rv               LastResourceVersion, e.g. 12345
 //
 // <resource> is the resource's name ("deployments.apps") and <object key>

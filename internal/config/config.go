@@ -36,6 +36,10 @@ type Config struct {
 	Namespaces    []string `env:"BRIDGE_NAMESPACES" help:"comma-separated namespaces to watch; empty means all. Cluster-scoped resources are always watched whole"`
 	LabelSelector string   `env:"BRIDGE_LABEL_SELECTOR" help:"label selector, as kubectl -l takes it"`
 	FieldSelector string   `env:"BRIDGE_FIELD_SELECTOR" help:"field selector, as kubectl --field-selector takes it"`
+	// View is what of the watched objects is published. No defaults: an
+	// unset filter and projection publish every object whole, as the
+	// bridge always has.
+	View ViewConfig
 	// "default" keeps event sources well-formed when one bridge serves one
 	// cluster and nobody named it.
 	ClusterName string `env:"BRIDGE_CLUSTER_NAME" envDefault:"default" help:"the cluster's name in messages (event source and cluster attribute)"`
@@ -96,6 +100,24 @@ type Config struct {
 	Kafka kafka.Config
 }
 
+// ViewConfig is the definition of the view the bridge publishes (see
+// docs/filters.md): which objects (Filter) and what of them (Fields,
+// DropFields). It holds the variables' text as given, except that a value
+// of only white space counts as unset; compiling the expression and parsing
+// the paths is the view's, whose errors name these variables and the
+// position of the fault in them.
+type ViewConfig struct {
+	Filter     string `env:"BRIDGE_FILTER" help:"a CEL expression; only objects for which it is true are published, and an object that stops matching is published as deleted (reason left-filter). Variables: object, resource, namespace, name, labels, annotations. See docs/filters.md"`
+	Fields     string `env:"BRIDGE_FIELDS" help:"comma-separated field paths of the object to publish, as CEL selects them (spec.replicas, metadata.labels, spec.containers[*].image); the object's identity is always kept; empty keeps every field"`
+	DropFields string `env:"BRIDGE_DROP_FIELDS" help:"comma-separated field paths to leave out of published objects, e.g. status,metadata.annotations[\"kubectl.kubernetes.io/last-applied-configuration\"]; an update that changes only fields left out is not published"`
+}
+
+// Defined reports whether any of the view's variables is set: the bridge
+// then publishes a view of the cluster rather than every change.
+func (v ViewConfig) Defined() bool {
+	return v.Filter != "" || v.Fields != "" || v.DropFields != ""
+}
+
 // Sinks the bridge can publish to.
 const (
 	SinkStdout = "stdout"
@@ -126,6 +148,7 @@ func Load(environ []string) (*Config, error) {
 	perr := parseErrors(env.ParseWithOptions(&c, env.Options{Environment: vars}))
 	c.Resources = clean(c.Resources)
 	c.Namespaces = clean(c.Namespaces)
+	c.View.blankIsUnset()
 	errs := perr
 	for _, e := range c.problems() {
 		if !slices.ContainsFunc(perr, func(p *VarError) bool { return p.Var == e.Var }) {
@@ -212,6 +235,12 @@ func (c *Config) problems() []*VarError {
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
 	}
+	// The view runs on the path that hands on the API server's bytes;
+	// BRIDGE_OLD_OBJECT decodes every object on another path, which has
+	// no view yet.
+	if c.OldObject && c.View.Defined() {
+		bad("BRIDGE_OLD_OBJECT", "cannot be combined with BRIDGE_FILTER, BRIDGE_FIELDS or BRIDGE_DROP_FIELDS (set: %s); unset one or the other", strings.Join(c.View.set(), ", "))
+	}
 	if c.Workers <= 0 {
 		bad("BRIDGE_WORKERS", "must be positive, got %d", c.Workers)
 	}
@@ -246,6 +275,29 @@ func (c *Config) problems() []*VarError {
 		bad("BRIDGE_LOG_FORMAT", "%q is not a format; use json or text", c.LogFormat)
 	}
 	return errs
+}
+
+// blankIsUnset empties variables that hold only white space, so that
+// BRIDGE_FILTER=" " means no filter, as an unset variable does.
+func (v *ViewConfig) blankIsUnset() {
+	for _, s := range []*string{&v.Filter, &v.Fields, &v.DropFields} {
+		if strings.TrimSpace(*s) == "" {
+			*s = ""
+		}
+	}
+}
+
+// set names the view's variables that are set, in declaration order.
+func (v ViewConfig) set() []string {
+	var names []string
+	for _, f := range []struct{ name, val string }{
+		{"BRIDGE_FILTER", v.Filter}, {"BRIDGE_FIELDS", v.Fields}, {"BRIDGE_DROP_FIELDS", v.DropFields},
+	} {
+		if f.val != "" {
+			names = append(names, f.name)
+		}
+	}
+	return names
 }
 
 // CheckpointKind splits BRIDGE_CHECKPOINT into its kind and argument. The

@@ -67,6 +67,8 @@ func TestLoadInvalid(t *testing.T) {
 		{name: "max pending zero", env: []string{"BRIDGE_MAX_PENDING_PER_OBJECT=0"}, wantVars: []string{"BRIDGE_MAX_PENDING_PER_OBJECT"}},
 		{name: "max pending unparsable", env: []string{"BRIDGE_MAX_PENDING_PER_OBJECT=lots"}, wantVars: []string{"BRIDGE_MAX_PENDING_PER_OBJECT"}},
 		{name: "bool unparsable", env: []string{"BRIDGE_OLD_OBJECT=maybe"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"not a valid bool"}},
+		{name: "old object with a filter", env: []string{"BRIDGE_OLD_OBJECT=true", "BRIDGE_FILTER=name != 'x'"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"cannot be combined", "(set: BRIDGE_FILTER)"}},
+		{name: "old object with a projection", env: []string{"BRIDGE_OLD_OBJECT=1", "BRIDGE_FIELDS=spec", "BRIDGE_DROP_FIELDS=status"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"(set: BRIDGE_FIELDS, BRIDGE_DROP_FIELDS)"}},
 		{name: "log level", env: []string{"BRIDGE_LOG_LEVEL=loud"}, wantVars: []string{"BRIDGE_LOG_LEVEL"}, wantText: []string{`"loud"`}},
 		{name: "log format", env: []string{"BRIDGE_LOG_FORMAT=xml"}, wantVars: []string{"BRIDGE_LOG_FORMAT"}, wantText: []string{`"xml"`}},
 		{
@@ -278,6 +280,51 @@ func TestLoadValid(t *testing.T) {
 	}
 }
 
+// The view's variables are kept as written, for the view to compile and
+// to report positions in; only a blank value is taken for unset.
+func TestLoadView(t *testing.T) {
+	tests := []struct {
+		name    string
+		env     []string
+		want    ViewConfig
+		defined bool
+	}{
+		{name: "unset", want: ViewConfig{}},
+		{name: "blank", env: []string{"BRIDGE_FILTER= \t", "BRIDGE_FIELDS= ", "BRIDGE_DROP_FIELDS=\n"}, want: ViewConfig{}},
+		{
+			name: "kept verbatim",
+			env: []string{
+				`BRIDGE_FILTER=  object.status.phase != "Running" && labels["a=b"] == 'x, y'`,
+				"BRIDGE_FIELDS=spec, metadata.labels ",
+				`BRIDGE_DROP_FIELDS=status,metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`,
+			},
+			want: ViewConfig{
+				Filter:     `  object.status.phase != "Running" && labels["a=b"] == 'x, y'`,
+				Fields:     "spec, metadata.labels ",
+				DropFields: `status,metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`,
+			},
+			defined: true,
+		},
+		{name: "filter only", env: []string{"BRIDGE_FILTER=true"}, want: ViewConfig{Filter: "true"}, defined: true},
+		{name: "drop fields only", env: []string{"BRIDGE_DROP_FIELDS=status"}, want: ViewConfig{DropFields: "status"}, defined: true},
+		{name: "old object without a view", env: []string{"BRIDGE_OLD_OBJECT=true", "BRIDGE_FILTER= "}, want: ViewConfig{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Load(append([]string{"BRIDGE_RESOURCES=configmaps"}, tt.env...))
+			if err != nil {
+				t.Fatalf("Load: %v", err)
+			}
+			if c.View != tt.want {
+				t.Errorf("View = %#v, want %#v", c.View, tt.want)
+			}
+			if got := c.View.Defined(); got != tt.defined {
+				t.Errorf("Defined() = %v, want %v", got, tt.defined)
+			}
+		})
+	}
+}
+
 // Load reads only the environment it is given, so tests and embedders are
 // not at the mercy of the process environment.
 func TestLoadIgnoresProcessEnvironment(t *testing.T) {
@@ -435,6 +482,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	// and a removed one noticed.
 	for _, name := range []string{
 		"BRIDGE_RESOURCES", "BRIDGE_NAMESPACES", "BRIDGE_LABEL_SELECTOR", "BRIDGE_FIELD_SELECTOR",
+		"BRIDGE_FILTER", "BRIDGE_FIELDS", "BRIDGE_DROP_FIELDS",
 		"BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
 		"BRIDGE_KEEP_MANAGED_FIELDS", "BRIDGE_OLD_OBJECT", "BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE",
 		"BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_RETRY_MAX_INTERVAL", "BRIDGE_SHUTDOWN_TIMEOUT",

@@ -123,6 +123,7 @@ func (e Encoder) message(d *source.Delta) *sink.Message {
 		Cluster:         e.Cluster,
 		Snapshot:        d.Snapshot,
 		ContentOmitted:  d.ContentOmitted,
+		Reason:          string(d.Reason),
 	}
 }
 

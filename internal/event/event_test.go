@@ -184,6 +184,20 @@ func TestEncode(t *testing.T) {
 			},
 		},
 		{
+			name: "left the filter",
+			delta: func() source.Delta {
+				d := baseDelta()
+				d.Type, d.Reason = source.Deleted, source.ReasonLeftFilter
+				return d
+			},
+			want: sink.Message{
+				Source: "/clusters/prod/api/v1/configmaps", Type: "io.kubebus.object.deleted",
+				Subject: "team-a/settings", Action: "deleted", Resource: configmaps.GroupVersionResource,
+				ResourceVersion: "42", UID: "uid-1", Kind: "ConfigMap", APIVersion: "v1",
+				Namespace: "team-a", Name: "settings", Cluster: "prod", Reason: "left-filter",
+			},
+		},
+		{
 			name: "grouped add",
 			delta: func() source.Delta {
 				return source.Delta{
@@ -243,7 +257,7 @@ func equalMessages(a, b *sink.Message) bool {
 		x.Time.Equal(y.Time) && x.Action == y.Action && x.Resource == y.Resource &&
 		x.ResourceVersion == y.ResourceVersion && x.UID == y.UID && x.Kind == y.Kind &&
 		x.APIVersion == y.APIVersion && x.Namespace == y.Namespace && x.Name == y.Name &&
-		x.Cluster == y.Cluster && x.Snapshot == y.Snapshot
+		x.Cluster == y.Cluster && x.Snapshot == y.Snapshot && x.ContentOmitted == y.ContentOmitted && x.Reason == y.Reason
 }
 
 func TestEncodeData(t *testing.T) {

@@ -31,6 +31,8 @@ type Metrics struct {
 	dropped   *prometheus.CounterVec
 	// notCompacted is bridge_kafka_topic_not_compacted (see kafka.go).
 	notCompacted *prometheus.GaugeVec
+	// view holds the metrics of the view (see view.go).
+	view viewMetrics
 }
 
 // Gauges read state that other parts of the bridge own, at scrape time.
@@ -103,6 +105,7 @@ func New() *Metrics {
 			Help: "Checkpoint records left out because they are larger than the nats-kv or kafka store takes (only an object name of tens of kilobytes makes one; its events cannot be published either), by resource. Such an object is tried again on every start.",
 		}, []string{"resource"}),
 		notCompacted: newNotCompacted(),
+		view:         newViewMetrics(),
 	}
 	// Both reasons are there from the start, at 0, so that an alert on
 	// them sees a value instead of nothing.
@@ -110,6 +113,7 @@ func New() *Metrics {
 	m.fresh.WithLabelValues("corrupt")
 	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh, m.dropped, m.notCompacted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	m.Registry.MustRegister(m.view.collectors()...)
 	return m
 }
 

@@ -9,6 +9,10 @@ import "github.com/kubebus/bridge/source"
 //	updated + updated -> updated (latest state, first old state)
 //	any     + deleted -> deleted
 //
+// The merged delta is the later one's in everything else: its object, its
+// state in the view (View) and, for a delete, its Reason, so an object
+// that left the filter is still reported so.
+//
 // Deltas of different uids (an object deleted and created again under the
 // same name) are never merged, so each incarnation keeps its own events.
 func coalesce(ds []source.Delta) []source.Delta {

@@ -144,11 +144,13 @@ func (p *Pipeline) skip(it item, err error) {
 		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)
 }
 
+// record is the checkpoint record of a published delta: its position, and
+// its state in the view it went through, which a restart compares with.
 func record(d *source.Delta) checkpoint.Record {
 	return checkpoint.Record{
 		Resource: d.Resource.Name(),
 		Key:      d.Key(),
-		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion},
+		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion, View: d.View},
 		Deleted:  d.Type == source.Deleted,
 	}
 }

@@ -15,7 +15,9 @@ import (
 // HeaderID, HeaderType and HeaderResourceVersion, so consumers can filter
 // and deduplicate without reading the value, and an event that carries
 // only its object's identity (sink.Message.ContentOmitted) carries
-// HeaderContentOmitted. Binary mode adds the other
+// HeaderContentOmitted, and a delete of an object that still exists
+// (sink.Message.Reason, such as "left-filter") HeaderReason. Binary mode
+// adds the other
 // attributes as "ce_<attribute>" headers, as the CloudEvents Kafka binding
 // says. Tombstones carry no headers.
 const (
@@ -24,6 +26,7 @@ const (
 	HeaderType            = "ce_type"
 	HeaderResourceVersion = "ce_resourceversion"
 	HeaderContentOmitted  = "ce_contentomitted"
+	HeaderReason          = "ce_reason"
 
 	headerPrefix = "ce_"
 )
@@ -62,6 +65,9 @@ func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Messag
 	if m.ContentOmitted {
 		rec.Headers = append(rec.Headers, kafkago.Header{Key: HeaderContentOmitted, Value: []byte("true")})
 	}
+	if m.Reason != "" {
+		rec.Headers = append(rec.Headers, kafkago.Header{Key: HeaderReason, Value: []byte(m.Reason)})
+	}
 	return rec, nil
 }
 
@@ -91,6 +97,9 @@ func binaryHeaders(m *sink.Message) []kafkago.Header {
 	add(headerPrefix+"snapshot", strconv.FormatBool(m.Snapshot))
 	if m.ContentOmitted {
 		add(HeaderContentOmitted, "true")
+	}
+	if m.Reason != "" {
+		add(HeaderReason, m.Reason)
 	}
 	return append(h, kafkago.Header{Key: HeaderContentType, Value: []byte(sink.ContentType)})
 }

@@ -15,6 +15,8 @@ func TestEncodeDecode(t *testing.T) {
 	ns := message(configmaps, "", "cluster-wide", "deleted", 7)
 	omitted := message(configmaps, "ns", "huge", "deleted", 9)
 	omitted.ContentOmitted = true
+	left := message(configmaps, "ns", "left", "deleted", 11)
+	left.Reason = "left-filter"
 	tests := []struct {
 		mode    string
 		msg     *sink.Message
@@ -32,9 +34,12 @@ func TestEncodeDecode(t *testing.T) {
 			"ce_namespace": "ns", "ce_name": "a", "ce_cluster": "test", "ce_snapshot": "true",
 		}, nil},
 		{ModeBinary, ns, map[string]string{"ce_type": "io.kubebus.object.deleted", "ce_resourceversion": "7", "ce_snapshot": "false"},
-			[]string{"ce_namespace", "ce_contentomitted"}},
+			[]string{"ce_namespace", "ce_contentomitted", "ce_reason"}},
+		{ModeStructured, cm, nil, []string{"ce_reason"}},
 		{ModeStructured, omitted, map[string]string{"ce_contentomitted": "true"}, nil},
 		{ModeBinary, omitted, map[string]string{"ce_contentomitted": "true"}, nil},
+		{ModeStructured, left, map[string]string{"ce_reason": "left-filter", "ce_type": "io.kubebus.object.deleted"}, nil},
+		{ModeBinary, left, map[string]string{"ce_reason": "left-filter", "ce_type": "io.kubebus.object.deleted"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.mode+"/"+tt.msg.Subject, func(t *testing.T) {

@@ -93,8 +93,8 @@ type attribute struct{ header, value string }
 
 // attributes lists the event's attributes as binary mode sends them, in
 // the order of docs/message-format.md. namespace is left out for
-// cluster-scoped objects, and contentomitted unless true, as in
-// structured mode.
+// cluster-scoped objects, contentomitted unless true, and reason unless
+// set, as in structured mode.
 func attributes(m *sink.Message) []attribute {
 	attrs := make([]attribute, 0, 16)
 	attrs = append(attrs,
@@ -120,6 +120,9 @@ func attributes(m *sink.Message) []attribute {
 	)
 	if m.ContentOmitted {
 		attrs = append(attrs, attribute{HeaderPrefix + "contentomitted", "true"})
+	}
+	if m.Reason != "" {
+		attrs = append(attrs, attribute{HeaderPrefix + "reason", m.Reason})
 	}
 	return attrs
 }

@@ -15,9 +15,12 @@ func TestEncodeModes(t *testing.T) {
 	cluster.Subject, cluster.Namespace = "cm-001", ""
 	omitted := message("team-a", 2, 3) // its full event did not fit
 	omitted.ContentOmitted, omitted.Snapshot = true, true
+	left := message("team-a", 4, 3) // no longer matches the filter
+	left.Subject, left.Action, left.Type, left.Reason = "team-a/left", "deleted", "io.kubebus.object.deleted", "left-filter"
+	left.Snapshot = true // left the filter while the bridge was down
 
 	for _, mode := range []string{CEStructured, CEBinary} {
-		for _, msg := range []*sink.Message{m, cluster, omitted} {
+		for _, msg := range []*sink.Message{m, cluster, omitted, left} {
 			t.Run(mode+" "+msg.Subject, func(t *testing.T) {
 				cfg := defaults(t)
 				cfg.CEMode = mode
@@ -62,6 +65,9 @@ func TestEncodeModes(t *testing.T) {
 					}
 					if got := nm.Header.Get("ce-contentomitted"); (got == "true") != msg.ContentOmitted || (got == "") == msg.ContentOmitted {
 						t.Errorf("ce-contentomitted = %q for a message with ContentOmitted %v", got, msg.ContentOmitted)
+					}
+					if _, ok := nm.Header["ce-reason"]; ok != (msg.Reason != "") || nm.Header.Get("ce-reason") != msg.Reason {
+						t.Errorf("ce-reason = %q for a message with Reason %q", nm.Header.Get("ce-reason"), msg.Reason)
 					}
 					if nm.Header.Get(ContentTypeHeader) != "" {
 						t.Errorf("binary mode has Content-Type %q", nm.Header.Get(ContentTypeHeader))

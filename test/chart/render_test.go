@@ -41,6 +41,7 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_CHECKPOINT_FRESH_START", c.CheckpointFreshStart, false)
 			want(t, "BRIDGE_LEADER_ELECTION", c.LeaderElection, false)
 			want(t, "BRIDGE_METRICS_ADDR", c.MetricsAddr, ":9090")
+			want(t, "BRIDGE_FILTER (unset)", c.View, config.ViewConfig{})
 		},
 	},
 	"two-namespaces": {
@@ -98,6 +99,9 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_NATS_DUPLICATE_WINDOW", c.NATS.DuplicateWindow, 20*time.Minute)
 			want(t, "BRIDGE_WORKERS", c.Workers, 8)
 			want(t, "BRIDGE_MAX_PENDING_PER_OBJECT", c.MaxPendingPerObject, 32)
+			want(t, "BRIDGE_FILTER", c.View.Filter, `resource != "pods" || !(object.status.phase in ["Succeeded", "Failed"])`)
+			want(t, "BRIDGE_FIELDS", c.View.Fields, "")
+			want(t, "BRIDGE_DROP_FIELDS", c.View.DropFields, `status,metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`)
 		},
 	},
 	"kafka-sasl": {
@@ -125,6 +129,9 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_KAFKA_SASL_MECHANISM", c.Kafka.SASLMechanism, "scram-sha-512")
 			want(t, "BRIDGE_KAFKA_SASL_USERNAME", c.Kafka.SASLUsername, "bridge")
 			want(t, "BRIDGE_KAFKA_BATCH_TIMEOUT (from extraEnv)", c.Kafka.BatchTimeout, 20*time.Millisecond)
+			want(t, "BRIDGE_FILTER", c.View.Filter, "")
+			want(t, "BRIDGE_FIELDS", c.View.Fields, "data,spec.rules,metadata.labels")
+			want(t, "BRIDGE_DROP_FIELDS", c.View.DropFields, "")
 			want(t, "BRIDGE_LEADER_ELECTION", c.LeaderElection, false)
 		},
 	},

@@ -38,6 +38,9 @@ func TestSchemaRejects(t *testing.T) {
 		{"nats layout", "nats.layout=both", "at '/nats/layout'"},
 		{"delete TTL", "nats.deleteTTL=a day", "at '/nats/deleteTTL'"},
 		{"leader election", "leaderElection.enabled=maybe", "at '/leaderElection/enabled'"},
+		{"filter not a string", "filter=true", "at '/filter'"},
+		{"fields as a list", "fields={spec,status}", "at '/fields'"},
+		{"drop fields as a number", "dropFields=1", "at '/dropFields'"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -99,6 +102,10 @@ func TestChartRefuses(t *testing.T) {
 			[]string{"kafka.sasl: set username or usernameKey, not both"}},
 		{"SASL password without a mechanism", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k:9092}", "--set", "existingSecret=s", "--set", "kafka.sasl.passwordKey=p"},
 			[]string{"kafka.sasl: a username or password is set but kafka.sasl.mechanism is not"}},
+		{"old object with a projection", []string{"--set", "oldObject=true", "--set", "dropFields=status"},
+			[]string{"oldObject=true cannot be combined with filter, fields or dropFields yet"}},
+		{"old object with a filter", []string{"--set", "oldObject=true", "--set-string", "filter=name != 'x'"},
+			[]string{"oldObject=true cannot be combined with filter, fields or dropFields yet"}},
 		{"ServiceMonitor without its Service", []string{"--set", "metrics.serviceMonitor.enabled=true", "--set", "metrics.service.enabled=false"},
 			[]string{"metrics.serviceMonitor.enabled needs metrics.service.enabled"}},
 		{"no ServiceAccount", []string{"--set", "serviceAccount.create=false"},

@@ -31,6 +31,7 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"bad workers", []string{"BRIDGE_RESOURCES=cm", "BRIDGE_WORKERS=-1"}, []string{"BRIDGE_WORKERS"}},
 		{"all at once", []string{"BRIDGE_SINK=x", "BRIDGE_LOG_FORMAT=x", "BRIDGE_BATCH_SIZE=many"}, []string{"BRIDGE_RESOURCES", "BRIDGE_SINK", "BRIDGE_LOG_FORMAT", "BRIDGE_BATCH_SIZE"}},
 		{"unknown resource", []string{"BRIDGE_RESOURCES=configmaps,nosuchthings"}, []string{"BRIDGE_RESOURCES", "nosuchthings"}},
+		{"old object with a view", []string{"BRIDGE_RESOURCES=cm", "BRIDGE_OLD_OBJECT=true", "BRIDGE_DROP_FIELDS=status"}, []string{"BRIDGE_OLD_OBJECT", "BRIDGE_DROP_FIELDS"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bridgeBin)
@@ -60,7 +61,7 @@ func TestInvalidConfigExits2(t *testing.T) {
 		}
 		for _, name := range []string{"BRIDGE_RESOURCES", "BRIDGE_NAMESPACES", "BRIDGE_LABEL_SELECTOR", "BRIDGE_FIELD_SELECTOR",
 			"BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL", "BRIDGE_LOG_LEVEL",
-			"BRIDGE_LOG_FORMAT", "KUBECONFIG"} {
+			"BRIDGE_LOG_FORMAT", "BRIDGE_FILTER", "BRIDGE_FIELDS", "BRIDGE_DROP_FIELDS", "KUBECONFIG"} {
 			if !strings.Contains(string(out), name) {
 				t.Errorf("--help does not list %s", name)
 			}

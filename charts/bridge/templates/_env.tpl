@@ -87,6 +87,9 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- end }}
 {{- include "bridge.env" (list "BRIDGE_KEEP_MANAGED_FIELDS" $v.keepManagedFields) }}
 {{- include "bridge.env" (list "BRIDGE_OLD_OBJECT" $v.oldObject) }}
+{{- include "bridge.env" (list "BRIDGE_FILTER" $v.filter) }}
+{{- include "bridge.env" (list "BRIDGE_FIELDS" $v.fields) }}
+{{- include "bridge.env" (list "BRIDGE_DROP_FIELDS" $v.dropFields) }}
 {{- include "bridge.envInt" (list "BRIDGE_WORKERS" $v.pipeline.workers) }}
 {{- include "bridge.envInt" (list "BRIDGE_BATCH_SIZE" $v.pipeline.batchSize) }}
 {{- include "bridge.envInt" (list "BRIDGE_MAX_PENDING_PER_OBJECT" $v.pipeline.maxPendingPerObject) }}

@@ -98,6 +98,10 @@ values.schema.json cannot see, each naming the value at fault.
 {{- end }}
 {{- end }}
 
+{{- if and $v.oldObject (or (trim (toString $v.filter)) (trim (toString $v.fields)) (trim (toString $v.dropFields))) }}
+{{- $errs = append $errs "oldObject=true cannot be combined with filter, fields or dropFields yet (the bridge refuses BRIDGE_OLD_OBJECT with BRIDGE_FILTER, BRIDGE_FIELDS or BRIDGE_DROP_FIELDS); unset one or the other" }}
+{{- end }}
+
 {{- if and $v.metrics.serviceMonitor.enabled (not $v.metrics.service.enabled) }}
 {{- $errs = append $errs "metrics.serviceMonitor.enabled needs metrics.service.enabled" }}
 {{- end }}
