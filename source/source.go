@@ -76,13 +76,17 @@ type Observer interface {
 	Relisted(Resource)
 	WatchError(Resource)
 	Synced(Resource, bool)
+	// Suppressed is told of each change the view (Options.View) kept
+	// from being reported.
+	Suppressed(Resource, Suppressed)
 }
 
 type noObserver struct{}
 
-func (noObserver) Relisted(Resource)     {}
-func (noObserver) WatchError(Resource)   {}
-func (noObserver) Synced(Resource, bool) {}
+func (noObserver) Relisted(Resource)               {}
+func (noObserver) WatchError(Resource)             {}
+func (noObserver) Synced(Resource, bool)           {}
+func (noObserver) Suppressed(Resource, Suppressed) {}
 
 // Loader reads what was published before for one resource.
 type Loader interface {
@@ -208,6 +212,7 @@ func (s *Source) Run(ctx context.Context) error {
 		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
 			"lastResourceVersion", snap.LastResourceVersion)
 		trackers[i] = newTracker(res, snap.Objects, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
+		trackers[i].observer = s.opts.Observer
 		if s.path == PathRaw {
 			trackers[i].view = s.opts.View
 		}

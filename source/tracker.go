@@ -57,7 +57,8 @@ type tracker struct {
 	log     *slog.Logger
 	now     func() time.Time
 	// view, when set, makes the deltas those of the view (see View).
-	view View
+	view     View
+	observer Observer
 
 	mu    sync.Mutex
 	known map[string]entry
@@ -77,7 +78,7 @@ func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces i
 	for k, p := range prior {
 		known[k] = entry{uid: p.UID, rv: p.ResourceVersion, view: p.View, prior: true}
 	}
-	return &tracker{res: res, known: known, handler: h, keepOld: keepOld, log: log, now: time.Now,
+	return &tracker{res: res, known: known, handler: h, keepOld: keepOld, log: log, now: time.Now, observer: noObserver{},
 		lists: map[string]int{}, listRV: map[string]string{},
 		namespaces: namespaces, allListed: make(chan struct{})}
 }
@@ -221,6 +222,7 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 	in, v := t.apply(u)
 	t.remember(key, u, v, listed)
 	if !in {
+		t.observer.Suppressed(t.res, NotInView)
 		return
 	}
 	d := t.delta(Added, u, snapshot)
@@ -238,6 +240,7 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	intent := e.position().IsIntent()
 	switch {
 	case !in && (e.out && !intent):
+		t.observer.Suppressed(t.res, NotInView)
 		return
 	case !in:
 		// Gone from the view: deleted from the stream, though the
@@ -258,6 +261,7 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	// a content hash ("") says nothing of content, so a new
 	// resourceVersion is a change then.
 	if t.view != nil && (e.rv == u.rv || (e.view != "" && v.State != "")) && t.view.Unchanged(e.view, v.State) {
+		t.observer.Suppressed(t.res, ProjectionUnchanged)
 		return
 	}
 	d := t.delta(Updated, u, snapshot)
@@ -328,6 +332,7 @@ func (t *tracker) removeObject(u object) {
 		in = !e.out // was it in the view: then it leaves it
 	}
 	if !in {
+		t.observer.Suppressed(t.res, NotInView)
 		return
 	}
 	d := t.delta(Deleted, u, false)

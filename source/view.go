@@ -36,3 +36,17 @@ type ViewResult struct {
 	// position (Delta.View).
 	State string
 }
+
+// Suppressed is why a view kept a change of an object from being
+// reported (Observer.Suppressed).
+type Suppressed string
+
+// The reasons a view suppresses a change.
+const (
+	// NotInView: the object does not match the filter, and was not in
+	// the view before either, so there is nothing to publish.
+	NotInView Suppressed = "filtered"
+	// ProjectionUnchanged: the object is in the view, and what would be
+	// published of it (its projection) is what was published last.
+	ProjectionUnchanged Suppressed = "unchanged"
+)

@@ -1,19 +1,9 @@
 package metrics
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
 
-// Suppressed is why the view kept a change of an object off the bus: the
-// reason label of bridge_view_suppressed_total.
-type Suppressed string
-
-// The reasons a view suppresses a change.
-const (
-	// NotInView: the object does not match the filter, and was not in
-	// the view before either, so there is nothing to publish.
-	NotInView Suppressed = "filtered"
-	// ProjectionUnchanged: the object is in the view, and what would be
-	// published of it (its projection) is what was published last.
-	ProjectionUnchanged Suppressed = "unchanged"
+	"github.com/kubebus/bridge/source"
 )
 
 // viewMetrics are the metrics of the view (BRIDGE_FILTER, BRIDGE_FIELDS,
@@ -45,8 +35,8 @@ func (v viewMetrics) collectors() []prometheus.Collector {
 // once per watched resource when the bridge runs with a view.
 func (m *Metrics) ViewResource(resource string) {
 	m.view.filterErrs.WithLabelValues(resource)
-	m.view.suppressed.WithLabelValues(resource, string(NotInView))
-	m.view.suppressed.WithLabelValues(resource, string(ProjectionUnchanged))
+	m.view.suppressed.WithLabelValues(resource, string(source.NotInView))
+	m.view.suppressed.WithLabelValues(resource, string(source.ProjectionUnchanged))
 }
 
 // FilterError counts an evaluation of the filter on an object of resource
@@ -55,8 +45,8 @@ func (m *Metrics) FilterError(resource string) {
 	m.view.filterErrs.WithLabelValues(resource).Inc()
 }
 
-// ViewSuppressed counts a change of an object of resource that the view
-// did not publish, and why.
-func (m *Metrics) ViewSuppressed(resource string, why Suppressed) {
-	m.view.suppressed.WithLabelValues(resource, string(why)).Inc()
+// Suppressed counts a change of an object of res that the view did not
+// publish, and why (source.Observer).
+func (m *Metrics) Suppressed(res source.Resource, why source.Suppressed) {
+	m.view.suppressed.WithLabelValues(res.Name(), string(why)).Inc()
 }

@@ -5,6 +5,10 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/source"
 )
 
 // series gathers m's series of the metric name as "label=value,...": value,
@@ -44,10 +48,12 @@ func TestViewMetrics(t *testing.T) {
 	m.FilterError("pods")
 	m.FilterError("pods")
 	m.FilterError("deployments.apps")
-	m.ViewSuppressed("pods", NotInView)
-	m.ViewSuppressed("pods", ProjectionUnchanged)
-	m.ViewSuppressed("pods", ProjectionUnchanged)
-	m.ViewSuppressed("deployments.apps", ProjectionUnchanged)
+	pods := source.Resource{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}}
+	deployments := source.Resource{GroupVersionResource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}}
+	m.Suppressed(pods, source.NotInView)
+	m.Suppressed(pods, source.ProjectionUnchanged)
+	m.Suppressed(pods, source.ProjectionUnchanged)
+	m.Suppressed(deployments, source.ProjectionUnchanged)
 
 	for name, want := range map[string]map[string]float64{
 		"bridge_filter_errors_total": {
