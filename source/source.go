@@ -22,6 +22,8 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/cenkalti/backoff/v4"
+
 	"github.com/kubebus/bridge/checkpoint"
 )
 
@@ -216,6 +218,13 @@ func (s *Source) Run(ctx context.Context) error {
 		if s.path == PathRaw {
 			trackers[i].view = s.opts.View
 		}
+		if viewChanged(trackers[i].view, snap.Objects, snap.LastResourceVersion) {
+			rv, err := s.revision(ctx, res)
+			if err != nil {
+				return fmt.Errorf("source: %s: read the revision to date the view's changes by: %w", res.Name(), err)
+			}
+			trackers[i].viewRV = rv
+		}
 		s.opts.Observer.Synced(res, false)
 	}
 
@@ -273,6 +282,26 @@ func (s *Source) Run(ctx context.Context) error {
 
 	<-ctx.Done()
 	return notServed(ctx)
+}
+
+// revision reads res's current resourceVersion, with a list of one
+// object, retrying for a minute while the API server fails.
+func (s *Source) revision(ctx context.Context, res Resource) (string, error) {
+	client := s.apiClient(res, s.namespacesFor(res)[0])
+	b := backoff.NewExponentialBackOff()
+	b.MaxElapsedTime = time.Minute
+	return backoff.RetryNotifyWithData(func() (string, error) {
+		list, err := client.List(ctx, s.listOptions(1))
+		if err != nil {
+			return "", err
+		}
+		if rv := listRV(list); rv != "" {
+			return rv, nil
+		}
+		return "", backoff.Permanent(errors.New("the API server's list has no resourceVersion"))
+	}, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
+		s.log.Warn("reading the resource's revision failed; retrying", "resource", res.Name(), "in", wait, "err", err)
+	})
 }
 
 // listWatch lists and watches res in ns with the configured selectors,

@@ -59,6 +59,13 @@ type tracker struct {
 	// view, when set, makes the deltas those of the view (see View).
 	view     View
 	observer Observer
+	// viewRV is the resource's revision when the source started, read
+	// when the view may have changed since the last run (see
+	// viewChanged): changes of the view found by the first list that no
+	// change of the object explains are dated by it, not by the object's
+	// older resourceVersion, so that a consumer that saw the object leave
+	// the view (dated by an earlier such revision) takes it back.
+	viewRV string
 
 	mu    sync.Mutex
 	known map[string]entry
@@ -209,6 +216,34 @@ func (t *tracker) observe(u object, listed bool) {
 	}
 }
 
+// viewChanged reports whether the view the tracker applies may differ
+// from the one the objects in prior were published through, given the
+// resource's last committed resourceVersion: an object's state was made
+// by another definition, or no object is left although some were
+// published (they may all have left the view).
+func viewChanged(v View, prior map[string]checkpoint.Position, lastRV string) bool {
+	if v == nil {
+		return false
+	}
+	if len(prior) == 0 && lastRV != "" {
+		return true
+	}
+	for _, p := range prior {
+		if !v.Current(p.View) {
+			return true
+		}
+	}
+	return false
+}
+
+// dated is the resourceVersion of a delta the view makes of u: viewRV
+// when the object itself is older than it.
+func (t *tracker) dated(d *Delta) {
+	if t.viewRV != "" && rvBefore(d.ResourceVersion, t.viewRV) {
+		d.ResourceVersion = t.viewRV
+	}
+}
+
 // current reports whether what is known of e was found under the view
 // in use: otherwise an unchanged object is compared again.
 func (t *tracker) current(e entry) bool {
@@ -227,6 +262,9 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 	}
 	d := t.delta(Added, u, snapshot)
 	t.viewed(&d, v)
+	if listed {
+		t.dated(&d)
+	}
 	t.handler.OnDelta(d)
 }
 
@@ -238,6 +276,14 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	in, v := t.apply(u)
 	t.remember(key, u, v, listed)
 	intent := e.position().IsIntent()
+	// An unchanged object compared again: the view changed, not it.
+	redo := e.rv == u.rv
+	emit := func(d Delta) {
+		if redo || intent {
+			t.dated(&d)
+		}
+		t.handler.OnDelta(d)
+	}
 	switch {
 	case !in && (e.out && !intent):
 		t.observer.Suppressed(t.res, NotInView)
@@ -248,19 +294,19 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 		d := t.delta(Deleted, u, snapshot)
 		t.viewed(&d, v)
 		d.View, d.Reason = "", ReasonLeftFilter
-		t.handler.OnDelta(d)
+		emit(d)
 		return
 	case e.out || intent:
 		d := t.delta(Added, u, snapshot)
 		t.viewed(&d, v)
-		t.handler.OnDelta(d)
+		emit(d)
 		return
 	}
 	// In the view before and after: an Updated delta, unless what is
 	// published of the object stays the same. A state recorded without
 	// a content hash ("") says nothing of content, so a new
 	// resourceVersion is a change then.
-	if t.view != nil && (e.rv == u.rv || (e.view != "" && v.State != "")) && t.view.Unchanged(e.view, v.State) {
+	if t.view != nil && (redo || (e.view != "" && v.State != "")) && t.view.Unchanged(e.view, v.State) {
 		t.observer.Suppressed(t.res, ProjectionUnchanged)
 		return
 	}
@@ -269,7 +315,7 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	if t.keepOld {
 		d.OldObject = e.obj
 	}
-	t.handler.OnDelta(d)
+	emit(d)
 }
 
 // apply evaluates the view on u: whether it is in, and what is

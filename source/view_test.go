@@ -165,10 +165,18 @@ func TestViewDefinitionChangeComparesUnchangedObjects(t *testing.T) {
 		"ns/stays": {UID: "u1", ResourceVersion: "10", View: "d0.v"},
 		"ns/left":  {UID: "u2", ResourceVersion: "11", View: "d0.v"},
 	}
-	tr, got := newViewTracker(prior, testView{def: "d1", projects: true})
-	list(tr, "30", viewCM(t, "stays", "u1", "10", "yes", "v", "n"), viewCM(t, "left", "u2", "11", "no", "v", "n"))
+	v := testView{def: "d1", projects: true}
+	if !viewChanged(v, prior, "11") {
+		t.Fatal("viewChanged = false for positions of another definition")
+	}
+	tr, got := newViewTracker(prior, v)
+	// The resource's revision when the source started: the view's
+	// changes are dated by it, since the objects did not change.
+	tr.viewRV = "25"
+	list(tr, "30", viewCM(t, "stays", "u1", "10", "yes", "v", "n"), viewCM(t, "left", "u2", "11", "no", "v", "n"),
+		viewCM(t, "entered", "u3", "12", "yes", "v", "n"), viewCM(t, "new", "u4", "27", "yes", "v", "n"))
 	tr.finishInitialList()
-	want := []string{"deleted ns/left u2@11 snapshot reason=left-filter"}
+	want := []string{"deleted ns/left u2@25 snapshot reason=left-filter", "added ns/entered u3@25 snapshot view=d1.v", "added ns/new u4@27 snapshot view=d1.v"}
 	if g := viewSummary(*got); !slices.Equal(g, want) {
 		t.Errorf("got %q\nwant %q", g, want)
 	}
@@ -211,4 +219,28 @@ func list(tr *tracker, rv string, objs ...object) {
 		listed[o.key()] = true
 	}
 	tr.endList("", listed, rv)
+}
+
+// The revision is read only when the view may have changed since the
+// positions were recorded.
+func TestViewChanged(t *testing.T) {
+	v := testView{def: "d1"}
+	for _, tc := range []struct {
+		name   string
+		view   View
+		prior  map[string]checkpoint.Position
+		lastRV string
+		want   bool
+	}{
+		{"no view", nil, map[string]checkpoint.Position{"a": {View: "d0.x"}}, "5", false},
+		{"same definition", v, map[string]checkpoint.Position{"a": {View: "d1.x"}}, "5", false},
+		{"first start", v, nil, "", false},
+		{"another definition", v, map[string]checkpoint.Position{"a": {View: "d1.x"}, "b": {View: "d0.x"}}, "5", true},
+		{"no view before", v, map[string]checkpoint.Position{"a": {}}, "5", true},
+		{"every object left the view", v, nil, "5", true},
+	} {
+		if got := viewChanged(tc.view, tc.prior, tc.lastRV); got != tc.want {
+			t.Errorf("%s: viewChanged = %v, want %v", tc.name, got, tc.want)
+		}
+	}
 }
