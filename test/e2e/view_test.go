@@ -98,7 +98,7 @@ func TestViewPodsLeaveTheFilter(t *testing.T) {
 			}
 		}
 		if kb, ok := b.(*kafkaBus); ok {
-			compactedViewEqualsList(t, kb, ns, podKind, in)
+			compactedViewEqualsList(t, kb, ns, podKind, true, in)
 		}
 	})
 }
@@ -236,7 +236,7 @@ func TestViewRestartPublishesTheViewsChanges(t *testing.T) {
 			}
 		}
 		if kb, ok := b.(*kafkaBus); ok {
-			compactedViewEqualsList(t, kb, ns, deploymentKind, func(o *unstructured.Unstructured) bool {
+			compactedViewEqualsList(t, kb, ns, deploymentKind, false, func(o *unstructured.Unstructured) bool {
 				return o.GetLabels()["view"] == "in"
 			})
 		}
@@ -320,7 +320,7 @@ func TestViewDefinitionChange(t *testing.T) {
 			}
 		}
 		if kb, ok := b.(*kafkaBus); ok {
-			compactedViewEqualsList(t, kb, ns, configMaps, func(o *unstructured.Unstructured) bool {
+			compactedViewEqualsList(t, kb, ns, configMaps, true, func(o *unstructured.Unstructured) bool {
 				return o.GetLabels()["size"] != ""
 			})
 		}
