@@ -52,6 +52,10 @@ type workload struct {
 	deltas []source.Delta
 	msgs   []*sink.Message // deltas[i] encoded, as the pipeline encodes it
 	bodies [][]byte        // msgs[i] as a structured-mode event
+	// via, when set, is what the source does to each delta before it
+	// hands it on (see runPipeline): a view's Apply. Then the messages the
+	// bridge publishes are not msgs.
+	via func(*source.Delta) bool
 }
 
 // throughputBus is one bus of the scenario.
