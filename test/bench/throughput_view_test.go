@@ -3,8 +3,9 @@
 // INTEGRATION: this file needs internal/view. Once it is merged, remove the
 // build constraint above (so that `make bench` runs the scenario) and check
 // the call of view.New in newView, the one place that depends on its API.
-// Until then it is built only with -tags ignore: go mod tidy considers
-// every build tag but that one, and would look for internal/view.
+// Until then it is not built: a constraint other than ignore would not do,
+// as go mod tidy considers every build tag but that one and would look for
+// internal/view.
 
 package bench
 
