@@ -80,7 +80,7 @@ func (kb *kafkaBus) Bridge(b *testing.B, wl *workload, verify bool) runResult {
 	c := kafkatest.Start(b)
 	cfg := kafkaConfig(b, c)
 	s := newKafkaSink(b, cfg)
-	r := runPipeline(b, cfg, s, wl.deltas)
+	r := runPipeline(b, cfg, s, wl.deltas, wl.via)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}

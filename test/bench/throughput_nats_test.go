@@ -76,7 +76,7 @@ func (nb *natsBus) Bridge(b *testing.B, wl *workload, verify bool) runResult {
 	defer srv.Shutdown()
 	cfg := natsConfig(b, srv)
 	s := newNATSSink(b, cfg)
-	r := runPipeline(b, cfg, s, wl.deltas)
+	r := runPipeline(b, cfg, s, wl.deltas, wl.via)
 	if err := s.Close(); err != nil {
 		b.Fatal(err)
 	}

@@ -52,6 +52,10 @@ type workload struct {
 	deltas []source.Delta
 	msgs   []*sink.Message // deltas[i] encoded, as the pipeline encodes it
 	bodies [][]byte        // msgs[i] as a structured-mode event
+	// via, when set, is what the source does to each delta before it
+	// hands it on (see runPipeline): a view's Apply. Then the messages the
+	// bridge publishes are not msgs.
+	via func(*source.Delta) bool
 }
 
 // throughputBus is one bus of the scenario.
@@ -102,19 +106,42 @@ func BenchmarkThroughput(b *testing.B) {
 	}
 }
 
+// measuredRun runs side, which publishes n messages, as the
+// sub-benchmark name and reports its rate and CPU per message.
+func measuredRun(b *testing.B, name string, n float64, side func(b *testing.B) runResult) runResult {
+	var r runResult
+	b.Run(name, func(b *testing.B) {
+		// In a CPU profile (-cpuprofile) the samples of each run carry
+		// its name: go tool pprof -tagfocus run=bridge-1.
+		pprof.Do(context.Background(), pprof.Labels("run", name), func(context.Context) { r = side(b) })
+		b.ReportMetric(n/r.took.Seconds(), "msg/s")
+		b.ReportMetric(float64(r.cpu.Microseconds())/n, "cpu-µs/msg")
+	})
+	return r
+}
+
+// rates are the messages per second of runs that each published n.
+func rates(n float64, rs []runResult) []float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = n / r.took.Seconds()
+	}
+	return out
+}
+
+// cpuPerMsg is the median CPU time per message, in µs, of runs that each
+// published n.
+func cpuPerMsg(n float64, rs []runResult) float64 {
+	out := make([]float64, len(rs))
+	for i, r := range rs {
+		out[i] = float64(r.cpu.Microseconds()) / n
+	}
+	return median(out)
+}
+
 func measureThroughput(b *testing.B, bus throughputBus, wl *workload) {
 	n := float64(len(wl.msgs))
-	run := func(name string, side func(b *testing.B) runResult) runResult {
-		var r runResult
-		b.Run(name, func(b *testing.B) {
-			// In a CPU profile (-cpuprofile) the samples of each run carry
-			// its name: go tool pprof -tagfocus run=bridge-1.
-			pprof.Do(context.Background(), pprof.Labels("run", name), func(context.Context) { r = side(b) })
-			b.ReportMetric(n/r.took.Seconds(), "msg/s")
-			b.ReportMetric(float64(r.cpu.Microseconds())/n, "cpu-µs/msg")
-		})
-		return r
-	}
+	run := func(name string, side func(b *testing.B) runResult) runResult { return measuredRun(b, name, n, side) }
 	bridge := func(b *testing.B) runResult { return bus.Bridge(b, wl, false) }
 	baseline := func(b *testing.B) runResult { return bus.Baseline(b, wl) }
 
@@ -136,41 +163,27 @@ func measureThroughput(b *testing.B, bus throughputBus, wl *workload) {
 		return
 	}
 
-	rates := func(rs []runResult) []float64 {
-		out := make([]float64, len(rs))
-		for i, r := range rs {
-			out[i] = n / r.took.Seconds()
-		}
-		return out
-	}
-	cpuPerMsg := func(rs []runResult) float64 {
-		out := make([]float64, len(rs))
-		for i, r := range rs {
-			out[i] = float64(r.cpu.Microseconds()) / n
-		}
-		return median(out)
-	}
 	f := Figure{
 		Scenario:     throughputScenario,
 		Name:         bus.Name() + ", " + wl.name,
 		Unit:         "msg/s",
-		Bridge:       median(rates(bridgeRuns)),
-		Baseline:     median(rates(baselineRuns)),
+		Bridge:       median(rates(n, bridgeRuns)),
+		Baseline:     median(rates(n, baselineRuns)),
 		BaselineName: bus.BaselineName(),
 		Target:       "≥ 0.9× baseline",
 	}
 	f.Met = f.Ratio() >= 0.9
 	f.Note = fmt.Sprintf("%d updates of distinct objects (held in memory as the API server's JSON, as the source's default path hands them on, through the runs of both sides), events of %s on average; median of %d alternating runs per side, each with a new server "+
 		"(bridge %s msg/s, baseline %s msg/s); CPU of the whole process, in-process broker included, per message: bridge %.1f µs, baseline %.1f µs; %s",
-		len(wl.msgs), kib(avgLen(wl.bodies)), throughputRounds, list(rates(bridgeRuns)), list(rates(baselineRuns)),
-		cpuPerMsg(bridgeRuns), cpuPerMsg(baselineRuns), bus.Settings())
+		len(wl.msgs), kib(avgLen(wl.bodies)), throughputRounds, list(rates(n, bridgeRuns)), list(rates(n, baselineRuns)),
+		cpuPerMsg(n, bridgeRuns), cpuPerMsg(n, baselineRuns), bus.Settings())
 	record(b, f)
 	c := Figure{
 		Scenario:     throughputScenario,
 		Name:         bus.Name() + ", " + wl.name + ", CPU per message",
 		Unit:         "µs/msg",
-		Bridge:       cpuPerMsg(bridgeRuns),
-		Baseline:     cpuPerMsg(baselineRuns),
+		Bridge:       cpuPerMsg(n, bridgeRuns),
+		Baseline:     cpuPerMsg(n, baselineRuns),
 		BaselineName: bus.BaselineName(),
 		Target:       "≤ 1.5× baseline",
 		Note:         "user and system CPU of the whole process (the in-process broker included, on both sides) per message, median of the same runs",
