@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -42,17 +41,7 @@ func viewEnv(b bus, ns, resources string, extra map[string]string) map[string]st
 
 // reasonOf is the event's reason attribute: "left-filter" for the deleted
 // event of an object that left the view, "" otherwise.
-//
-// INTEGRATION: return m.Reason once sink.Message has its Reason field (the
-// event's "reason" attribute); until then the field is looked up by name,
-// so that the tests compile, and read "" where it is missing.
-func reasonOf(m *sink.Message) string {
-	f := reflect.ValueOf(m).Elem().FieldByName("Reason")
-	if !f.IsValid() || f.Kind() != reflect.String {
-		return ""
-	}
-	return f.String()
-}
+func reasonOf(m *sink.Message) string { return m.Reason }
 
 // viewChange is one event as the view tests expect it: "added@<rv>",
 // "updated@<rv>", or "deleted" with its reason ("deleted(left-filter)"),
