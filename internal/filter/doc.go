@@ -9,7 +9,9 @@
 //     numbers double, and null is null.
 //   - resource (string): the resource's name as source.Resource.Name() writes
 //     it, "pods" or "deployments.apps".
-//   - namespace (string): "" for cluster-scoped objects.
+//   - ns (string): the namespace, "" for cluster-scoped objects. namespace
+//     is a reserved word in CEL and cannot name a variable;
+//     object.metadata.namespace works too.
 //   - name (string).
 //   - labels, annotations (map(string, string)): the object's labels and
 //     annotations, empty maps when it has none.
@@ -46,9 +48,9 @@
 // the source named BRIDGE_FILTER, line:column and a caret line under the
 // position:
 //
-//	ERROR: BRIDGE_FILTER:1:10: undeclared reference to 'objct' (in container '')
+//	ERROR: BRIDGE_FILTER:1:23: undeclared reference to 'objct' (in container '')
 //	 | resource != "pods" || objct.status.phase != "Running"
-//	 | .....................^
+//	 | ......................^
 //
 // # Cost limit
 //

@@ -2,6 +2,7 @@ package filter
 
 import (
 	"fmt"
+	"strings"
 	"sync"
 
 	"github.com/google/cel-go/cel"
@@ -23,9 +24,10 @@ const maxExprSize = 100_000
 
 // Variable names, as the expression writes them.
 const (
-	varObject      = "object"
-	varResource    = "resource"
-	varNamespace   = "namespace"
+	varObject    = "object"
+	varResource  = "resource"
+	varNamespace = "ns" // namespace is a reserved word in CEL
+
 	varName        = "name"
 	varLabels      = "labels"
 	varAnnotations = "annotations"
@@ -90,13 +92,20 @@ func Compile(expr string) (f *Filter, err error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: building the CEL environment: %w", err)
 	}
+	if strings.TrimSpace(expr) == "" {
+		return nil, &CompileError{Issues: "ERROR: " + SourceName + ": the expression is empty"}
+	}
 	src, err := common.NewStringSourceWithLimit(expr, SourceName, maxExprSize)
 	if err != nil {
 		return nil, &CompileError{Issues: fmt.Sprintf("ERROR: %s: %v", SourceName, err)}
 	}
 	checked, iss := e.CompileSource(src)
 	if iss.Err() != nil {
-		return nil, &CompileError{Issues: iss.String()}
+		text := iss.String()
+		if strings.Contains(text, "reserved identifier: namespace") {
+			text += "\n(namespace is a reserved word in CEL: the variable is ns, or write object.metadata.namespace)"
+		}
+		return nil, &CompileError{Issues: text}
 	}
 	if t := checked.OutputType(); !t.IsExactType(cel.BoolType) {
 		iss := cel.NewIssuesWithSourceInfo(common.NewErrors(src), checked.NativeRep().SourceInfo())
