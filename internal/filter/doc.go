@@ -68,13 +68,15 @@
 // true.
 //
 // Test for presence with has() before selecting a member that some objects
-// lack:
+// lack. has(object.a.b) tests b only; a must be there (else it is a runtime
+// error, no such key), so test each member that may be missing:
 //
-//	has(object.status.phase) && object.status.phase == "Failed"
+//	has(object.status) && has(object.status.phase) && object.status.phase == "Failed"
 //	!has(object.spec.type) || object.spec.type != "LoadBalancer"
 //
-// or use an optional with a default: object.?status.?phase.orValue("") ==
-// "Failed".
+// or use optionals with a default, which stop at the first missing member:
+//
+//	object.?status.?phase.orValue("") == "Failed"
 //
 // # Numbers
 //

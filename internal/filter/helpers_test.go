@@ -1,6 +1,7 @@
 package filter
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -62,4 +63,14 @@ func mustCompile(tb testing.TB, expr string) *Filter {
 		tb.Fatalf("Compile(%q): %v", expr, err)
 	}
 	return f
+}
+
+// decodeAgain is obj's JSON, to compare an object before and after.
+func decodeAgain(tb testing.TB, obj map[string]any) string {
+	tb.Helper()
+	b, err := json.Marshal(obj)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return string(b)
 }
