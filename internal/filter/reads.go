@@ -12,9 +12,11 @@ import (
 //
 // Paths are the member paths of object it selects: object.status.phase reads
 // ["status" "phase"], object.spec.containers.exists(c, ...) reads
-// ["spec" "containers"], has(object.a.b) reads ["a" "b"], object["a"].b and
-// object.?a.?b read ["a" "b"]. A path is read whole: everything under its
-// last member. No path is a prefix of another, and they are sorted.
+// ["spec" "containers"], has(object.a.b) reads ["a" "b"] (unless the
+// expression reads a longer path under it, which decides b's presence too),
+// object["a"].b and object.?a.?b read ["a" "b"]. A path is read whole:
+// everything under its last member. No path is a prefix of another, and they
+// are sorted.
 //
 // The result of Match is the same for an object restricted to Paths as for
 // the whole object when the restricted object holds, for each path, the
@@ -57,8 +59,25 @@ func analyse(a *ast.AST) Reads {
 		w.reads.Paths = nil
 		return w.reads
 	}
-	w.reads.Paths = minimalPaths(w.reads.Paths)
+	w.reads.Paths = minimalPaths(append(w.reads.Paths, presenceOnly(w.presence, w.reads.Paths)...))
 	return w.reads
+}
+
+// presenceOnly returns the paths has() tests that must be read for it:
+// those that no path read is longer than. The presence of a member on the
+// way to a path read is in the restricted object already (see Reads), so
+// has(object.status) && object.status.phase == "Failed" reads status.phase,
+// not the whole status.
+func presenceOnly(presence, paths [][]string) [][]string {
+	var out [][]string
+	for _, p := range presence {
+		if !slices.ContainsFunc(paths, func(q []string) bool {
+			return len(q) > len(p) && slices.Equal(q[:len(p)], p)
+		}) {
+			out = append(out, p)
+		}
+	}
+	return out
 }
 
 // walker walks an expression, keeping the names comprehensions bind in
@@ -67,6 +86,8 @@ func analyse(a *ast.AST) Reads {
 type walker struct {
 	reads Reads
 	bound []string
+	// presence are the paths has() tests.
+	presence [][]string
 }
 
 // global reports whether name, used here, is the variable and not a name a
@@ -84,7 +105,11 @@ func (w *walker) expr(e ast.Expr) {
 		root, steps := unwind(e)
 		if len(steps) > 0 {
 			if root.Kind() == ast.IdentKind && root.AsIdent() == varObject && w.global(varObject) {
-				w.reads.Paths = append(w.reads.Paths, steps)
+				if e.Kind() == ast.SelectKind && e.AsSelect().IsTestOnly() {
+					w.presence = append(w.presence, steps)
+				} else {
+					w.reads.Paths = append(w.reads.Paths, steps)
+				}
 				return
 			}
 			w.expr(root)
