@@ -39,6 +39,8 @@ type Filter struct {
 	expr  string
 	prg   cel.Program
 	reads Reads
+	// costLimited is whether prg tracks its cost (see costLimited).
+	costLimited bool
 }
 
 // CompileError is an expression that does not compile: it does not parse,
@@ -116,14 +118,16 @@ func Compile(expr string) (f *Filter, err error) {
 		iss.ReportErrorAtID(checked.NativeRep().Expr().ID(), "the expression has the type %s; it must be bool%s", t, hint)
 		return nil, &CompileError{Issues: iss.String()}
 	}
-	prg, err := e.Program(checked,
-		cel.EvalOptions(cel.OptOptimize),
-		cel.CostLimit(CostLimit),
-	)
+	opts := []cel.ProgramOption{cel.EvalOptions(cel.OptOptimize)}
+	limited := costLimited(e, checked)
+	if limited {
+		opts = append(opts, cel.CostLimit(CostLimit))
+	}
+	prg, err := e.Program(checked, opts...)
 	if err != nil {
 		return nil, &CompileError{Issues: fmt.Sprintf("ERROR: %s: %v", SourceName, err)}
 	}
-	return &Filter{expr: expr, prg: prg, reads: analyse(checked.NativeRep())}, nil
+	return &Filter{expr: expr, prg: prg, costLimited: limited, reads: analyse(checked.NativeRep())}, nil
 }
 
 // String returns the expression as written.
