@@ -251,3 +251,31 @@ func TestMatchDoesNotModify(t *testing.T) {
 		t.Error("Match modified the object")
 	}
 }
+
+// TestMatchAllocations: constant patterns are compiled once, not per
+// evaluation (compiling one allocates dozens of times), and variables the
+// expression does not use are not converted: evaluating on the Pod costs a
+// few allocations, whatever the object holds.
+func TestMatchAllocations(t *testing.T) {
+	vars := varsOf("pods", podFixture(t))
+	vars.Labels["pattern"] = "^web-[0-9]{4}-[a-z0-9]+-[0-9]+$"
+	for _, tc := range []struct {
+		expr        string
+		least, most float64
+	}{
+		{`resource == "pods"`, 0, 3},
+		{`name.matches("^web-[0-9]{4}-[a-z0-9]+-[0-9]+$")`, 0, 20},
+		{`name.matches(labels.pattern)`, 40, 1000}, // compiled per evaluation
+	} {
+		f := mustCompile(t, tc.expr)
+		allocs := testing.AllocsPerRun(100, func() {
+			if ok, err := f.Match(vars); !ok || err != nil {
+				t.Fatalf("%s = %v, %v", tc.expr, ok, err)
+			}
+		})
+		t.Logf("%s: %.0f allocations", tc.expr, allocs)
+		if allocs < tc.least || allocs > tc.most {
+			t.Errorf("%s: %.0f allocations per Match, want %.0f to %.0f", tc.expr, allocs, tc.least, tc.most)
+		}
+	}
+}
