@@ -61,7 +61,9 @@
 // simple filter does, so a filter that cannot go over the limit is evaluated
 // without it: one without comprehensions (all, exists, map, ...) whose cost,
 // as cel estimates it for values of at most 3 MiB (the API server's largest
-// request), is within the limit.
+// request), is within the limit. Counting takes time quadratic in the
+// iterations of a comprehension (cel-go's cost tracker): over a list of
+// 1,000 items an evaluation takes about 2 ms, over 10,000 about 0.1 s.
 //
 // # Runtime errors mean no match
 //
