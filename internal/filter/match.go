@@ -12,10 +12,10 @@ import (
 // over CostLimit.
 var ErrCostLimitExceeded = errors.New("filter: cost limit exceeded")
 
-// Vars are an object's variables. Object holds at least the members on
-// Reads().Paths (see Reads for how), or the whole object when Reads says
-// Whole; nil is an empty object. Nil Labels and Annotations are empty maps.
-// Match does not modify them.
+// Vars are an object's variables (Namespace is the variable ns). Object
+// holds at least the members on Reads().Paths (see Reads for how), or the
+// whole object when Reads says Whole; nil is an empty object. Nil Labels and
+// Annotations are empty maps. Match does not modify them.
 type Vars struct {
 	Resource, Namespace, Name string
 	Object                    map[string]any
