@@ -25,6 +25,7 @@ var microPackages = []string{
 	"./internal/event",
 	"./internal/jsonenc",
 	"./internal/rawobject",
+	"./internal/filter",
 	"./internal/pipeline",
 	"./sink",
 	"./sink/nats",
