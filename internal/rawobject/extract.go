@@ -28,7 +28,6 @@ import (
 // skim.go), not decoded: only the values returned cost allocations.
 func Extract(data []byte, t *Tree) (map[string]any, error) {
 	x := extractor{s: scanner{data: data}}
-	x.scratch = x.buf[:0]
 	root := &node{}
 	if t != nil {
 		root = whole(&t.root)
@@ -61,9 +60,9 @@ func childLevel(level int, name []byte) int {
 }
 
 type extractor struct {
-	s       scanner
+	s scanner
+	// scratch holds a key or a string decoded, made when one has escapes.
 	scratch []byte
-	buf     [64]byte
 }
 
 // value decodes the value at i (its first byte) along n, nil meaning the
@@ -109,7 +108,12 @@ func (x *extractor) object(i int, n *node, level, depth int) (map[string]any, in
 	if depth > MaxDepth {
 		return nil, i, errAt(i, "nesting deeper than 10000 levels")
 	}
-	obj := make(map[string]any)
+	var obj map[string]any
+	if n != nil {
+		obj = make(map[string]any, len(n.names))
+	} else {
+		obj = make(map[string]any)
+	}
 	i, empty := x.s.openContainer(i, '}')
 	if empty {
 		return obj, i, nil
@@ -126,7 +130,12 @@ func (x *extractor) object(i int, n *node, level, depth int) (map[string]any, in
 		if n != nil && c == nil || level == levelMeta && string(name) == "managedFields" {
 			i, err = x.s.skim(vs)
 		} else {
-			key := string(name)
+			var key string
+			if c != nil {
+				key = c.key // no need to allocate it
+			} else {
+				key = string(name)
+			}
 			var v any
 			var ok bool
 			v, i, ok, err = x.value(vs, whole(c), childLevel(level, name), depth)

@@ -65,7 +65,6 @@ type Projection struct {
 func (m *Meta) Project(dst, data []byte, p *Projection) (out []byte, meta Meta, hash uint64) {
 	w := projector{m: m, out: dst, base: len(dst)}
 	w.s.data = data
-	w.scratch = w.buf[:0]
 	var keep, drop *node
 	if p != nil {
 		if p.Keep != nil {
@@ -95,7 +94,6 @@ func (m *Meta) Project(dst, data []byte, p *Projection) (out []byte, meta Meta, 
 func (m *Meta) Hash(data []byte) uint64 {
 	w := projector{m: m, hashOnly: true, noRV: true}
 	w.s.data = data
-	w.scratch = w.buf[:0]
 	w.d.Reset()
 	if err := w.run(nil, nil); err != nil {
 		return 0
@@ -124,8 +122,8 @@ type projector struct {
 	// metadata.managedFields, when kept.
 	managed spans
 
+	// scratch holds a key or a string decoded, made when one has escapes.
 	scratch []byte
-	buf     [64]byte
 }
 
 // An action is what becomes of a member or an item.

@@ -121,7 +121,6 @@ func withoutResourceVersion(t *testing.T, out []byte) []byte {
 	}
 	w := projector{m: &m, keepMF: true, noRV: true}
 	w.s.data = out
-	w.scratch = w.buf[:0]
 	if err := w.run(nil, nil); err != nil {
 		t.Fatal(err)
 	}

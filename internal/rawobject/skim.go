@@ -1,6 +1,9 @@
 package rawobject
 
-import "encoding/binary"
+import (
+	"encoding/binary"
+	"math/bits"
+)
 
 // Skimming is how Extract and Project pass over what they leave as it
 // is: the input was validated by Scan, so a value's end is found by
@@ -32,6 +35,15 @@ func (s *scanner) skim(i int) (int, error) {
 	}
 	depth := 0
 	for i < len(d) {
+		if i+8 <= len(d) {
+			// Eight bytes at a time, to the next quote or bracket.
+			m := structural8(binary.LittleEndian.Uint64(d[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
+		}
 		switch d[i] {
 		case '"':
 			var err error
@@ -59,11 +71,14 @@ var delimiter = [256]bool{',': true, '}': true, ']': true, ':': true, ' ': true,
 func skimString(d []byte, i int) (int, error) {
 	i++
 	for i < len(d) {
-		for i+8 <= len(d) && noQuoteOrBackslash8(binary.LittleEndian.Uint64(d[i:])) {
-			i += 8
-		}
-		if i >= len(d) {
-			break
+		if i+8 <= len(d) {
+			// Eight bytes at a time, to the next quote or backslash.
+			m := quoteOrBackslash8(binary.LittleEndian.Uint64(d[i:]))
+			if m == 0 {
+				i += 8
+				continue
+			}
+			i += bits.TrailingZeros64(m) >> 3
 		}
 		switch d[i] {
 		case '"':
@@ -77,14 +92,24 @@ func skimString(d []byte, i int) (int, error) {
 	return len(d), errAt(len(d), "unexpected end of input in string")
 }
 
-// noQuoteOrBackslash8 reports whether none of the eight bytes of x is a
-// quote or a backslash.
-func noQuoteOrBackslash8(x uint64) bool {
-	const ones, highs = 0x0101010101010101, 0x8080808080808080
-	q := x ^ '"'*ones
-	b := x ^ '\\'*ones
-	// A zero byte of q or b is a quote or a backslash of x.
-	return ((q-ones)&^q|(b-ones)&^b)&highs == 0
+// The byte masks below have the high bit of the first byte of x that is
+// what they look for set, and no bit of a byte before it: their trailing
+// zeros count the bytes before it, times 8. (Bytes after it may be set
+// or not: zeroes8 borrows.)
+const ones, highs = 0x0101010101010101, 0x8080808080808080
+
+// zeroes8 marks the zero bytes of v.
+func zeroes8(v uint64) uint64 { return (v - ones) &^ v & highs }
+
+// quoteOrBackslash8 marks the quotes and backslashes of x.
+func quoteOrBackslash8(x uint64) uint64 { return zeroes8(x^'"'*ones) | zeroes8(x^'\\'*ones) }
+
+// structural8 marks the quotes and brackets of x: "[" and "{" differ in
+// bit 5 only, as do "]" and "}", and no other byte sets bit 5 to make
+// one of them.
+func structural8(x uint64) uint64 {
+	y := x | 0x20*ones
+	return zeroes8(x^'"'*ones) | zeroes8(y^'{'*ones) | zeroes8(y^'}'*ones)
 }
 
 // member reads an object member's key, which starts at the first byte at

@@ -6,6 +6,8 @@ type Tree struct{ root node }
 
 // node is where a tree's paths reach after the same steps.
 type node struct {
+	// key is the name of the step that leads here.
+	key string
 	// leaf is set when a path ends here: everything below is selected,
 	// and names and each are nil.
 	leaf bool
@@ -42,12 +44,12 @@ func (n *node) add(p Path) {
 			if n.names == nil {
 				n.names = make(map[string]*node)
 			}
-			next = &node{}
+			next = &node{key: st.Name}
 			n.names[st.Name] = next
 		}
 		n = next
 	}
-	*n = node{leaf: true}
+	*n = node{key: n.key, leaf: true}
 }
 
 // name is the node one name step from n, when n is not nil.
