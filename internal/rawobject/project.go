@@ -24,46 +24,47 @@ type Projection struct {
 // extended buffer, the Meta of the projection, and its hash. data must
 // be the bytes m was scanned from; p nil is the zero Projection.
 //
-// The projection is data with members left out at the byte level, the
-// rest copied as it is (with \u003c, \u003e and \u0026 written as
-// AppendUnescapedHTML writes them):
+// The projection is data less the members it leaves out, at the byte
+// level: each run of members (or list items) left out goes with the
+// commas that separated it, as AppendCut cuts managedFields, and every
+// other byte is copied as it is (with \u003c, \u003e and \u0026 written
+// as AppendUnescapedHTML writes them; whitespace around the object left
+// out). What is left out:
 //
-//   - The identity members are always kept: apiVersion, kind, and
-//     metadata's name, namespace, uid, resourceVersion and
-//     deletionTimestamp, where the top-level metadata is an object.
-//   - metadata.managedFields is left out, unless KeepManagedFields.
-//   - With Keep, a member is kept when its key is on a path. Where the
-//     path ends, its value is kept whole; before that, its value is
-//     entered, as Extract enters it: an object keeps only its members on
-//     the path (and stays, even when none is), a list by Each keeps each
-//     item so projected, in order; a value the next step cannot enter is
-//     left out, with its member or list item.
-//   - With Drop, a member on the end of a path is left out; before that,
-//     objects and lists are entered as for Keep, and the rest is kept.
-//     Both together keep what Keep keeps and Drop does not drop.
+//   - Never the identity members: apiVersion, kind, and metadata's
+//     name, namespace, uid, resourceVersion and deletionTimestamp, where
+//     the top-level metadata is an object.
+//   - metadata.managedFields, unless KeepManagedFields.
+//   - With Keep, every member whose key is on no path. Where a path
+//     ends, the value is kept whole; before that, the value is entered as
+//     Extract enters it: an object keeps only its members on the path
+//     (and stays, even when none is), a list by Each keeps each item so
+//     projected, in order; a value the next step cannot enter is left
+//     out, with its member or list item.
+//   - With Drop, every member at the end of a path; before that, objects
+//     and lists are entered as for Keep, and the rest is kept. Both
+//     together keep what Keep keeps and Drop does not drop.
 //
-// An object that was entered is written compact, its kept members
-// separated by single commas; what is copied is copied as it is. For
-// the compact JSON the API server sends, the projection is data less the
-// members left out, byte for byte. It is valid JSON and decodes to the
-// value described above, except for objects with duplicate keys, whose
-// members are projected one by one (the API server never sends them).
+// The projection is valid JSON, and decodes to the value described,
+// except for objects with duplicate keys, whose members are projected
+// one by one (the API server never sends them).
 //
 // The Meta returned describes the projection as Scan would: m's
 // identity, the managedFields spans of the projection (none, unless
-// KeepManagedFields), and no escape AppendUnescapedHTML rewrites. The
-// hash is the xxhash64 of the projection as it would be without its
-// metadata.resourceVersion member, whose value changes on every write:
-// two states of an object that differ only in their resourceVersion, or
-// in left-out members, project with the same hash.
+// KeepManagedFields), and no escape left for AppendUnescapedHTML to
+// rewrite. The hash is the xxhash64 of the projection as it would be
+// without its metadata.resourceVersion member, whose value changes on
+// every write: two states of an object that differ only in their
+// resourceVersion, or in members left out, have the same hash.
 //
 // Project goes over data once, skimming what it copies or leaves out
-// (see skim.go), and allocates nothing when dst has room. For bytes
-// other than those m was scanned from, the result is unspecified, but
-// Project neither panics nor loops; it returns dst unchanged, a zero Meta
-// and hash when it finds them malformed.
+// whole (see skim.go), and allocates nothing when dst has room and
+// fewer than 17 runs are left out. For bytes other than those m was
+// scanned from, the result is unspecified, but Project neither panics
+// nor loops; it returns dst unchanged, a zero Meta and hash when it finds
+// them malformed.
 func (m *Meta) Project(dst, data []byte, p *Projection) (out []byte, meta Meta, hash uint64) {
-	w := projector{m: m, out: dst, base: len(dst)}
+	w := projector{m: m}
 	w.s.data = data
 	var keep, drop *node
 	if p != nil {
@@ -75,54 +76,117 @@ func (m *Meta) Project(dst, data []byte, p *Projection) (out []byte, meta Meta, 
 		}
 		w.keepMF = p.KeepManagedFields
 	}
-	if err := w.run(keep, drop); err != nil {
+	lo := w.s.ws(0)
+	if lo >= len(data) || data[lo] != '{' {
 		return dst, Meta{}, 0
 	}
-	meta = *m
-	meta.managed = w.managed
+	if keep == nil && drop == nil && !w.keepMF {
+		// All but managedFields: the spans the scan found.
+		return m.appendCut(dst, data, lo)
+	}
+	hi, err := w.object(lo, keep, drop, levelTop)
+	if err != nil {
+		return dst, Meta{}, 0
+	}
+	cut, unhashed := w.cut.list(), w.unhashed.list()
+	if !within(cut, lo, hi) || !within(unhashed, lo, hi) {
+		return dst, Meta{}, 0
+	}
+	return m.appendProjection(dst, data, lo, hi, cut, unhashed, w.keepMF)
+}
+
+// appendCut is Project with the zero Projection, for data whose object
+// starts at lo: the spans the scan found.
+func (m *Meta) appendCut(dst, data []byte, lo int) ([]byte, Meta, uint64) {
+	hi := len(data)
+	for hi > lo && isSpace(data[hi-1]) {
+		hi--
+	}
+	var cutBuf, unhashedBuf [4]Span
+	cut, unhashed := m.managed.appendTo(cutBuf[:0]), m.unhashed.appendTo(unhashedBuf[:0])
+	if !within(cut, lo, hi) || !within(unhashed, lo, hi) {
+		return dst, Meta{}, 0
+	}
+	return m.appendProjection(dst, data, lo, hi, cut, unhashed, false)
+}
+
+// appendProjection appends the object data[lo:hi] less the spans of cut
+// to dst, and returns the extended buffer, its Meta, and the hash of the
+// object less the spans of unhashed.
+func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Span, keepMF bool) ([]byte, Meta, uint64) {
+	// The ends of the spans not hashed, where the projection has them.
+	var markBuf [8]int
+	marks := markBuf[:0]
+	for _, sp := range unhashed {
+		marks = append(marks, sp.Start, sp.End)
+	}
+	start := len(dst)
+	done, k := lo, 0
+	for j := 0; j <= len(cut); j++ {
+		segEnd, next := hi, hi
+		if j < len(cut) {
+			segEnd, next = cut[j].Start, cut[j].End
+		}
+		for ; k < len(marks) && marks[k] <= segEnd; k++ {
+			if marks[k] > done {
+				dst = m.AppendUnescapedHTML(dst, data[done:marks[k]])
+				done = marks[k]
+			}
+			marks[k] = len(dst) - start
+		}
+		dst = m.AppendUnescapedHTML(dst, data[done:segEnd])
+		done = next
+	}
+	meta := *m
+	meta.managed, meta.unhashed = spans{}, spans{}
 	meta.plain = true
-	return w.out, meta, hashLeavingOut(w.out[w.base:], &w.hashCut)
+	for j := 0; j+1 < len(marks); j += 2 {
+		if marks[j] < marks[j+1] {
+			meta.unhashed.add(Span{marks[j], marks[j+1]})
+		}
+	}
+	if keepMF && m.managed.n > 0 {
+		// Rare: the spans of what is kept of managedFields, and their runs
+		// with resourceVersion's, are those of the projection's own scan.
+		if again, err := Scan(dst[start:]); err == nil {
+			meta.managed, meta.unhashed = again.managed, again.unhashed
+		}
+	}
+	return dst, meta, m.hashLeavingOut(data, lo, hi, unhashed)
 }
 
 // Hash is the hash Project returns for data with the zero Projection:
-// the xxhash64 of data as AppendCutUnescapingHTML writes it (for the
-// compact JSON the API server sends), without its
-// metadata.resourceVersion member. It hashes the pieces of data, without
-// writing the projection, and allocates nothing. data must be the bytes
-// m was scanned from; for others the hash is unspecified (0 when they
-// are found malformed).
+// the xxhash64 of data as AppendCutUnescapingHTML writes it (whitespace
+// around the object left out) without its metadata.resourceVersion
+// member, cut as AppendCut cuts managedFields. It hashes data's pieces
+// as they lie, from the spans Scan found, allocating nothing. data must
+// be the bytes m was scanned from; for others the hash is unspecified.
 func (m *Meta) Hash(data []byte) uint64 {
-	w := projector{m: m, hashOnly: true, noRV: true}
-	w.s.data = data
-	w.d.Reset()
-	if err := w.run(nil, nil); err != nil {
+	lo, hi := 0, len(data)
+	for lo < hi && isSpace(data[lo]) {
+		lo++
+	}
+	for hi > lo && isSpace(data[hi-1]) {
+		hi--
+	}
+	var buf [4]Span
+	unhashed := m.unhashed.appendTo(buf[:0])
+	if !within(unhashed, lo, hi) {
 		return 0
 	}
-	return w.d.Sum64()
+	return m.hashLeavingOut(data, lo, hi, unhashed)
 }
 
-// projector writes an object's projection: into out, or, when hashOnly,
-// into d.
+// projector finds the spans of an object's projection.
 type projector struct {
 	s      scanner
 	m      *Meta
 	keepMF bool
-
-	hashOnly bool
-	d        xxhash.Digest
-	// noRV leaves metadata.resourceVersion out.
-	noRV bool
-
-	out  []byte
-	base int // where the projection starts in out
-	// hashCut are the spans of the projection (from base) the hash leaves
-	// out: metadata.resourceVersion, with the comma that goes with it.
-	hashCut spans
-	// managed are the spans of the projection that hold
-	// metadata.managedFields, when kept.
-	managed spans
-
-	// scratch holds a key or a string decoded, made when one has escapes.
+	// cut are the spans of data the projection leaves out; unhashed those
+	// its hash leaves out: the same, but for the runs of the top-level
+	// metadata's members, where resourceVersion counts as left out.
+	cut, unhashed spanList
+	// scratch holds a key decoded, made when one has escapes.
 	scratch []byte
 }
 
@@ -135,99 +199,113 @@ const (
 	enter
 )
 
-func (w *projector) run(keep, drop *node) error {
-	i := w.s.ws(0)
-	if i >= len(w.s.data) || w.s.data[i] != '{' {
-		return unexpected(w.s.data, i, "looking for the beginning of an object")
-	}
-	_, err := w.object(i, keep, drop, levelTop)
-	return err
+// runs notes the spans to leave out of an object's members (or a list's
+// items), as the scan notes managedFields: a run of members left out
+// goes from its first key to the next member kept, or, when none follows,
+// from the end of the last member kept before it (or from its first key,
+// when none was).
+type runs struct {
+	spans                     *spanList
+	keptEnd, runStart, runEnd int
 }
 
-func (w *projector) emit(b []byte) {
-	if w.hashOnly {
-		if w.m.plain {
-			_, _ = w.d.Write(b)
-		} else {
-			hashUnescapingHTML(&w.d, b)
+func newRuns(sp *spanList) runs { return runs{spans: sp, keptEnd: -1, runStart: -1, runEnd: -1} }
+
+// begin notes a member that starts at start, before what is in it.
+func (r *runs) begin(start int, out bool) {
+	switch {
+	case out && r.runStart < 0:
+		r.runStart = start
+	case !out && r.runStart >= 0:
+		r.spans.add(Span{r.runStart, start})
+		r.runStart = -1
+	}
+}
+
+// end notes where the member begun ends.
+func (r *runs) end(end int, out bool) {
+	if out {
+		r.runEnd = end
+	} else {
+		r.keptEnd = end
+	}
+}
+
+// finish notes the end of the object or list.
+func (r *runs) finish() {
+	if r.runStart >= 0 {
+		if r.keptEnd >= 0 {
+			r.runStart = r.keptEnd
 		}
-		return
+		r.spans.add(Span{r.runStart, r.runEnd})
 	}
-	w.out = w.m.AppendUnescapedHTML(w.out, b)
 }
-
-func (w *projector) emitString(s string) {
-	if w.hashOnly {
-		_, _ = w.d.WriteString(s)
-		return
-	}
-	w.out = append(w.out, s...)
-}
-
-// pos is the offset in the projection written so far.
-func (w *projector) pos() int { return len(w.out) - w.base }
 
 // object projects the object at i (its opening brace) along keep and
 // drop, its members being at level, and returns the offset after it.
 func (w *projector) object(i int, keep, drop *node, level int) (int, error) {
 	s := &w.s
-	w.emitString("{")
 	i, empty := s.openContainer(i, '}')
 	if empty {
-		w.emitString("}")
 		return i, nil
 	}
-	first := true
-	// In the top-level metadata, the spans of the members the hash leaves
-	// out and of managedFields.
-	track := level == levelMeta && !w.hashOnly
-	hashCut := cutter{spans: &w.hashCut}
-	managed := cutter{spans: &w.managed}
+	cut, unhashed := newRuns(&w.cut), newRuns(&w.unhashed)
 	for {
 		name, keyStart, vs, err := s.member(i, &w.scratch)
 		if err != nil {
 			return vs, err
 		}
 		kc, dc, act := w.decide(name, keep, drop, level, s.data[vs])
-		isRV := track && string(name) == "resourceVersion"
-		isMF := track && w.keepMF && string(name) == "managedFields"
+		out := act == leaveOut
+		// resourceVersion is kept, but not hashed.
+		outOfHash := out || level == levelMeta && string(name) == "resourceVersion"
+		cut.begin(keyStart, out)
+		unhashed.begin(keyStart, outOfHash)
 		var end int
-		if act == leaveOut {
+		switch {
+		case act == enter:
+			end, err = w.value(vs, kc, dc, childLevel(level, name))
+		case level == levelMeta && out && string(name) == "managedFields":
+			end, err = w.skimManagedFields(keyStart, vs)
+		default:
 			end, err = s.skim(vs)
-		} else {
-			start, comma := w.pos(), -1
-			if !first {
-				comma = start
-				w.emitString(",")
-			}
-			first = false
-			if act == copyWhole {
-				if end, err = s.skim(vs); err == nil {
-					w.emit(s.data[keyStart:end])
-				}
-			} else {
-				next := childLevel(level, name)
-				w.emit(s.data[keyStart:vs])
-				end, err = w.value(vs, kc, dc, next)
-			}
-			if track {
-				hashCut.member(comma, start, w.pos(), isRV)
-				if w.keepMF {
-					managed.member(comma, start, w.pos(), isMF)
-				}
-			}
 		}
 		if err != nil {
 			return end, err
 		}
+		cut.end(end, out)
+		unhashed.end(end, outOfHash)
 		var more bool
 		if i, more, err = s.next(end); err != nil {
 			return i, err
 		} else if !more {
-			w.emitString("}")
+			cut.finish()
+			unhashed.finish()
 			return i, nil
 		}
 	}
+}
+
+// skimManagedFields returns the end of the managedFields member whose
+// key is at keyStart and value at value, from the span the scan found:
+// the value ends where the span's last run of commas and whitespace
+// starts, or at the span's end. Members are left out in runs, so that
+// when the span holds more managedFields members, ending at the last is
+// as good.
+func (w *projector) skimManagedFields(keyStart, value int) (int, error) {
+	for k := range w.m.managed.n {
+		sp := w.m.managed.at(k)
+		if sp.Start <= keyStart && keyStart < sp.End && sp.End <= len(w.s.data) {
+			end := sp.End
+			for end > value && (isSpace(w.s.data[end-1]) || w.s.data[end-1] == ',') {
+				end--
+			}
+			if end > value {
+				return end, nil
+			}
+		}
+	}
+	return w.s.skim(value)
 }
 
 // list projects the list at i (its opening bracket), each item along
@@ -241,13 +319,11 @@ func (w *projector) list(i int, keep, drop *node) (int, error) {
 	if drop != nil {
 		di = drop.each
 	}
-	w.emitString("[")
 	i, empty := s.openContainer(i, ']')
 	if empty {
-		w.emitString("]")
 		return i, nil
 	}
-	first := true
+	cut, unhashed := newRuns(&w.cut), newRuns(&w.unhashed)
 	for {
 		if i = s.ws(i); i >= len(s.data) {
 			return i, unexpected(s.data, i, "looking for the beginning of a value")
@@ -256,31 +332,27 @@ func (w *projector) list(i int, keep, drop *node) (int, error) {
 		if di == nil || !di.leaf {
 			act = along(ki, di, s.data[i])
 		}
+		out := act == leaveOut
+		cut.begin(i, out)
+		unhashed.begin(i, out)
 		var end int
 		var err error
-		if act == leaveOut {
-			end, err = s.skim(i)
+		if act == enter {
+			end, err = w.value(i, ki, di, levelOther)
 		} else {
-			if !first {
-				w.emitString(",")
-			}
-			first = false
-			if act == copyWhole {
-				if end, err = s.skim(i); err == nil {
-					w.emit(s.data[i:end])
-				}
-			} else {
-				end, err = w.value(i, ki, di, levelOther)
-			}
+			end, err = s.skim(i)
 		}
 		if err != nil {
 			return end, err
 		}
+		cut.end(end, out)
+		unhashed.end(end, out)
 		var more bool
 		if i, more, err = s.nextItem(end); err != nil {
 			return i, err
 		} else if !more {
-			w.emitString("]")
+			cut.finish()
+			unhashed.finish()
 			return i, nil
 		}
 	}
@@ -319,16 +391,13 @@ func (w *projector) decide(name []byte, keep, drop *node, level int, c byte) (kc
 			if dc = drop; drop != nil && !drop.leaf {
 				dc = drop.name(name)
 			}
+			// Entered even when all of it is kept: its managedFields, and
+			// its resourceVersion for the hash, are cut from it.
 			return whole(kc), dc, enter
 		}
 	case levelMeta:
 		switch string(name) {
-		case "resourceVersion":
-			if w.noRV {
-				return nil, nil, leaveOut
-			}
-			return nil, nil, copyWhole
-		case "name", "namespace", "uid", "deletionTimestamp":
+		case "name", "namespace", "uid", "resourceVersion", "deletionTimestamp":
 			return nil, nil, copyWhole
 		case "managedFields":
 			if !w.keepMF {
@@ -375,63 +444,77 @@ func along(kc, dc *node, c byte) action {
 	return copyWhole // nothing to drop in it
 }
 
-// cutter notes the spans to leave out of an object written compact, so
-// that what remains is the object without the members cut: each member
-// cut with the comma before it, and the comma before the first member
-// kept when only members cut precede it.
-type cutter struct {
-	spans *spans
-	kept  bool
+// spanList is a list of spans that keeps its first 16 in place.
+type spanList struct {
+	n     int
+	first [16]Span
+	more  []Span // all of them, once there are more
 }
 
-// member notes a member written at [start, end) of the projection, its
-// comma first when comma is not negative.
-func (c *cutter) member(comma, start, end int, cut bool) {
+func (l *spanList) add(sp Span) {
 	switch {
-	case cut:
-		c.spans.addMerged(Span{start, end})
-	case !c.kept:
-		c.kept = true
-		if comma >= 0 {
-			c.spans.addMerged(Span{comma, comma + 1})
-		}
-	}
-}
-
-// addMerged adds sp, which starts at or after the end of the last span,
-// joining it to the last when they touch.
-func (c *spans) addMerged(sp Span) {
-	switch {
-	case c.n == 0:
-		c.add(sp)
-	case c.n == 1 && c.first.End == sp.Start:
-		c.first.End = sp.End
-	case c.n > 1 && c.more[c.n-2].End == sp.Start:
-		c.more[c.n-2].End = sp.End
+	case l.more != nil:
+		l.more = append(l.more, sp)
+	case l.n < len(l.first):
+		l.first[l.n] = sp
+		l.n++
 	default:
-		c.add(sp)
+		l.more = append(append(make([]Span, 0, 4*len(l.first)), l.first[:]...), sp)
 	}
 }
 
-// hashLeavingOut is the xxhash64 of b without the spans of cut.
-func hashLeavingOut(b []byte, cut *spans) uint64 {
-	if cut.n == 0 {
-		return xxhash.Sum64(b)
+func (l *spanList) list() []Span {
+	if l.more != nil {
+		return l.more
+	}
+	return l.first[:l.n]
+}
+
+// appendTo appends the spans to dst, and returns the extended slice.
+func (c *spans) appendTo(dst []Span) []Span {
+	for k := range c.n {
+		dst = append(dst, c.at(k))
+	}
+	return dst
+}
+
+// within reports whether the spans are in order, apart, and within
+// [lo, hi): true for those found in the bytes of an object there.
+func within(list []Span, lo, hi int) bool {
+	done := lo
+	for _, sp := range list {
+		if sp.Start < done || sp.End < sp.Start || sp.End > hi {
+			return false
+		}
+		done = sp.End
+	}
+	return true
+}
+
+// hashLeavingOut is the xxhash64 of data[lo:hi], a run of the bytes m was
+// scanned from, without the spans of cut (within it), as
+// AppendUnescapedHTML writes it.
+func (m *Meta) hashLeavingOut(data []byte, lo, hi int, cut []Span) uint64 {
+	if len(cut) == 0 && m.plain {
+		return xxhash.Sum64(data[lo:hi])
 	}
 	var d xxhash.Digest
 	d.Reset()
-	done := 0
-	for k := range cut.n {
-		sp := cut.at(k)
-		_, _ = d.Write(b[done:sp.Start])
+	done := lo
+	for _, sp := range cut {
+		m.hashUnescapedHTML(&d, data[done:sp.Start])
 		done = sp.End
 	}
-	_, _ = d.Write(b[done:])
+	m.hashUnescapedHTML(&d, data[done:hi])
 	return d.Sum64()
 }
 
-// hashUnescapingHTML writes src to d as appendUnescapingHTML appends it.
-func hashUnescapingHTML(d *xxhash.Digest, src []byte) {
+// hashUnescapedHTML writes src to d as m.AppendUnescapedHTML appends it.
+func (m *Meta) hashUnescapedHTML(d *xxhash.Digest, src []byte) {
+	if m.plain {
+		_, _ = d.Write(src)
+		return
+	}
 	for {
 		i := bytes.IndexByte(src, '\\')
 		if i < 0 || i+1 >= len(src) {
