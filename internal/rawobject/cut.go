@@ -3,18 +3,19 @@ package rawobject
 // Span is the bytes [Start, End) of an object's JSON.
 type Span struct{ Start, End int }
 
-// spans are the spans that hold metadata.managedFields, in order. The
-// first is kept inline: only duplicate keys, which the API server never
-// sends, make more than one.
+// spans are spans of an object, in order. The first two are kept
+// inline: only duplicate keys, which the API server never sends, make
+// more (an object's managedFields is one span, and with its
+// resourceVersion two).
 type spans struct {
 	n     int
-	first Span
+	first [2]Span
 	more  []Span
 }
 
 func (c *spans) add(sp Span) {
-	if c.n == 0 {
-		c.first = sp
+	if c.n < len(c.first) {
+		c.first[c.n] = sp
 	} else {
 		c.more = append(c.more, sp)
 	}
@@ -22,10 +23,10 @@ func (c *spans) add(sp Span) {
 }
 
 func (c *spans) at(k int) Span {
-	if k == 0 {
-		return c.first
+	if k < len(c.first) {
+		return c.first[k]
 	}
-	return c.more[k-1]
+	return c.more[k-len(c.first)]
 }
 
 // ManagedFields appends to dst the spans of the bytes scanned that hold
@@ -67,7 +68,7 @@ func (m *Meta) AppendCut(dst, data []byte) []byte {
 func AppendCut(dst, data []byte) ([]byte, error) {
 	var m Meta
 	var f found
-	if _, err := scan(data, &f, &m.managed); err != nil {
+	if _, err := scan(data, &f, &m.managed, &m.unhashed); err != nil {
 		return dst, err
 	}
 	return m.AppendCut(dst, data), nil
@@ -76,8 +77,10 @@ func AppendCut(dst, data []byte) ([]byte, error) {
 // shift moves every span back by d bytes: the spans of an object scanned
 // inside a larger document, made relative to the object's first byte.
 func (c *spans) shift(d int) {
-	c.first.Start -= d
-	c.first.End -= d
+	for k := range c.first {
+		c.first[k].Start -= d
+		c.first[k].End -= d
+	}
 	for k := range c.more {
 		c.more[k].Start -= d
 		c.more[k].End -= d

@@ -2,7 +2,10 @@
 // server sent it, without decoding it into maps: it extracts the few
 // fields the bridge needs to identify the object, and cuts
 // metadata.managedFields out at the byte level, leaving every other byte
-// as it was.
+// as it was. For a view (a filter and a projection), it decodes only
+// the members a filter reads (Extract), and keeps or drops members at
+// the byte level (Meta.Project), with a hash of what is kept that leaves
+// out what changes on every write (Meta.Hash).
 //
 // Guarantees:
 //
@@ -44,8 +47,9 @@
 //   - Scan allocates once, for all the strings it returns together (one
 //     string, sliced), and not at all when they are all empty. Only
 //     input the API server never sends costs more: a returned value with
-//     escapes longer than 256 bytes, or metadata.managedFields present
-//     more than once, one allocation each.
+//     escapes longer than 256 bytes, one allocation each, or
+//     metadata.managedFields or metadata.resourceVersion present more
+//     than once, a few.
 //   - The strings share no memory with the input: the input may be
 //     reused once Scan returns, and a field kept for long (a uid kept by
 //     the source) keeps at most the others' few bytes alive, never the
@@ -55,4 +59,39 @@
 //     without allocating; Meta.ManagedFields gives the spans to leave out
 //     to a caller that writes the bytes itself, and Meta.CutLen the
 //     length of the result, to size a buffer.
+//   - Scan also notes where metadata.resourceVersion lies, so that
+//     Meta.Hash hashes the object's pieces as they lie, without a second
+//     pass over its structure.
+//
+// Views:
+//
+//   - Field paths (ParsePaths) are written as CEL selects fields:
+//     spec.template.spec, metadata.labels["app.kubernetes.io/name"],
+//     spec.containers[*].image. A name step enters objects only, [*]
+//     lists only. Errors are *PathError, with the byte offset.
+//     Path.IsIdentity tells the paths a projection cannot drop.
+//   - Extract and Meta.Project take input that Scan accepted: what they
+//     pass over whole they skim, counting brackets without validating.
+//     On other input what they return is unspecified (often an error;
+//     Project then returns dst unchanged), but they never panic or loop.
+//     FuzzExtract and FuzzProject hold them to that, and, on valid input,
+//     to a reference that applies the same rules to the maps
+//     encoding/json decodes.
+//   - Extract decodes what lies on the paths as the unstructured decoder
+//     does (int64 for integers, float64 for other numbers), nothing
+//     else, and never metadata.managedFields.
+//   - Meta.Project leaves members out with their commas, as the cut
+//     does, and copies every other byte: for the compact JSON the API
+//     server sends, the projection is the input less the members left
+//     out. The identity members (apiVersion, kind, metadata's name,
+//     namespace, uid, resourceVersion, deletionTimestamp) are always
+//     kept. It allocates nothing when its buffer has room.
+//   - The hash (Project's, and Meta.Hash, Project's for the zero
+//     Projection) is the xxhash64 of the projection as written, without
+//     its metadata.resourceVersion member: states of an object that
+//     differ only in their resourceVersion, or in what the projection
+//     leaves out (managedFields, a dropped status), hash the same; any
+//     other difference in the bytes kept changes it, but for collisions
+//     of a 64-bit hash. The hash is of bytes: the same value written
+//     with other whitespace, key order or escapes hashes differently.
 package rawobject

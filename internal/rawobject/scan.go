@@ -22,6 +22,9 @@ type Meta struct {
 	// managed are the spans of the bytes scanned that hold
 	// metadata.managedFields, as AppendCut leaves them out.
 	managed spans
+	// unhashed are the spans Hash leaves out: those of managedFields and
+	// metadata.resourceVersion together, cut the same way.
+	unhashed spans
 	// plain is set when the scan met none of the escapes
 	// AppendUnescapedHTML rewrites: the bytes are copied as they are.
 	plain bool
@@ -33,7 +36,7 @@ type Meta struct {
 func Scan(data []byte) (Meta, error) {
 	var m Meta
 	var f found
-	html, err := scan(data, &f, &m.managed)
+	html, err := scan(data, &f, &m.managed, &m.unhashed)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -99,11 +102,12 @@ func (m *Meta) setStrings(data []byte, f *found) {
 }
 
 // scan validates data as one JSON object, notes where the fields are,
-// adds the spans of metadata.managedFields to cut, and counts the escapes
-// AppendUnescapedHTML rewrites.
-func scan(data []byte, f *found, cut *spans) (htmlEscapes int, err error) {
+// adds the spans of metadata.managedFields to cut, and those of
+// managedFields and metadata.resourceVersion to unhashed, and counts the
+// escapes AppendUnescapedHTML rewrites.
+func scan(data []byte, f *found, cut, unhashed *spans) (htmlEscapes int, err error) {
 	s := scanner{data: data}
-	i, err := s.object(0, 1, f, cut)
+	i, err := s.object(0, 1, f, cut, unhashed)
 	if err != nil {
 		return 0, err
 	}
@@ -117,7 +121,7 @@ func scan(data []byte, f *found, cut *spans) (htmlEscapes int, err error) {
 // is not whitespace, at depth (1 for the top level), as scan does, and
 // returns the offset just after it. The offsets it notes are offsets in
 // s.data.
-func (s *scanner) object(i, depth int, f *found, cut *spans) (int, error) {
+func (s *scanner) object(i, depth int, f *found, cut, unhashed *spans) (int, error) {
 	i, err := s.expect(i, '{', "looking for the beginning of an object")
 	if err != nil {
 		return i, err
@@ -136,7 +140,7 @@ func (s *scanner) object(i, depth int, f *found, cut *spans) (int, error) {
 		case keyKind:
 			i, err = s.stringField(i, depth, &f[fieldKind])
 		case keyMetadata:
-			i, err = s.metadata(i, depth, f, cut)
+			i, err = s.metadata(i, depth, f, cut, unhashed)
 		default:
 			i, err = s.skipValue(i, depth)
 		}
@@ -153,7 +157,7 @@ func (s *scanner) object(i, depth int, f *found, cut *spans) (int, error) {
 // metadata scans the value of a top-level "metadata" key, which starts at
 // the first byte at or after i that is not whitespace, in an object at
 // depth.
-func (s *scanner) metadata(i, depth int, f *found, cut *spans) (int, error) {
+func (s *scanner) metadata(i, depth int, f *found, cut, unhashed *spans) (int, error) {
 	// The last "metadata" wins, whole: forget what an earlier one held.
 	for k := fieldNamespace; k < fieldCount; k++ {
 		f[k] = stringAt{}
@@ -169,6 +173,8 @@ func (s *scanner) metadata(i, depth int, f *found, cut *spans) (int, error) {
 	// next member kept, or, when none follows, from the end of the last
 	// member kept before it (or from its first key, when none was).
 	keptEnd, runStart, runEnd := -1, -1, -1
+	// The same for the runs of managedFields and resourceVersion members.
+	hKeptEnd, hRunStart, hRunEnd := -1, -1, -1
 	for {
 		k, keyStart, j, err := s.key(i)
 		if err != nil {
@@ -203,6 +209,18 @@ func (s *scanner) metadata(i, depth int, f *found, cut *spans) (int, error) {
 			}
 			keptEnd = i
 		}
+		if k == keyManagedFields || k == keyResourceVersion {
+			if hRunStart < 0 {
+				hRunStart = keyStart
+			}
+			hRunEnd = i
+		} else {
+			if hRunStart >= 0 {
+				unhashed.add(Span{hRunStart, keyStart})
+				hRunStart = -1
+			}
+			hKeptEnd = i
+		}
 		var more bool
 		if i, more, err = s.next(i); err != nil || !more {
 			if err == nil && runStart >= 0 {
@@ -210,6 +228,12 @@ func (s *scanner) metadata(i, depth int, f *found, cut *spans) (int, error) {
 					runStart = keptEnd
 				}
 				cut.add(Span{runStart, runEnd})
+			}
+			if err == nil && hRunStart >= 0 {
+				if hKeptEnd >= 0 {
+					hRunStart = hKeptEnd
+				}
+				unhashed.add(Span{hRunStart, hRunEnd})
 			}
 			return i, err
 		}

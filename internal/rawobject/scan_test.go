@@ -69,6 +69,7 @@ func TestScanReadsIdentity(t *testing.T) {
 			}
 			// The spans and the note of escapes have tests of their own.
 			got.managed, tt.want.managed = spans{}, spans{}
+			got.unhashed, tt.want.unhashed = spans{}, spans{}
 			got.plain, tt.want.plain = false, false
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Scan(%s)\n got %+v\nwant %+v", tt.in, got, tt.want)
