@@ -48,6 +48,7 @@ import (
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/internal/pipeline"
+	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
@@ -199,6 +200,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return 1
 		},
 	})
+	// The view: without BRIDGE_FILTER, BRIDGE_FIELDS or BRIDGE_DROP_FIELDS
+	// it hands objects on as they come, and still tells a position
+	// recorded through an earlier view from one recorded without.
+	vw := view.New(b.cfg.ViewDefinition(), b.metrics, b.log.With("component", "view"))
+	if vw.Defined() {
+		for _, res := range resources {
+			b.metrics.ViewResource(res.Name())
+		}
+		b.log.Info("publishing a view of the objects", "filter", b.cfg.View.Filter, "fields", b.cfg.View.Fields,
+			"dropFields", b.cfg.View.DropFields, "definition", vw.ID())
+	}
 	src := source.New(dyn, source.Options{
 		Resources:         resources,
 		Namespaces:        b.cfg.Namespaces,
@@ -214,6 +226,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		// previous state decoded, and so the parsed path (the source
 		// decides it from OldObject).
 		REST: rc,
+		View: vw,
 	}, b.store, source.HandlerFunc(func(d source.Delta) {
 		b.metrics.Observed(&d)
 		pipe.OnDelta(d)

@@ -24,6 +24,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/kubebus/bridge/checkpoint/natskv"
+	"github.com/kubebus/bridge/internal/filter"
+	"github.com/kubebus/bridge/internal/rawobject"
+	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/sink/nats"
 )
@@ -98,6 +101,9 @@ type Config struct {
 	NATS nats.Config
 	// Kafka configures the Kafka sink and the kafka checkpoint.
 	Kafka kafka.Config
+
+	// view is View compiled (ViewDefinition).
+	view view.Config
 }
 
 // ViewConfig is the definition of the view the bridge publishes (see
@@ -107,7 +113,7 @@ type Config struct {
 // the paths is the view's, whose errors name these variables and the
 // position of the fault in them.
 type ViewConfig struct {
-	Filter     string `env:"BRIDGE_FILTER" help:"a CEL expression; only objects for which it is true are published, and an object that stops matching is published as deleted (reason left-filter). Variables: object, resource, namespace, name, labels, annotations. See docs/filters.md"`
+	Filter     string `env:"BRIDGE_FILTER" help:"a CEL expression; only objects for which it is true are published, and an object that stops matching is published as deleted (reason left-filter). Variables: object, resource, ns, name, labels, annotations. See docs/filters.md"`
 	Fields     string `env:"BRIDGE_FIELDS" help:"comma-separated field paths of the object to publish, as CEL selects them (spec.replicas, metadata.labels, spec.containers[*].image); the object's identity is always kept; empty keeps every field"`
 	DropFields string `env:"BRIDGE_DROP_FIELDS" help:"comma-separated field paths to leave out of published objects, e.g. status,metadata.annotations[\"kubectl.kubernetes.io/last-applied-configuration\"]; an update that changes only fields left out is not published"`
 }
@@ -235,6 +241,7 @@ func (c *Config) problems() []*VarError {
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
 	}
+	c.compileView(bad)
 	// The view runs on the path that hands on the API server's bytes;
 	// BRIDGE_OLD_OBJECT decodes every object on another path, which has
 	// no view yet.
@@ -276,6 +283,47 @@ func (c *Config) problems() []*VarError {
 	}
 	return errs
 }
+
+// compileView compiles the filter and parses the paths of the view into
+// c.view, reporting what is wrong with them by variable, with the
+// position in the variable's text.
+func (c *Config) compileView(bad func(name, format string, args ...any)) {
+	v := view.Config{KeepManagedFields: c.KeepManagedFields}
+	if c.View.Filter != "" {
+		f, err := filter.Compile(c.View.Filter)
+		var ce *filter.CompileError
+		switch {
+		case errors.As(err, &ce):
+			bad("BRIDGE_FILTER", "%s", ce.Issues)
+		case err != nil:
+			bad("BRIDGE_FILTER", "%v", err)
+		}
+		v.Filter = f
+	}
+	if c.View.Fields != "" {
+		paths, err := rawobject.ParsePaths(c.View.Fields)
+		if err != nil {
+			bad("BRIDGE_FIELDS", "%v", err)
+		}
+		v.Fields = paths
+	}
+	if c.View.DropFields != "" {
+		paths, err := rawobject.ParsePaths(c.View.DropFields)
+		if err != nil {
+			bad("BRIDGE_DROP_FIELDS", "%v", err)
+		}
+		for _, p := range paths {
+			if p.IsIdentity() {
+				bad("BRIDGE_DROP_FIELDS", "%s is part of the object's identity (apiVersion, kind, metadata.name, namespace, uid, resourceVersion, deletionTimestamp), which is always published", p)
+			}
+		}
+		v.DropFields = paths
+	}
+	c.view = v
+}
+
+// ViewDefinition is the view's definition, compiled and parsed by Load.
+func (c *Config) ViewDefinition() view.Config { return c.view }
 
 // blankIsUnset empties variables that hold only white space, so that
 // BRIDGE_FILTER=" " means no filter, as an unset variable does.

@@ -1,12 +1,3 @@
-//go:build ignore
-
-// INTEGRATION: this file needs internal/view. Once it is merged, remove the
-// build constraint above (so that `make bench` runs the scenario) and check
-// the call of view.New in newView, the one place that depends on its API.
-// Until then it is not built: a constraint other than ignore would not do,
-// as go mod tidy considers every build tag but that one and would look for
-// internal/view.
-
 package bench
 
 import (
@@ -44,14 +35,15 @@ var viewCases = []struct {
 // should.
 func newView(b *testing.B, filter, fields, dropFields string) source.View {
 	b.Helper()
-	// INTEGRATION: internal/view's constructor, as config.Load calls it.
-	v, err := view.New(view.Config{Filter: filter, Fields: fields, DropFields: dropFields}, func(resource, key string, err error) {
-		b.Errorf("view: %s %s: %v", resource, key, err)
-	})
-	if err != nil {
-		b.Fatalf("view: %v", err)
-	}
-	return v
+	cfg := loadConfig(b, map[string]string{"BRIDGE_FILTER": filter, "BRIDGE_FIELDS": fields, "BRIDGE_DROP_FIELDS": dropFields})
+	return view.New(cfg.ViewDefinition(), failOnFilterError{b}, nil)
+}
+
+// failOnFilterError fails the benchmark on a failed evaluation.
+type failOnFilterError struct{ b *testing.B }
+
+func (f failOnFilterError) FilterError(resource string) {
+	f.b.Errorf("view: the filter failed on an object of %s", resource)
 }
 
 // viewVia is what the source does with v to each update before it hands

@@ -26,6 +26,7 @@ var microPackages = []string{
 	"./internal/jsonenc",
 	"./internal/rawobject",
 	"./internal/filter",
+	"./internal/view",
 	"./internal/pipeline",
 	"./sink",
 	"./sink/nats",
