@@ -223,7 +223,9 @@ func (s *Source) Run(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("source: %s: read the revision to date the view's changes by: %w", res.Name(), err)
 			}
-			trackers[i].viewRV = rv
+			trackers[i].viewRV, trackers[i].lastRV = rv, snap.LastResourceVersion
+			s.log.Info("the view may have changed since the last run: its changes found by the first list are dated by the resource's revision",
+				"resource", res.Name(), "resourceVersion", rv)
 		}
 		s.opts.Observer.Synced(res, false)
 	}

@@ -66,6 +66,9 @@ type tracker struct {
 	// older resourceVersion, so that a consumer that saw the object leave
 	// the view (dated by an earlier such revision) takes it back.
 	viewRV string
+	// lastRV is the resource's last committed resourceVersion when the
+	// source started (checkpoint.Snapshot.LastResourceVersion).
+	lastRV string
 
 	mu    sync.Mutex
 	known map[string]entry
@@ -188,10 +191,11 @@ func (t *tracker) observe(u object, listed bool) {
 	switch {
 	case !found:
 		t.enter(key, u, listed, listed)
-	case e.uid == u.uid && ((e.rv == u.rv && t.current(e)) || rvBefore(u.rv, e.rv)):
+	case e.uid == u.uid && !rvBefore(e.rv, u.rv) && t.current(e):
 		// Published before, unchanged since (in a view of the same
 		// definition); or an older state than the one known, which a
-		// list served from a lagging cache can hold: handing it on
+		// list served from a lagging cache can hold, or than the
+		// revision a change of the view was dated by: handing it on
 		// would take the object back in time.
 		e.prior = false
 		e.listing = e.listing || listed
@@ -218,18 +222,21 @@ func (t *tracker) observe(u object, listed bool) {
 
 // viewChanged reports whether the view the tracker applies may differ
 // from the one the objects in prior were published through, given the
-// resource's last committed resourceVersion: an object's state was made
-// by another definition, or no object is left although some were
-// published (they may all have left the view).
+// resource's last committed resourceVersion. A position's state cannot
+// tell: an object whose projection a new definition left as it was is
+// not published, and keeps the state of the definition before. So any
+// view, now or then (a state says so, or every object left it), on a
+// resource published before, counts; only a first start, or a start
+// without a view after runs without one, does not.
 func viewChanged(v View, prior map[string]checkpoint.Position, lastRV string) bool {
-	if v == nil {
+	if v == nil || (len(prior) == 0 && lastRV == "") {
 		return false
 	}
-	if len(prior) == 0 && lastRV != "" {
+	if !v.Current("") || len(prior) == 0 {
 		return true
 	}
 	for _, p := range prior {
-		if !v.Current(p.View) {
+		if p.View != "" {
 			return true
 		}
 	}
@@ -262,7 +269,9 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 	}
 	d := t.delta(Added, u, snapshot)
 	t.viewed(&d, v)
-	if listed {
+	if listed && !rvBefore(t.lastRV, u.rv) {
+		// Not changed since the last delta committed: it may have left
+		// the view at a dated revision, under another definition.
 		t.dated(&d)
 	}
 	t.handler.OnDelta(d)
@@ -276,8 +285,9 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	in, v := t.apply(u)
 	t.remember(key, u, v, listed)
 	intent := e.position().IsIntent()
-	// An unchanged object compared again: the view changed, not it.
-	redo := e.rv == u.rv
+	// An object no newer than known compared again: the view changed,
+	// not it.
+	redo := !rvBefore(e.rv, u.rv)
 	emit := func(d Delta) {
 		if redo || intent {
 			t.dated(&d)

@@ -172,11 +172,11 @@ func TestViewDefinitionChangeComparesUnchangedObjects(t *testing.T) {
 	tr, got := newViewTracker(prior, v)
 	// The resource's revision when the source started: the view's
 	// changes are dated by it, since the objects did not change.
-	tr.viewRV = "25"
+	tr.viewRV, tr.lastRV = "25", "20"
 	list(tr, "30", viewCM(t, "stays", "u1", "10", "yes", "v", "n"), viewCM(t, "left", "u2", "11", "no", "v", "n"),
-		viewCM(t, "entered", "u3", "12", "yes", "v", "n"), viewCM(t, "new", "u4", "27", "yes", "v", "n"))
+		viewCM(t, "entered", "u3", "12", "yes", "v", "n"), viewCM(t, "new", "u4", "21", "yes", "v", "n"))
 	tr.finishInitialList()
-	want := []string{"deleted ns/left u2@25 snapshot reason=left-filter", "added ns/entered u3@25 snapshot view=d1.v", "added ns/new u4@27 snapshot view=d1.v"}
+	want := []string{"deleted ns/left u2@25 snapshot reason=left-filter", "added ns/entered u3@25 snapshot view=d1.v", "added ns/new u4@21 snapshot view=d1.v"}
 	if g := viewSummary(*got); !slices.Equal(g, want) {
 		t.Errorf("got %q\nwant %q", g, want)
 	}
@@ -221,7 +221,13 @@ func list(tr *tracker, rv string, objs ...object) {
 	tr.endList("", listed, rv)
 }
 
-// The revision is read only when the view may have changed since the
+// v0 is no view: it takes "" for current, as view.Definition does
+// without a filter or a projection.
+type v0 struct{ testView }
+
+func (v0) Current(state string) bool { return state == "" }
+
+// The revision is read only when a view may have changed since the
 // positions were recorded.
 func TestViewChanged(t *testing.T) {
 	v := testView{def: "d1"}
@@ -233,7 +239,9 @@ func TestViewChanged(t *testing.T) {
 		want   bool
 	}{
 		{"no view", nil, map[string]checkpoint.Position{"a": {View: "d0.x"}}, "5", false},
-		{"same definition", v, map[string]checkpoint.Position{"a": {View: "d1.x"}}, "5", false},
+		{"same definition", v, map[string]checkpoint.Position{"a": {View: "d1.x"}}, "5", true},
+		{"no view now or then", v0{}, map[string]checkpoint.Position{"a": {}}, "5", false},
+		{"no view now, one then", v0{}, map[string]checkpoint.Position{"a": {}, "b": {View: "d1.x"}}, "5", true},
 		{"first start", v, nil, "", false},
 		{"another definition", v, map[string]checkpoint.Position{"a": {View: "d1.x"}, "b": {View: "d0.x"}}, "5", true},
 		{"no view before", v, map[string]checkpoint.Position{"a": {}}, "5", true},

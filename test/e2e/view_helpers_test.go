@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -61,6 +62,29 @@ func changesByKey(msgs []*sink.Message) map[string][]string {
 	out := map[string][]string{}
 	for _, m := range msgs {
 		out[m.Key()] = append(out[m.Key()], viewChange(m))
+	}
+	return out
+}
+
+// datedRV stands, in datedChanges, for a resourceVersion later than the
+// object's own.
+const datedRV = "later"
+
+// datedChanges is changesByKey, with each resourceVersion later than the
+// one rvs holds for the object (key → resourceVersion) written datedRV,
+// and each one that is not a number left as it is.
+func datedChanges(msgs []*sink.Message, rvs map[string]string) map[string][]string {
+	out := map[string][]string{}
+	for _, m := range msgs {
+		c := viewChange(m)
+		if own, ok := rvs[m.Key()]; ok && m.Action != "deleted" {
+			x, err1 := strconv.ParseUint(m.ResourceVersion, 10, 64)
+			y, err2 := strconv.ParseUint(own, 10, 64)
+			if err1 == nil && err2 == nil && x > y {
+				c = m.Action + "@" + datedRV
+			}
+		}
+		out[m.Key()] = append(out[m.Key()], c)
 	}
 	return out
 }

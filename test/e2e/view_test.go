@@ -296,7 +296,7 @@ func TestViewDefinitionChange(t *testing.T) {
 			for _, k := range keys {
 				want[k] = []string{c(k)}
 			}
-			if d := diffChanges(changesByKey(got), want); d != "" {
+			if d := diffChanges(datedChanges(got, rvs), want); d != "" {
 				t.Errorf("%s: the events differ:\n%s", what, d)
 			}
 			for _, m := range got {
@@ -311,9 +311,14 @@ func TestViewDefinitionChange(t *testing.T) {
 		expect("filter narrowed to "+narrow, run(map[string]string{"BRIDGE_FILTER": narrow}), small,
 			func(string) string { return "deleted(" + leftFilter + ")" })
 		expect("the narrow filter again", run(map[string]string{"BRIDGE_FILTER": narrow}), nil, nil)
-		expect("filter widened back to "+wide, run(map[string]string{"BRIDGE_FILTER": wide}), small, added)
+		// The objects did not change since they left the view: the view
+		// did, and their events are dated by a later revision, so that a
+		// consumer that saw them leave takes them back (and JetStream
+		// does not take them for repeats of their first events).
+		expect("filter widened back to "+wide, run(map[string]string{"BRIDGE_FILTER": wide}), small,
+			func(string) string { return "added@" + datedRV })
 		got := run(map[string]string{"BRIDGE_FILTER": wide, "BRIDGE_DROP_FIELDS": "data"})
-		expect("BRIDGE_DROP_FIELDS=data added", got, slices.Concat(small, large), func(k string) string { return "updated@" + rvs[k] })
+		expect("BRIDGE_DROP_FIELDS=data added", got, slices.Concat(small, large), func(k string) string { return "updated@" + datedRV })
 		for _, m := range got {
 			if _, ok := publishedObject(t, m)["data"]; ok {
 				t.Errorf("%s: the %s event carries the dropped data", m.Key(), m.Action)
