@@ -191,7 +191,7 @@ func (t *tracker) observe(u object, listed bool) {
 	switch {
 	case !found:
 		t.enter(key, u, listed, listed)
-	case e.uid == u.uid && !rvBefore(e.rv, u.rv) && t.current(e):
+	case e.uid == u.uid && (e.rv == u.rv || rvBefore(u.rv, e.rv)) && t.current(e):
 		// Published before, unchanged since (in a view of the same
 		// definition); or an older state than the one known, which a
 		// list served from a lagging cache can hold, or than the
@@ -287,7 +287,7 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	intent := e.position().IsIntent()
 	// An object no newer than known compared again: the view changed,
 	// not it.
-	redo := !rvBefore(e.rv, u.rv)
+	redo := !intent && (e.rv == u.rv || rvBefore(u.rv, e.rv))
 	emit := func(d Delta) {
 		if redo || intent {
 			t.dated(&d)
