@@ -86,3 +86,38 @@ func (mb member) name(data []byte) (name []byte, ok bool) {
 	}
 	return data[mb.key+1 : i], true
 }
+
+// projected is list, the members of the object data[lo:hi], as they lie
+// in the copy of it less the spans of cut (in order, within it): a
+// member whose key is cut is gone, the others move back by what is cut
+// before them. Spans cut inside a member's value leave it where it is.
+// The result is not ok when a span cuts a member kept otherwise than
+// whole: list and cut are not of the same object.
+func projected(list []member, lo int, cut []Span) members {
+	out := members{ok: true}
+	k, removed := 0, 0
+	// at is where offset p goes; in tells whether a span cuts the byte
+	// at p (with key) or the boundary before it.
+	at := func(p int, key bool) (q int, in bool) {
+		for k < len(cut) && cut[k].End <= p {
+			removed += cut[k].End - cut[k].Start
+			k++
+		}
+		in = k < len(cut) && (cut[k].Start < p || key && cut[k].Start == p)
+		return p - lo - removed, in
+	}
+	for _, mb := range list {
+		key, gone := at(int(mb.key), true)
+		if gone {
+			continue
+		}
+		value, in := at(int(mb.value), true)
+		end, in2 := at(int(mb.end), false)
+		if in || in2 || key < 0 {
+			return members{}
+		}
+		out.at[out.n] = member{uint32(key), uint32(value), uint32(end)}
+		out.n++
+	}
+	return out
+}
