@@ -2,7 +2,6 @@ package rawobject
 
 import (
 	"bytes"
-	"slices"
 
 	"github.com/cespare/xxhash/v2"
 )
@@ -142,7 +141,9 @@ func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Sp
 	for _, sp := range cut {
 		n -= sp.End - sp.Start
 	}
-	dst = slices.Grow(dst, n)
+	if cap(dst)-len(dst) < n {
+		dst = append(make([]byte, 0, len(dst)+n), dst...)
+	}
 	start := len(dst)
 	done, k := lo, 0
 	for j := 0; j <= len(cut); j++ {
@@ -188,13 +189,7 @@ func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Sp
 // as they lie, from the spans Scan found, allocating nothing. data must
 // be the bytes m was scanned from; for others the hash is unspecified.
 func (m *Meta) Hash(data []byte) uint64 {
-	lo, hi := 0, len(data)
-	for lo < hi && isSpace(data[lo]) {
-		lo++
-	}
-	for hi > lo && isSpace(data[hi-1]) {
-		hi--
-	}
+	lo, hi := trimSpace(data)
 	var buf [4]Span
 	unhashed := m.unhashed.appendTo(buf[:0])
 	if !within(unhashed, lo, hi) {
