@@ -68,7 +68,7 @@ func (m *Meta) AppendCut(dst, data []byte) []byte {
 func AppendCut(dst, data []byte) ([]byte, error) {
 	var m Meta
 	var f found
-	if _, err := scan(data, &f, &m.managed, &m.unhashed); err != nil {
+	if _, err := scan(data, &f, &m); err != nil {
 		return dst, err
 	}
 	return m.AppendCut(dst, data), nil

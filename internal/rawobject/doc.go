@@ -61,7 +61,11 @@
 //     length of the result, to size a buffer.
 //   - Scan also notes where metadata.resourceVersion lies, so that
 //     Meta.Hash hashes the object's pieces as they lie, without a second
-//     pass over its structure.
+//     pass over its structure; and where the object's own members lie
+//     (up to 8, with keys without escapes: apiVersion, kind, metadata,
+//     spec, status), so that Meta.Extract and Meta.Project go straight to
+//     the members their paths name. This costs Scan nothing measurable
+//     and no allocation; it makes a Meta 352 bytes (256 without).
 //
 // Views:
 //
@@ -72,6 +76,17 @@
 //     Path.IsIdentity tells the paths a projection cannot drop.
 //   - Extract and Meta.Project take input that Scan accepted: what they
 //     pass over whole they skim, counting brackets without validating.
+//     Meta.Extract and Meta.Project do not even skim the object's
+//     members off their paths: they copy them (or leave them out) whole,
+//     from where Scan found them, and walk only inside the members
+//     their paths enter (and not in metadata.managedFields, which Scan
+//     found too). Their cost is that of those members, not the
+//     object's: dropping status from a 13 KiB Pod, or reading its
+//     status.phase, costs about a microsecond. What they return is what
+//     the walk over the whole object returns (Extract; Meta.Project of a
+//     Meta without members), byte for byte: FuzzExtract and FuzzProject
+//     hold them to it. An object whose members Scan did not note (more
+//     than 8, or a key with escapes) is walked.
 //     On other input what they return is unspecified (often an error;
 //     Project then returns dst unchanged), but they never panic or loop.
 //     FuzzExtract and FuzzProject hold them to that, and, on valid input,
@@ -85,7 +100,8 @@
 //     server sends, the projection is the input less the members left
 //     out. The identity members (apiVersion, kind, metadata's name,
 //     namespace, uid, resourceVersion, deletionTimestamp) are always
-//     kept. It allocates nothing when its buffer has room.
+//     kept. It allocates nothing when its buffer has room, and once
+//     when it has not.
 //   - The hash (Project's, and Meta.Hash, Project's for the zero
 //     Projection) is the xxhash64 of the projection as written, without
 //     its metadata.resourceVersion member: states of an object that

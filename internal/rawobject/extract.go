@@ -26,9 +26,73 @@ import (
 //
 // Extract goes over data once. What is off the paths is skimmed (see
 // skim.go), not decoded: only the values returned cost allocations.
+// Meta.Extract does the same without going over what is off the paths.
 func Extract(data []byte, t *Tree) (map[string]any, error) {
-	x := extractor{s: scanner{data: data}}
-	root := &node{}
+	return extract(data, t, nil)
+}
+
+// Extract is the package's Extract for data, the bytes m was scanned
+// from, and returns the same. It goes straight to the object's members
+// that t's paths name, from where Scan found them, and walks only
+// inside those; metadata.managedFields, when a path enters metadata, is
+// passed over from where Scan found it. Its cost is that of the members
+// on the paths, whatever the size of the others. An object whose
+// members Scan did not note (more than 8 of them, or a key with
+// escapes) is walked as Extract walks it. For bytes other than those m
+// was scanned from, the result is unspecified, but Extract neither
+// panics nor loops.
+func (m *Meta) Extract(data []byte, t *Tree) (map[string]any, error) {
+	lo, hi := trimSpace(data)
+	list, ok := m.members.list(data, lo, hi)
+	if !ok {
+		return extract(data, t, m)
+	}
+	n := &noNode
+	if t != nil {
+		n = whole(&t.root)
+	}
+	x := extractor{s: scanner{data: data}, m: m}
+	var obj map[string]any
+	if n != nil {
+		obj = make(map[string]any, len(n.names))
+	} else {
+		obj = make(map[string]any, len(list))
+	}
+	for _, mb := range list {
+		name, ok := mb.name(data)
+		if !ok {
+			return extract(data, t, m)
+		}
+		c := n
+		if n != nil {
+			if c = n.names[string(name)]; c == nil {
+				continue
+			}
+		}
+		v, _, ok, err := x.value(int(mb.value), whole(c), childLevel(levelTop, name), 1)
+		if err != nil {
+			return nil, err
+		}
+		var key string
+		if c != nil {
+			key = c.key // no need to allocate it
+		} else {
+			key = string(name)
+		}
+		if ok {
+			obj[key] = v
+		} else {
+			delete(obj, key) // an earlier duplicate
+		}
+	}
+	return obj, nil
+}
+
+// extract is Extract; m, when not nil, is the Meta of data, whose spans
+// of managedFields it passes over.
+func extract(data []byte, t *Tree, m *Meta) (map[string]any, error) {
+	x := extractor{s: scanner{data: data}, m: m}
+	root := &noNode
 	if t != nil {
 		root = whole(&t.root)
 	}
@@ -41,6 +105,19 @@ func Extract(data []byte, t *Tree) (map[string]any, error) {
 		return nil, err
 	}
 	return v, nil
+}
+
+// trimSpace is where the bytes of data that are not whitespace around
+// it start and end.
+func trimSpace(data []byte) (lo, hi int) {
+	hi = len(data)
+	for lo < hi && isSpace(data[lo]) {
+		lo++
+	}
+	for hi > lo && isSpace(data[hi-1]) {
+		hi--
+	}
+	return lo, hi
 }
 
 // The levels where a member means something of its own.
@@ -61,6 +138,8 @@ func childLevel(level int, name []byte) int {
 
 type extractor struct {
 	s scanner
+	// m, when not nil, is the Meta of s.data.
+	m *Meta
 	// scratch holds a key or a string decoded, made when one has escapes.
 	scratch []byte
 }
@@ -119,7 +198,7 @@ func (x *extractor) object(i int, n *node, level, depth int) (map[string]any, in
 		return obj, i, nil
 	}
 	for {
-		name, _, vs, err := x.s.member(i, &x.scratch)
+		name, keyStart, vs, err := x.s.member(i, &x.scratch)
 		if err != nil {
 			return nil, vs, err
 		}
@@ -127,7 +206,9 @@ func (x *extractor) object(i int, n *node, level, depth int) (map[string]any, in
 		if n != nil {
 			c = n.names[string(name)]
 		}
-		if n != nil && c == nil || level == levelMeta && string(name) == "managedFields" {
+		if level == levelMeta && string(name) == "managedFields" {
+			i, err = x.m.skimManagedFields(&x.s, keyStart, vs)
+		} else if n != nil && c == nil {
 			i, err = x.s.skim(vs)
 		} else {
 			var key string

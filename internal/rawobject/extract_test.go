@@ -159,8 +159,20 @@ func FuzzExtract(f *testing.F) {
 		}
 		tree := NewTree(ps)
 		got, err := Extract(in, tree)
-		if _, scanErr := Scan(in); scanErr != nil {
+		m, scanErr := Scan(in)
+		if len(in) > 1 {
+			// With a Meta of other bytes: unspecified, but no panic.
+			_, _ = m.Extract(in[1:], tree)
+			_, _ = m.Extract(in[:len(in)-1], tree)
+		}
+		if scanErr != nil {
 			return // unspecified, but it neither panicked nor looped
+		}
+		// The members Scan noted make no difference but in speed.
+		for _, mm := range []Meta{m, walking(m)} {
+			if mGot, mErr := mm.Extract(in, tree); (mErr == nil) != (err == nil) || !reflect.DeepEqual(mGot, got) {
+				t.Fatalf("Meta.Extract(%q, %q) = %v, %v; Extract %v, %v", in, paths, mGot, mErr, got, err)
+			}
 		}
 		want, convErr := convertNumbers(refExtract(decode(t, in), tree))
 		if convErr != nil {

@@ -22,15 +22,15 @@ const longestKey = 17
 
 // key reads an object member's key, which starts at the first byte at or
 // after i that is not whitespace, and the colon after it. It returns which
-// key it is, the offset of its opening quote, and the offset after the
-// colon.
-func (s *scanner) key(i int) (k key, start, j int, err error) {
+// key it is, the offset of its opening quote, whether it has escapes, and
+// the offset after the colon.
+func (s *scanner) key(i int) (k key, start int, escaped bool, j int, err error) {
 	if i = s.ws(i); i >= len(s.data) || s.data[i] != '"' {
-		return keyOther, i, i, unexpected(s.data, i, "looking for the beginning of an object key")
+		return keyOther, i, false, i, unexpected(s.data, i, "looking for the beginning of an object key")
 	}
 	end, escaped, err := s.skipString(i)
 	if err != nil {
-		return keyOther, i, end, err
+		return keyOther, i, escaped, end, err
 	}
 	raw := s.data[i+1 : end-1]
 	if escaped {
@@ -44,7 +44,7 @@ func (s *scanner) key(i int) (k key, start, j int, err error) {
 		}
 	}
 	j, err = s.expect(end, ':', "after an object key")
-	return keyOf(raw), i, j, err
+	return keyOf(raw), i, escaped, j, err
 }
 
 func keyOf(b []byte) key {

@@ -8,11 +8,12 @@ func (s *scanner) nested(i, depth int) (obj []byte, m Meta, end int, err error) 
 	start := s.ws(i)
 	var f found
 	html := s.htmlEscapes
-	if end, err = s.object(start, depth, &f, &m.managed, &m.unhashed); err != nil {
+	if end, err = s.object(start, depth, &f, &m); err != nil {
 		return nil, Meta{}, end, err
 	}
 	m.managed.shift(start)
 	m.unhashed.shift(start)
+	m.members.shift(start)
 	m.setStrings(s.data, &f)
 	m.plain = s.htmlEscapes == html
 	return s.data[start:end:end], m, end, nil

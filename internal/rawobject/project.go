@@ -51,15 +51,24 @@ type Projection struct {
 //
 // The Meta returned describes the projection as Scan would: m's
 // identity, the managedFields spans of the projection (none, unless
-// KeepManagedFields), and no escape left for AppendUnescapedHTML to
-// rewrite. The hash is the xxhash64 of the projection as it would be
+// KeepManagedFields), no escape left for AppendUnescapedHTML to
+// rewrite, and where the projection's members lie (when m has its
+// object's, and the object has no escape for AppendUnescapedHTML to
+// rewrite; otherwise none, and the projection's Extract and Project
+// walk it). The hash is the xxhash64 of the projection as it would be
 // without its metadata.resourceVersion member, whose value changes on
 // every write: two states of an object that differ only in their
 // resourceVersion, or in members left out, have the same hash.
 //
-// Project goes over data once, skimming what it copies or leaves out
-// whole (see skim.go), and allocates nothing when dst has room and
-// fewer than 17 runs are left out. For bytes other than those m was
+// Project goes straight to the object's members from where Scan found
+// them: it copies or leaves out whole those its paths do not enter,
+// without looking at them, and walks only inside the others, skimming
+// what it copies or leaves out whole in them (see skim.go); a metadata
+// it keeps whole (less managedFields) it does not walk either. An
+// object whose members Scan did not note is walked whole, with the same
+// result. Project allocates nothing when dst has room and fewer than 17
+// runs are left out, and grows dst once when it has not. For bytes
+// other than those m was
 // scanned from, the result is unspecified, but Project neither panics
 // nor loops; it returns dst unchanged, a zero Meta and hash when it finds
 // them malformed.
@@ -84,7 +93,13 @@ func (m *Meta) Project(dst, data []byte, p *Projection) (out []byte, meta Meta, 
 		// All but managedFields: the spans the scan found.
 		return m.appendCut(dst, data, lo)
 	}
-	hi, err := w.object(lo, keep, drop, levelTop)
+	_, hi := trimSpace(data)
+	var err error
+	if list, ok := m.members.list(data, lo, hi); ok {
+		hi, err = w.members(list, hi, keep, drop)
+	} else {
+		hi, err = w.object(lo, keep, drop, levelTop)
+	}
 	if err != nil {
 		return dst, Meta{}, 0
 	}
@@ -120,6 +135,15 @@ func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Sp
 	for _, sp := range unhashed {
 		marks = append(marks, sp.Start, sp.End)
 	}
+	// One allocation at most: the projection is no longer than the
+	// object less what is cut.
+	n := hi - lo
+	for _, sp := range cut {
+		n -= sp.End - sp.Start
+	}
+	if cap(dst)-len(dst) < n {
+		dst = append(make([]byte, 0, len(dst)+n), dst...)
+	}
 	start := len(dst)
 	done, k := lo, 0
 	for j := 0; j <= len(cut); j++ {
@@ -138,8 +162,11 @@ func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Sp
 		done = next
 	}
 	meta := *m
-	meta.managed, meta.unhashed = spans{}, spans{}
+	meta.managed, meta.unhashed, meta.members = spans{}, spans{}, members{}
 	meta.plain = true
+	if list, ok := m.members.list(data, lo, hi); ok && m.plain {
+		meta.members = projected(list, lo, cut)
+	}
 	for j := 0; j+1 < len(marks); j += 2 {
 		if marks[j] < marks[j+1] {
 			meta.unhashed.add(Span{marks[j], marks[j+1]})
@@ -149,7 +176,7 @@ func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Sp
 		// Rare: the spans of what is kept of managedFields, and their runs
 		// with resourceVersion's, are those of the projection's own scan.
 		if again, err := Scan(dst[start:]); err == nil {
-			meta.managed, meta.unhashed = again.managed, again.unhashed
+			meta.managed, meta.unhashed, meta.members = again.managed, again.unhashed, again.members
 		}
 	}
 	return dst, meta, m.hashLeavingOut(data, lo, hi, unhashed)
@@ -162,13 +189,7 @@ func (m *Meta) appendProjection(dst, data []byte, lo, hi int, cut, unhashed []Sp
 // as they lie, from the spans Scan found, allocating nothing. data must
 // be the bytes m was scanned from; for others the hash is unspecified.
 func (m *Meta) Hash(data []byte) uint64 {
-	lo, hi := 0, len(data)
-	for lo < hi && isSpace(data[lo]) {
-		lo++
-	}
-	for hi > lo && isSpace(data[hi-1]) {
-		hi--
-	}
+	lo, hi := trimSpace(data)
 	var buf [4]Span
 	unhashed := m.unhashed.appendTo(buf[:0])
 	if !within(unhashed, lo, hi) {
@@ -266,7 +287,7 @@ func (w *projector) object(i int, keep, drop *node, level int) (int, error) {
 		case act == enter:
 			end, err = w.value(vs, kc, dc, childLevel(level, name))
 		case level == levelMeta && out && string(name) == "managedFields":
-			end, err = w.skimManagedFields(keyStart, vs)
+			end, err = w.m.skimManagedFields(s, keyStart, vs)
 		default:
 			end, err = s.skim(vs)
 		}
@@ -286,26 +307,66 @@ func (w *projector) object(i int, keep, drop *node, level int) (int, error) {
 	}
 }
 
-// skimManagedFields returns the end of the managedFields member whose
-// key is at keyStart and value at value, from the span the scan found:
-// the value ends where the span's last run of commas and whitespace
-// starts, or at the span's end. Members are left out in runs, so that
-// when the span holds more managedFields members, ending at the last is
-// as good.
-func (w *projector) skimManagedFields(keyStart, value int) (int, error) {
-	for k := range w.m.managed.n {
-		sp := w.m.managed.at(k)
-		if sp.Start <= keyStart && keyStart < sp.End && sp.End <= len(w.s.data) {
-			end := sp.End
-			for end > value && (isSpace(w.s.data[end-1]) || w.s.data[end-1] == ',') {
-				end--
+// members projects the object whose members are list, as Scan found
+// them, and which ends at hi, along keep and drop, as object does, and
+// returns hi. It goes from member to member, and walks only inside those
+// it enters: the others it copies or leaves out whole. A metadata kept
+// whole is not walked either: its managedFields and resourceVersion are
+// where the scan found them.
+func (w *projector) members(list []member, hi int, keep, drop *node) (int, error) {
+	d := w.s.data
+	cut, unhashed := newRuns(&w.cut), newRuns(&w.unhashed)
+	for _, mb := range list {
+		key, value, end := int(mb.key), int(mb.value), int(mb.end)
+		name, ok := mb.name(d)
+		if !ok {
+			return key, errAt(key, "the object's members are not where its Meta has them")
+		}
+		kc, dc, act := w.decide(name, keep, drop, levelTop, d[value])
+		out := act == leaveOut
+		cut.begin(key, out)
+		unhashed.begin(key, out)
+		switch {
+		case act != enter:
+		case kc == nil && dc == nil && !w.keepMF && string(name) == "metadata":
+			w.cut.addWithin(&w.m.managed, value, end)
+			w.unhashed.addWithin(&w.m.unhashed, value, end)
+		default:
+			if e, err := w.value(value, kc, dc, childLevel(levelTop, name)); err != nil || e != end {
+				return e, errAt(e, "the object's members are not where its Meta has them")
 			}
-			if end > value {
-				return end, nil
+		}
+		cut.end(end, out)
+		unhashed.end(end, out)
+	}
+	cut.finish()
+	unhashed.finish()
+	return hi, nil
+}
+
+// skimManagedFields returns the end of the managedFields member of the
+// top-level metadata whose key is at keyStart and value at value, in the
+// bytes m was scanned from, from the span the scan found: the value ends
+// where the span's last run of commas and whitespace starts, or at the
+// span's end. Members are left out in runs, so that when the span holds
+// more managedFields members, ending at the last is as good. Without m,
+// or a span that holds the member, the value is skimmed.
+func (m *Meta) skimManagedFields(s *scanner, keyStart, value int) (int, error) {
+	if m != nil {
+		for k := range m.managed.n {
+			sp := m.managed.at(k)
+			if sp.Start <= keyStart && keyStart < sp.End && sp.End <= len(s.data) {
+				end := sp.End
+				for end > value && (isSpace(s.data[end-1]) || s.data[end-1] == ',') {
+					end--
+				}
+				if end > value {
+					return end, nil
+				}
 			}
 		}
 	}
-	return w.s.skim(value)
+	return s.skim(value)
 }
 
 // list projects the list at i (its opening bracket), each item along
@@ -460,6 +521,15 @@ func (l *spanList) add(sp Span) {
 		l.n++
 	default:
 		l.more = append(append(make([]Span, 0, 4*len(l.first)), l.first[:]...), sp)
+	}
+}
+
+// addWithin adds the spans of c that lie within [lo, hi).
+func (l *spanList) addWithin(c *spans, lo, hi int) {
+	for k := range c.n {
+		if sp := c.at(k); sp.Start >= lo && sp.End <= hi {
+			l.add(sp)
+		}
 	}
 }
 

@@ -96,6 +96,12 @@ func checkProjection(t *testing.T, m Meta, out []byte, meta Meta, hash uint64, k
 	if !meta.plain || !m2.plain {
 		t.Errorf("plain: returned %v, scanned %v, want true", meta.plain, m2.plain)
 	}
+	if meta.members.ok && meta.members != m2.members {
+		t.Errorf("members of the projection: returned %s, scanned %s", memberList(out, meta), memberList(out, m2))
+	}
+	if m.members.ok && m.plain && !meta.members.ok {
+		t.Errorf("members of the projection not noted; scanned %s", memberList(out, m2))
+	}
 	if got, want := meta.AppendCut(nil, out), m2.AppendCut(nil, out); !bytes.Equal(got, want) {
 		t.Errorf("the returned spans cut %q to %q; Scan's to %q", out, got, want)
 	}
@@ -259,9 +265,16 @@ func FuzzProject(f *testing.F) {
 		m, scanErr := Scan(in)
 		out, meta, hash := m.Project([]byte("x"), in, p)
 		h := m.Hash(in)
+		if len(in) > 1 {
+			// With a Meta of other bytes: unspecified, but no panic.
+			m.Project(nil, in[1:], p)
+			m.Project(nil, in[:len(in)-1], p)
+		}
 		if scanErr != nil {
 			return // unspecified, but it neither panicked nor looped
 		}
+		// The members Scan noted make no difference but in speed.
+		checkIndexedProjection(t, m, in, p)
 		if out[0] != 'x' {
 			t.Fatalf("Project overwrote dst: %q", out)
 		}

@@ -28,6 +28,8 @@ type Meta struct {
 	// plain is set when the scan met none of the escapes
 	// AppendUnescapedHTML rewrites: the bytes are copied as they are.
 	plain bool
+	// members are where the object's own members lie.
+	members members
 }
 
 // Scan validates data as one JSON object, and reads its identity and
@@ -36,7 +38,7 @@ type Meta struct {
 func Scan(data []byte) (Meta, error) {
 	var m Meta
 	var f found
-	html, err := scan(data, &f, &m.managed, &m.unhashed)
+	html, err := scan(data, &f, &m)
 	if err != nil {
 		return Meta{}, err
 	}
@@ -102,12 +104,13 @@ func (m *Meta) setStrings(data []byte, f *found) {
 }
 
 // scan validates data as one JSON object, notes where the fields are,
-// adds the spans of metadata.managedFields to cut, and those of
-// managedFields and metadata.resourceVersion to unhashed, and counts the
-// escapes AppendUnescapedHTML rewrites.
-func scan(data []byte, f *found, cut, unhashed *spans) (htmlEscapes int, err error) {
+// notes in m where its members lie, adds the spans of
+// metadata.managedFields to m.managed, and those of managedFields and
+// metadata.resourceVersion to m.unhashed, and counts the escapes
+// AppendUnescapedHTML rewrites.
+func scan(data []byte, f *found, m *Meta) (htmlEscapes int, err error) {
 	s := scanner{data: data}
-	i, err := s.object(0, 1, f, cut, unhashed)
+	i, err := s.object(0, 1, f, m)
 	if err != nil {
 		return 0, err
 	}
@@ -119,34 +122,37 @@ func scan(data []byte, f *found, cut, unhashed *spans) (htmlEscapes int, err err
 
 // object scans the object that starts at the first byte at or after i that
 // is not whitespace, at depth (1 for the top level), as scan does, and
-// returns the offset just after it. The offsets it notes are offsets in
-// s.data.
-func (s *scanner) object(i, depth int, f *found, cut, unhashed *spans) (int, error) {
+// returns the offset just after it. The offsets it notes in m are
+// offsets in s.data.
+func (s *scanner) object(i, depth int, f *found, m *Meta) (int, error) {
 	i, err := s.expect(i, '{', "looking for the beginning of an object")
 	if err != nil {
 		return i, err
 	}
+	m.members.ok = true
 	if i = s.ws(i); i < len(s.data) && s.data[i] == '}' {
 		return i + 1, nil
 	}
 	for {
-		var k key
-		if k, _, i, err = s.key(i); err != nil {
-			return i, err
+		k, keyStart, escaped, value, err := s.key(i)
+		if err != nil {
+			return value, err
 		}
+		value = s.ws(value)
 		switch k {
 		case keyAPIVersion:
-			i, err = s.stringField(i, depth, &f[fieldAPIVersion])
+			i, err = s.stringField(value, depth, &f[fieldAPIVersion])
 		case keyKind:
-			i, err = s.stringField(i, depth, &f[fieldKind])
+			i, err = s.stringField(value, depth, &f[fieldKind])
 		case keyMetadata:
-			i, err = s.metadata(i, depth, f, cut, unhashed)
+			i, err = s.metadata(value, depth, f, &m.managed, &m.unhashed)
 		default:
-			i, err = s.skipValue(i, depth)
+			i, err = s.skipValue(value, depth)
 		}
 		if err != nil {
 			return i, err
 		}
+		m.members.add(keyStart, value, i, escaped)
 		var more bool
 		if i, more, err = s.next(i); err != nil || !more {
 			return i, err
@@ -176,7 +182,7 @@ func (s *scanner) metadata(i, depth int, f *found, cut, unhashed *spans) (int, e
 	// The same for the runs of managedFields and resourceVersion members.
 	hKeptEnd, hRunStart, hRunEnd := -1, -1, -1
 	for {
-		k, keyStart, j, err := s.key(i)
+		k, keyStart, _, j, err := s.key(i)
 		if err != nil {
 			return j, err
 		}

@@ -67,10 +67,12 @@ func TestScanReadsIdentity(t *testing.T) {
 			if err != nil {
 				t.Fatalf("Scan(%s): %v", tt.in, err)
 			}
-			// The spans and the note of escapes have tests of their own.
+			// The spans, the note of escapes and the members have tests
+			// of their own.
 			got.managed, tt.want.managed = spans{}, spans{}
 			got.unhashed, tt.want.unhashed = spans{}, spans{}
 			got.plain, tt.want.plain = false, false
+			got.members, tt.want.members = members{}, members{}
 			if !reflect.DeepEqual(got, tt.want) {
 				t.Errorf("Scan(%s)\n got %+v\nwant %+v", tt.in, got, tt.want)
 			}

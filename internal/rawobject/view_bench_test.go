@@ -45,20 +45,30 @@ func withLastApplied(tb testing.TB, data []byte) []byte {
 }
 
 // BenchmarkExtract decodes what a filter reads of an object: status.phase
-// (BRIDGE_FILTER='object.status.phase != "Running"'), or all of it (a
-// filter that uses object whole); decoded is the same read through the
+// (BRIDGE_FILTER='object.status.phase != "Running"'), metadata.labels
+// (a filter on labels), or all of it (a filter that uses object whole),
+// with Meta.Extract, as the view does; walk is the same with Extract,
+// which walks the whole object, and decoded the same read through the
 // unstructured decoder, for scale. Bytes are the object's as sent.
 func BenchmarkExtract(b *testing.B) {
 	phase := NewTree([]Path{{{Name: "status"}, {Name: "phase"}}})
+	labels := NewTree([]Path{{{Name: "metadata"}, {Name: "labels"}}})
 	all := NewTree([]Path{{}})
 	for _, fx := range fixtures {
 		data := readFixture(b, fx.name)
+		m, err := Scan(data)
+		if err != nil {
+			b.Fatal(err)
+		}
 		for _, c := range []struct {
 			name string
 			run  func() error
 		}{
-			{"status.phase", func() error { _, err := Extract(data, phase); return err }},
-			{"whole", func() error { _, err := Extract(data, all); return err }},
+			{"status.phase", func() error { _, err := m.Extract(data, phase); return err }},
+			{"status.phase/walk", func() error { _, err := Extract(data, phase); return err }},
+			{"labels", func() error { _, err := m.Extract(data, labels); return err }},
+			{"labels/walk", func() error { _, err := Extract(data, labels); return err }},
+			{"whole", func() error { _, err := m.Extract(data, all); return err }},
 			{"status.phase/decoded", func() error {
 				obj, err := runtime.Decode(unstructured.UnstructuredJSONScheme, data)
 				if err == nil {
@@ -83,8 +93,9 @@ func BenchmarkExtract(b *testing.B) {
 // BenchmarkProject writes an object's projection and its hash: status
 // dropped (BRIDGE_DROP_FIELDS=status), and the last-applied annotation
 // dropped from the object with one; cut is the object with only
-// managedFields left out, and Hash its hash without writing it. Bytes
-// are the object's as sent.
+// managedFields left out, and Hash its hash without writing it; walk is
+// a projection without the members Scan noted, walking the whole
+// object. Bytes are the object's as sent.
 func BenchmarkProject(b *testing.B) {
 	dropStatus := &Projection{Drop: NewTree([]Path{{{Name: "status"}}})}
 	dropApplied := &Projection{Drop: NewTree([]Path{{{Name: "metadata"}, {Name: "annotations"}, {Name: "kubectl.kubernetes.io/last-applied-configuration"}}})}
@@ -95,14 +106,19 @@ func BenchmarkProject(b *testing.B) {
 			name string
 			data []byte
 			p    *Projection
+			walk bool
 		}{
-			{"drop-status", plain, dropStatus},
-			{"drop-last-applied", applied, dropApplied},
-			{"cut", plain, nil},
+			{"drop-status", plain, dropStatus, false},
+			{"drop-status/walk", plain, dropStatus, true},
+			{"drop-last-applied", applied, dropApplied, false},
+			{"cut", plain, nil, false},
 		} {
 			m, err := Scan(c.data)
 			if err != nil {
 				b.Fatal(err)
+			}
+			if c.walk {
+				m = walking(m)
 			}
 			b.Run(fx.name+"/"+c.name, func(b *testing.B) {
 				buf := make([]byte, 0, len(c.data))
@@ -128,7 +144,7 @@ func BenchmarkProject(b *testing.B) {
 }
 
 // TestViewAllocations holds Extract of status.phase to its result's
-// allocations, and Project and Hash to none.
+// allocations, and Project and Hash to none when the buffer has room.
 func TestViewAllocations(t *testing.T) {
 	data := readFixture(t, "pod")
 	m, err := Scan(data)
@@ -138,6 +154,7 @@ func TestViewAllocations(t *testing.T) {
 	buf := make([]byte, 0, len(data))
 	phase := NewTree([]Path{{{Name: "status"}, {Name: "phase"}}})
 	p := &Projection{Drop: NewTree([]Path{{{Name: "status"}}})}
+	w := walking(m)
 	for _, c := range []struct {
 		name string
 		want float64
@@ -146,7 +163,10 @@ func TestViewAllocations(t *testing.T) {
 		// Two maps (their headers and their first groups), the string and
 		// its interface value.
 		{"Extract status.phase", 6, func() { _, _ = Extract(data, phase) }},
+		{"Meta.Extract status.phase", 6, func() { _, _ = m.Extract(data, phase) }},
 		{"Project", 0, func() { buf, _, _ = m.Project(buf[:0], data, p) }},
+		{"Project into no buffer", 1, func() { _, _, _ = m.Project(nil, data, p) }},
+		{"Project walking into no buffer", 1, func() { _, _, _ = w.Project(nil, data, p) }},
 		{"Hash", 0, func() { m.Hash(data) }},
 	} {
 		if got := testing.AllocsPerRun(20, c.run); got != c.want {

@@ -194,7 +194,7 @@ func (d *Definition) Apply(res source.Resource, obj *source.RawObject) source.Vi
 func (d *Definition) match(res source.Resource, obj *source.RawObject) bool {
 	v := filter.Vars{Resource: res.Name(), Namespace: obj.Meta.Namespace, Name: obj.Meta.Name}
 	if d.readTree != nil {
-		o, err := rawobject.Extract(obj.Data, d.readTree)
+		o, err := obj.Meta.Extract(obj.Data, d.readTree)
 		if err != nil {
 			d.failed(res, obj, err)
 			return false
