@@ -24,7 +24,7 @@
 //   - Without a filter or a projection, Apply hands the object on as it
 //     came, decodes nothing and hashes nothing.
 //   - Only the members of the object the filter reads are decoded
-//     (filter.Reads, rawobject.Extract).
+//     (filter.Reads, rawobject.Meta.Extract), from where Scan found them.
 package view
 
 import (
