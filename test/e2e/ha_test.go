@@ -181,11 +181,18 @@ func TestMetricsAndReadiness(t *testing.T) {
 		v := oracle(t, ns, b.read(t, ns))
 		return v.mismatch == "", v.mismatch
 	})
-	after, _ := scrape(addr)
-	observed, published := after.Sum("bridge_deltas_observed_total"), after.Sum("bridge_deltas_published_total")
-	if observed < float64(made) || published < float64(made) {
-		t.Errorf("observed %v, published %v, want at least the %d changes made", observed, published, made)
-	}
+	// The stream may show the last batch before its publish returned and
+	// was counted: the counters catch up.
+	var (
+		after               metricstest.Samples
+		observed, published float64
+	)
+	eventually(t, 30*time.Second, func() (bool, string) {
+		after, _ = scrape(addr)
+		observed, published = after.Sum("bridge_deltas_observed_total"), after.Sum("bridge_deltas_published_total")
+		return observed >= float64(made) && published >= float64(made),
+			fmt.Sprintf("observed %v, published %v, want at least the %d changes made", observed, published, made)
+	})
 	if down.Sum("bridge_sink_up") != 0 {
 		t.Errorf("bridge_sink_up %v while the sink was down, want 0", down.Sum("bridge_sink_up"))
 	}
