@@ -98,12 +98,23 @@ func (t *table) apply(r Record) outcome {
 	key := objectKey(m.Namespace, m.Name)
 	u, rv := parseUID(m.UID), parseRV(m.ResourceVersion)
 	deleting := m.Action == "deleted"
+	// An object that left the bridge's view (BRIDGE_FILTER) still exists:
+	// like one that leaves Options.LabelSelector, it is known at its
+	// version, not gone, and takes its later states back.
+	left := deleting && m.Reason == reasonLeftFilter
 	e, tracked := t.keys[key]
 	switch {
 	case tracked && olderOrSame(rv, e, u, deleting):
 		return outcome{drop: dropDuplicate}
 	case !tracked && t.gone.stale(key, u, rv):
 		return outcome{drop: dropDuplicate}
+	case left && (!tracked || e.uid == u):
+		out := outcome{key: key}
+		if e.held {
+			out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
+		}
+		t.remember(key, entry{rv: rv, bus: hashKey(r.Key), uid: u})
+		return out
 	case deleting && !tracked:
 		// A delete of an object the informer never got: nothing to
 		// undo, but its late repeats must not bring it back.
@@ -201,10 +212,14 @@ func (t *table) tombstone(busKey string) outcome {
 		return outcome{}
 	}
 	e := t.keys[key]
-	out := outcome{key: key}
-	if e.held {
-		out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
+	if !e.held {
+		// An object known but not held: it left the selector or the
+		// bridge's filter, and this is the tombstone that follows the
+		// delete of the latter. It still exists.
+		return outcome{}
 	}
+	out := outcome{key: key}
+	out.changes = append(out.changes, change{typ: watch.Deleted, key: key, last: e})
 	t.forget(key, e)
 	t.gone.add(key, e.uid, e.rv)
 	return out
@@ -235,6 +250,10 @@ func (t *table) forget(key string, e entry) {
 		delete(t.byBus, e.bus)
 	}
 }
+
+// reasonLeftFilter is the reason of the delete of an object that left the
+// bridge's view (source.ReasonLeftFilter).
+const reasonLeftFilter = "left-filter"
 
 // checkMessage reports what makes m unusable as a bridge event.
 func checkMessage(m *sink.Message) error {

@@ -65,8 +65,8 @@ type Options struct {
 	// source runs PathParsed with New's client.
 	REST rest.Interface
 	// View, when set, makes the deltas those of a view of the objects (see
-	// View): it applies on the raw path only, since it reads the API
-	// server's bytes. Positions in the checkpoint carry each object's
+	// View): it filters and projects on the raw path only, since it reads
+	// the API server's bytes. Positions in the checkpoint carry each object's
 	// state in the view, so that a restart, or a new definition of the
 	// view, publishes what changed in it.
 	View View
@@ -215,9 +215,11 @@ func (s *Source) Run(ctx context.Context) error {
 			"lastResourceVersion", snap.LastResourceVersion)
 		trackers[i] = newTracker(res, snap.Objects, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
 		trackers[i].observer = s.opts.Observer
-		if s.path == PathRaw {
-			trackers[i].view = s.opts.View
-		}
+		// On the parsed path a view filters and projects nothing (the
+		// configuration refuses one there), but it still tells a position
+		// recorded through an earlier view, so that what that view left
+		// out is published again.
+		trackers[i].view = s.opts.View
 		if viewChanged(trackers[i].view, snap.Objects, snap.LastResourceVersion) {
 			rv, err := s.revision(ctx, res)
 			if err != nil {
