@@ -149,16 +149,7 @@ func measureThroughput(b *testing.B, bus throughputBus, wl *workload) {
 	// system; the bridge's also checks what it published.
 	run("warm-up-bridge", func(b *testing.B) runResult { return bus.Bridge(b, wl, true) })
 	run("warm-up-baseline", baseline)
-	var bridgeRuns, baselineRuns []runResult
-	for r := 1; r <= throughputRounds; r++ {
-		if r%2 == 1 {
-			bridgeRuns = append(bridgeRuns, run(fmt.Sprint("bridge-", r), bridge))
-			baselineRuns = append(baselineRuns, run(fmt.Sprint("baseline-", r), baseline))
-		} else {
-			baselineRuns = append(baselineRuns, run(fmt.Sprint("baseline-", r), baseline))
-			bridgeRuns = append(bridgeRuns, run(fmt.Sprint("bridge-", r), bridge))
-		}
-	}
+	bridgeRuns, baselineRuns := alternate(run, "bridge-", bridge, "baseline-", baseline)
 	if b.Failed() {
 		return
 	}
@@ -226,6 +217,22 @@ func buildWorkload(b *testing.B, name string, r source.Resource, count int, obje
 		wl.bodies = append(wl.bodies, body)
 	}
 	return wl
+}
+
+// alternate runs a and b throughputRounds times each, a first in odd
+// rounds and b first in even ones, so that the noise of a shared machine
+// hits both, and returns their results.
+func alternate(run func(string, func(*testing.B) runResult) runResult, aName string, a func(*testing.B) runResult, bName string, b func(*testing.B) runResult) (aRuns, bRuns []runResult) {
+	for r := 1; r <= throughputRounds; r++ {
+		if r%2 == 1 {
+			aRuns = append(aRuns, run(fmt.Sprint(aName, r), a))
+			bRuns = append(bRuns, run(fmt.Sprint(bName, r), b))
+		} else {
+			bRuns = append(bRuns, run(fmt.Sprint(bName, r), b))
+			aRuns = append(aRuns, run(fmt.Sprint(aName, r), a))
+		}
+	}
+	return aRuns, bRuns
 }
 
 // timed runs publish, which returns once the last message is

@@ -104,16 +104,7 @@ func measureViewThroughput(b *testing.B, bus throughputBus, wl *workload, v sour
 	// bus holds the very messages the bridge publishes without it.
 	run("warm-up-view", func(b *testing.B) runResult { return bus.Bridge(b, &viewed, !projects) })
 	run("warm-up-no-view", without)
-	var withRuns, withoutRuns []runResult
-	for r := 1; r <= throughputRounds; r++ {
-		if r%2 == 1 {
-			withRuns = append(withRuns, run(fmt.Sprint("view-", r), with))
-			withoutRuns = append(withoutRuns, run(fmt.Sprint("no-view-", r), without))
-		} else {
-			withoutRuns = append(withoutRuns, run(fmt.Sprint("no-view-", r), without))
-			withRuns = append(withRuns, run(fmt.Sprint("view-", r), with))
-		}
-	}
+	withRuns, withoutRuns := alternate(run, "view-", with, "no-view-", without)
 	if b.Failed() {
 		return
 	}
