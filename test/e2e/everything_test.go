@@ -6,6 +6,9 @@ import (
 	"testing"
 	"time"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
 )
@@ -119,4 +122,65 @@ func loggedFor(logs, msg, resource string) bool {
 		}
 	}
 	return false
+}
+
+// A CRD that a pattern selects, changed to prefer another version, is
+// watched at that version under the same checkpoint: what was published
+// is not published again, and what changes after comes at the new
+// version; the bridge does not stop.
+func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
+	ns := namespace(t, "moved")
+	group, plural, kind := "move.example.com", "crates", "Crate"
+	name := plural + "." + group
+	gvr := defineCRD(t, group, plural, kind, "v1")
+	createObjects(t, gvr, kind, ns, "crate", 3)
+	s := &memSink{}
+	r := startBridge(t, map[string]string{
+		"BRIDGE_RESOURCES":    "*." + group,
+		"BRIDGE_NAMESPACES":   ns,
+		"BRIDGE_CHECKPOINT":   "file:" + t.TempDir() + "/ckpt.db",
+		"BRIDGE_CLUSTER_NAME": "e2e",
+	}, s)
+	eventually(t, 30*time.Second, func() (bool, string) { return s.len() == 3, fmt.Sprintf("%d of 3 messages", s.len()) })
+
+	// Serve v2 too, and store it: v2 is preferred now.
+	dyn := dynamicClient(t)
+	crd, err := dyn.Resource(crdGVR).Get(t.Context(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	schema := map[string]any{"openAPIV3Schema": map[string]any{"type": "object", "x-kubernetes-preserve-unknown-fields": true}}
+	if err := unstructured.SetNestedSlice(crd.Object, []any{
+		map[string]any{"name": "v1", "served": true, "storage": false, "schema": schema},
+		map[string]any{"name": "v2", "served": true, "storage": true, "schema": schema},
+	}, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := dyn.Resource(crdGVR).Update(t.Context(), crd, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, func() (bool, string) {
+		return loggedFor(r.logs.String(), "resource served at another preferred version: watched there", name),
+			name + " not watched at v2 yet"
+	})
+	if !strings.Contains(r.logs.String(), "msg=\"resource served at another preferred version: watched there\" component=source resource="+name+" version=v2") {
+		t.Errorf("%s not watched at v2", name)
+	}
+	gvr.Version = "v2"
+	createObjects(t, gvr, kind, ns, "later", 1)
+	eventually(t, 30*time.Second, func() (bool, string) { return s.len() >= 4, fmt.Sprintf("%d of 4 messages", s.len()) })
+	r.stop(t)
+	msgs := s.all()
+	if len(msgs) != 4 {
+		t.Errorf("%d messages, want 4: the 3 objects published once, at v1, and the one made later", len(msgs))
+	}
+	for _, m := range msgs {
+		want := group + "/v1"
+		if m.Name == "later-0" {
+			want = group + "/v2"
+		}
+		if m.Action != "added" || m.APIVersion != want {
+			t.Errorf("%s: %s at %s, want added at %s", m.Name, m.Action, m.APIVersion, want)
+		}
+	}
 }
