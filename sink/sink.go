@@ -15,7 +15,11 @@
 // may be delivered in any order.
 package sink
 
-import "context"
+import (
+	"context"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+)
 
 // Sink publishes batches of messages to a message bus.
 //
@@ -38,4 +42,14 @@ type Sink interface {
 // otherwise. It must be cheap and safe to call at any time.
 type HealthChecker interface {
 	Health() error
+}
+
+// Preparer is implemented by sinks that must make room for a resource's
+// messages before the first of them comes, such as a topic of its own.
+// The bridge calls Prepare for each resource it starts watching while it
+// runs, before any message of it; Prepare returns nil once the sink takes
+// the resource's messages, or says why it cannot (the resource is then
+// not watched). It may be called concurrently with Publish.
+type Preparer interface {
+	Prepare(ctx context.Context, resource schema.GroupVersionResource) error
 }

@@ -60,6 +60,36 @@
 //     before (the deletes of a CRD's objects) are handed over before Run
 //     returns. It never keeps listing a version that is gone.
 //
+// A Set watches what a Selection selects: resources named, as kubectl
+// names them, and patterns ("*", "*.<group>") minus exclusions, one Source
+// per resource, each with the guarantees above. Its guarantees:
+//
+//   - A pattern selects every resource the API server serves that supports
+//     list and watch, one version per group-resource, the preferred one (as
+//     discovery.ServerPreferredResources chooses it); never secrets, which
+//     only a name selects; never what the exclusions name. A resource named
+//     is watched even when excluded. Subresources are skipped silently;
+//     resources without list or watch are skipped and logged once each.
+//   - At most ListConcurrency resources are between the start of their
+//     Source and its initial list's end at once. Synced closes once every
+//     resource selected at start has synced.
+//   - With a pattern, the Set follows the cluster: informers on
+//     CustomResourceDefinitions and APIServices make it select again, from
+//     discovery, after each change (and again while discovery has not yet
+//     caught up with the CRDs, for up to a minute). A resource newly
+//     selected is prepared (Options.Prepare), checked and watched: its
+//     objects are handed on as Added, Snapshot. A resource no longer served
+//     has its Source stopped; every object that Source still knows is then
+//     handed on as Deleted, so no position of it is left behind, and
+//     nothing of it is kept. A resource served at another preferred version
+//     is watched there, under the same name. A group whose discovery fails
+//     keeps what is watched of it.
+//   - A resource selected by a pattern that cannot be read (forbidden, not
+//     found, unavailable) is left out with a warning, once, and tried again
+//     at the next selection; one no longer served at its version while
+//     watched is selected again, not a failure. A resource named fails
+//     Check, and Run, as a Source alone does.
+//
 // Nothing of client-go's interface{} plumbing leaves this package: the rest
 // of the bridge sees only Delta.
 package source

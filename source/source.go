@@ -31,6 +31,11 @@ import (
 // label or field selector for a resource.
 var ErrBadSelector = errors.New("selector not accepted by the API server")
 
+// errNotWrapped is Check's error when the client's transport is not
+// wrapped with WrapTransport.
+var errNotWrapped = errors.New("source: the API client's transport is not wrapped with source.WrapTransport: " +
+	"the source could not tell a dropped watch from one the API server ended")
+
 // Options select what a Source watches and what its deltas carry.
 type Options struct {
 	Resources []Resource
@@ -180,8 +185,7 @@ func (s *Source) Check(ctx context.Context) error {
 			list, err := client.List(withStream(ctx, st), s.listOptions(1))
 			switch {
 			case err == nil && st.attempts.Load() == 0:
-				return errors.New("source: the API client's transport is not wrapped with source.WrapTransport: " +
-					"the source could not tell a dropped watch from one the API server ended")
+				return errNotWrapped
 			case err == nil:
 				if err := s.checkWatch(ctx, client, res, ns, listRV(list)); err != nil {
 					errs = append(errs, err)
@@ -244,7 +248,18 @@ func (s *Source) Run(ctx context.Context) error {
 	}
 	s.log.Info("objects handed on", "path", s.path)
 	var wg sync.WaitGroup
-	defer wg.Wait()
+	defer func() {
+		wg.Wait()
+		// A resource the cluster no longer serves (see Set): what is
+		// known of it is gone with it.
+		if errors.Is(context.Cause(ctx), errRetired) {
+			for _, t := range trackers {
+				if n := t.retire(); n > 0 {
+					s.log.Info("resource no longer served: its objects still known are reported deleted", "resource", t.res.Name(), "objects", n)
+				}
+			}
+		}
+	}()
 	served := s.startServedChecks(ctx, stop, &wg)
 	hs := make([]*health, 0, len(s.health))
 	for _, h := range s.health {

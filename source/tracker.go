@@ -455,6 +455,36 @@ func (t *tracker) finishInitialList() int {
 	return len(gone)
 }
 
+// retire reports every object the tracker knows, in the view, as
+// deleted, and forgets them all: its resource is no longer served. The
+// deletes carry the newest resourceVersion the tracker knows, so that an
+// object's resourceVersions never go backwards in the stream. It returns
+// how many deletes it reported.
+func (t *tracker) retire() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	rv := t.newestList()
+	keys := make([]string, 0, len(t.known))
+	for k, e := range t.known {
+		keys = append(keys, k)
+		if !e.position().IsIntent() && rvBefore(rv, e.rv) {
+			rv = e.rv
+		}
+	}
+	slices.Sort(keys)
+	n := 0
+	for _, k := range keys {
+		e := t.known[k]
+		delete(t.known, k)
+		if !e.out {
+			t.handler.OnDelta(t.vanished(k, e.position(), rv))
+			n++
+		}
+	}
+	t.known = map[string]entry{}
+	return n
+}
+
 // size is how many objects the tracker knows.
 func (t *tracker) size() int {
 	t.mu.Lock()

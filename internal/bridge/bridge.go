@@ -70,8 +70,9 @@ type Bridge struct {
 	metrics *metrics.Metrics
 	hard    context.Context
 	ready   chan struct{}
-	// src is the running source, for Readiness; nil before Run makes it.
-	src atomic.Pointer[source.Source]
+	// src is the running set of sources, for Readiness; nil before Run
+	// makes it.
+	src atomic.Pointer[source.Set]
 }
 
 // Option changes how New builds a Bridge.
@@ -154,16 +155,76 @@ func (b *Bridge) Run(ctx context.Context) error {
 		return fmt.Errorf("bridge: %w", err)
 	}
 	dyn := dynamic.New(rc)
-	resources, err := source.Resolve(dc, b.cfg.Resources)
+	// The set follows the cluster's CRDs and API services with informers
+	// of their own, on a plain client.
+	follow, err := dynamic.NewForConfig(b.rest)
 	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	// The view: without BRIDGE_FILTER, BRIDGE_FIELDS or BRIDGE_DROP_FIELDS
+	// it hands objects on as they come, and still tells a position
+	// recorded through an earlier view from one recorded without.
+	vw := view.New(b.cfg.ViewDefinition(), b.metrics, b.log.With("component", "view"))
+	// The set is made, and selects, before the sink is opened, since the
+	// resources selected decide the sink's topics; the pipeline and the
+	// checkpoint writer it hands deltas to and loads positions through
+	// are made after the sink, before the set runs.
+	var (
+		pipe   *pipeline.Pipeline
+		writer *checkpoint.Writer
+	)
+	sel := b.cfg.Selection()
+	src := source.NewSet(dyn, dc, source.SetOptions{
+		Selection:       sel,
+		ListConcurrency: b.cfg.ListConcurrency,
+		Follow:          follow,
+		Observer:        b.metrics,
+		Prepare: func(ctx context.Context, res source.Resource) error {
+			if p, ok := b.sink.(sink.Preparer); ok {
+				return p.Prepare(ctx, res.GroupVersionResource)
+			}
+			return nil
+		},
+		Source: source.Options{
+			Namespaces:        b.cfg.Namespaces,
+			LabelSelector:     b.cfg.LabelSelector,
+			FieldSelector:     b.cfg.FieldSelector,
+			KeepManagedFields: b.cfg.KeepManagedFields,
+			OldObject:         b.cfg.OldObject,
+			Observer:          b.metrics,
+			Discovery:         dc,
+			StallTimeout:      b.cfg.WatchStallTimeout,
+			// The raw path by default: objects go to the bus as the API
+			// server sent them, never decoded. BRIDGE_OLD_OBJECT needs the
+			// previous state decoded, and so the parsed path (the source
+			// decides it from OldObject).
+			REST: rc,
+			View: vw,
+		},
+	}, loaderFunc(func(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
+		// A resource's source may start again while the bridge runs
+		// (watched at another version, or served again): it loads what
+		// was published of it, acknowledged positions not yet flushed
+		// included.
+		if err := writer.Flush(ctx); err != nil {
+			return checkpoint.Snapshot{}, err
+		}
+		return b.store.Load(ctx, resource)
+	}), source.HandlerFunc(func(d source.Delta) {
+		b.metrics.Observed(&d)
+		pipe.OnDelta(d)
+	}), b.log.With("component", "source"))
+	if err := src.Select(ctx); err != nil {
 		return fmt.Errorf("bridge: BRIDGE_RESOURCES: %w", err)
 	}
+	resources := src.Resources()
+	b.log.Info("selected resources", "selection", sel.String(), "resources", len(resources), "followsCluster", sel.Patterned())
 	for _, r := range resources {
 		b.log.Info("watching", "resource", r.Name(), "version", r.Version, "kind", r.Kind, "namespaced", r.Namespaced)
 	}
 
 	if b.sink == nil {
-		s, err := b.openSink(ctx, resources)
+		s, err := b.openSink(ctx, resources, sel.Patterned())
 		if err != nil {
 			return err
 		}
@@ -180,8 +241,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	defer b.store.Close()
 
-	writer := checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
-	pipe := pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName, KeepManagedFields: b.cfg.KeepManagedFields}, writer, pipeline.Options{
+	writer = checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
+	pipe = pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName, KeepManagedFields: b.cfg.KeepManagedFields}, writer, pipeline.Options{
 		Workers:             b.cfg.Workers,
 		BatchSize:           b.cfg.BatchSize,
 		MaxPendingPerObject: b.cfg.MaxPendingPerObject,
@@ -200,10 +261,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return 1
 		},
 	})
-	// The view: without BRIDGE_FILTER, BRIDGE_FIELDS or BRIDGE_DROP_FIELDS
-	// it hands objects on as they come, and still tells a position
-	// recorded through an earlier view from one recorded without.
-	vw := view.New(b.cfg.ViewDefinition(), b.metrics, b.log.With("component", "view"))
 	if vw.Defined() {
 		for _, res := range resources {
 			b.metrics.ViewResource(res.Name())
@@ -211,26 +268,6 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.log.Info("publishing a view of the objects", "filter", b.cfg.View.Filter, "fields", b.cfg.View.Fields,
 			"dropFields", b.cfg.View.DropFields, "definition", vw.ID())
 	}
-	src := source.New(dyn, source.Options{
-		Resources:         resources,
-		Namespaces:        b.cfg.Namespaces,
-		LabelSelector:     b.cfg.LabelSelector,
-		FieldSelector:     b.cfg.FieldSelector,
-		KeepManagedFields: b.cfg.KeepManagedFields,
-		OldObject:         b.cfg.OldObject,
-		Observer:          b.metrics,
-		Discovery:         dc,
-		StallTimeout:      b.cfg.WatchStallTimeout,
-		// The raw path by default: objects go to the bus as the API
-		// server sent them, never decoded. BRIDGE_OLD_OBJECT needs the
-		// previous state decoded, and so the parsed path (the source
-		// decides it from OldObject).
-		REST: rc,
-		View: vw,
-	}, b.store, source.HandlerFunc(func(d source.Delta) {
-		b.metrics.Observed(&d)
-		pipe.OnDelta(d)
-	}), b.log.With("component", "source"))
 	b.metrics.Watches(src.Watches)
 	b.src.Store(src)
 
@@ -358,6 +395,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 	return nil
 }
 
+// loaderFunc adapts a function to source.Loader.
+type loaderFunc func(ctx context.Context, resource string) (checkpoint.Snapshot, error)
+
+func (f loaderFunc) Load(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
+	return f(ctx, resource)
+}
+
 // selectorVars names the selector variables that are set.
 func selectorVars(cfg *config.Config) string {
 	var vars []string
@@ -371,7 +415,7 @@ func selectorVars(cfg *config.Config) string {
 }
 
 // openSink opens the sink the configuration names.
-func (b *Bridge) openSink(ctx context.Context, resources []source.Resource) (sink.Sink, error) {
+func (b *Bridge) openSink(ctx context.Context, resources []source.Resource, followed bool) (sink.Sink, error) {
 	log := b.log.With("component", "sink")
 	switch b.cfg.Sink {
 	case config.SinkNATS:
@@ -381,7 +425,11 @@ func (b *Bridge) openSink(ctx context.Context, resources []source.Resource) (sin
 		for i, r := range resources {
 			gvrs[i] = r.GroupVersionResource
 		}
-		return kafkasink.New(ctx, b.cfg.Kafka, gvrs, log, kafkasink.WithTopicCompaction(b.metrics.KafkaTopicCompacted))
+		opts := []kafkasink.Option{kafkasink.WithTopicCompaction(b.metrics.KafkaTopicCompacted)}
+		if followed {
+			opts = append(opts, kafkasink.WithResourcesAdded())
+		}
+		return kafkasink.New(ctx, b.cfg.Kafka, gvrs, log, opts...)
 	default:
 		return stdout.New(os.Stdout), nil
 	}

@@ -29,16 +29,27 @@ import (
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/source"
 )
 
 // Config is the bridge's whole configuration. The help tag is shown by
 // `bridge --help`; the default tag is the default, with its reason in the
 // comment above the field.
 type Config struct {
-	Resources     []string `env:"BRIDGE_RESOURCES" help:"required; comma-separated resources, named as kubectl names them: configmaps, deployments.apps, deployments.v1.apps, widgets.v1alpha1.example.com, deploy"`
-	Namespaces    []string `env:"BRIDGE_NAMESPACES" help:"comma-separated namespaces to watch; empty means all. Cluster-scoped resources are always watched whole"`
-	LabelSelector string   `env:"BRIDGE_LABEL_SELECTOR" help:"label selector, as kubectl -l takes it"`
-	FieldSelector string   `env:"BRIDGE_FIELD_SELECTOR" help:"field selector, as kubectl --field-selector takes it"`
+	Resources []string `env:"BRIDGE_RESOURCES" help:"required; comma-separated resources, named as kubectl names them (configmaps, deployments.apps, deployments.v1.apps, widgets.v1alpha1.example.com, deploy), or patterns: * for every resource the API server serves that supports list and watch, *.<group> for every resource of a group and of the groups ending in .<group> (*.example.com). They mix: *,secrets. Patterns follow the cluster: a CRD or API service that appears is watched, one that goes is no longer. Secrets are watched only when named"`
+	// Events are a log, not state, and change all the time; leases are
+	// renewed every few seconds by every controller and node. Under "*"
+	// both would bury the state on the bus in churn nobody restores.
+	ExcludeResources []string `env:"BRIDGE_EXCLUDE_RESOURCES" envDefault:"events,events.events.k8s.io,leases.coordination.k8s.io" help:"comma-separated resources (resource.group, as in leases.coordination.k8s.io) and groups (*.<group>) that the patterns of BRIDGE_RESOURCES leave out; a resource named there is watched anyway. none excludes nothing"`
+	// Four initial lists at once start a cluster of many resources
+	// several times faster than one at a time, while the API server
+	// serves no more large lists for the bridge than a few kubectl
+	// commands would: each list of tens of thousands of objects costs it
+	// memory and CPU while it runs.
+	ListConcurrency int      `env:"BRIDGE_LIST_CONCURRENCY" envDefault:"4" help:"how many resources' initial lists run at once (at start-up, and when resources are added); each is streamed as a watch where the API server offers it"`
+	Namespaces      []string `env:"BRIDGE_NAMESPACES" help:"comma-separated namespaces to watch; empty means all. Cluster-scoped resources are always watched whole"`
+	LabelSelector   string   `env:"BRIDGE_LABEL_SELECTOR" help:"label selector, as kubectl -l takes it"`
+	FieldSelector   string   `env:"BRIDGE_FIELD_SELECTOR" help:"field selector, as kubectl --field-selector takes it"`
 	// View is what of the watched objects is published. No defaults: an
 	// unset filter and projection publish every object whole, as the
 	// bridge always has.
@@ -104,6 +115,8 @@ type Config struct {
 
 	// view is View compiled (ViewDefinition).
 	view view.Config
+	// selection is Resources and ExcludeResources parsed (Selection).
+	selection source.Selection
 }
 
 // ViewConfig is the definition of the view the bridge publishes (see
@@ -153,6 +166,7 @@ func Load(environ []string) (*Config, error) {
 	// the checks below still run; they skip variables that did not parse.
 	perr := parseErrors(env.ParseWithOptions(&c, env.Options{Environment: vars}))
 	c.Resources = clean(c.Resources)
+	c.ExcludeResources = clean(c.ExcludeResources)
 	c.Namespaces = clean(c.Namespaces)
 	c.View.blankIsUnset()
 	errs := perr
@@ -196,7 +210,11 @@ func (c *Config) problems() []*VarError {
 		errs = append(errs, &VarError{Var: name, Err: fmt.Errorf(format, args...)})
 	}
 	if len(c.Resources) == 0 {
-		bad("BRIDGE_RESOURCES", "required: name at least one resource, for example configmaps")
+		bad("BRIDGE_RESOURCES", "required: name at least one resource, for example configmaps, or * for every resource")
+	}
+	c.parseSelection(bad)
+	if c.ListConcurrency <= 0 {
+		bad("BRIDGE_LIST_CONCURRENCY", "must be positive, got %d", c.ListConcurrency)
 	}
 	for _, ns := range c.Namespaces {
 		if msgs := validation.IsDNS1123Label(ns); len(msgs) > 0 {
@@ -320,6 +338,42 @@ func (c *Config) compileView(bad func(name, format string, args ...any)) {
 		v.DropFields = paths
 	}
 	c.view = v
+}
+
+// parseSelection parses BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES
+// into c.selection, reporting each entry it does not take by variable.
+func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
+	if len(c.Resources) == 0 {
+		return // reported as required
+	}
+	sel, err := source.NewSelection(c.Resources, c.ExcludeResources)
+	for _, e := range unjoin(err) {
+		var se *source.SelectionError
+		switch {
+		case errors.As(e, &se) && se.Exclusion:
+			bad("BRIDGE_EXCLUDE_RESOURCES", "%q: %s", se.Entry, se.Reason)
+		case errors.As(e, &se):
+			bad("BRIDGE_RESOURCES", "%q: %s", se.Entry, se.Reason)
+		default:
+			bad("BRIDGE_RESOURCES", "%v", e)
+		}
+	}
+	c.selection = sel
+}
+
+// Selection is what BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES
+// select, parsed by Load.
+func (c *Config) Selection() source.Selection { return c.selection }
+
+// unjoin lists the errors errors.Join joined in err, or err alone.
+func unjoin(err error) []error {
+	if err == nil {
+		return nil
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		return j.Unwrap()
+	}
+	return []error{err}
 }
 
 // ViewDefinition is the view's definition, compiled and parsed by Load.

@@ -41,6 +41,12 @@ func TestLoadInvalid(t *testing.T) {
 	}{
 		{name: "resources missing", env: []string{"BRIDGE_RESOURCES="}, wantVars: []string{"BRIDGE_RESOURCES"}, wantText: []string{"required"}},
 		{name: "resources only separators", env: []string{"BRIDGE_RESOURCES= , ,"}, wantVars: []string{"BRIDGE_RESOURCES"}},
+		{name: "resource pattern with a star inside", env: []string{"BRIDGE_RESOURCES=configmaps,*foo"}, wantVars: []string{"BRIDGE_RESOURCES"}, wantText: []string{`"*foo"`}},
+		{name: "resource pattern with a star at the end", env: []string{"BRIDGE_RESOURCES=apps.*"}, wantVars: []string{"BRIDGE_RESOURCES"}, wantText: []string{`"apps.*"`}},
+		{name: "exclusion of everything", env: []string{"BRIDGE_RESOURCES=*", "BRIDGE_EXCLUDE_RESOURCES=events,*"}, wantVars: []string{"BRIDGE_EXCLUDE_RESOURCES"}, wantText: []string{`"*"`}},
+		{name: "exclusion not a name", env: []string{"BRIDGE_EXCLUDE_RESOURCES=Leases"}, wantVars: []string{"BRIDGE_EXCLUDE_RESOURCES"}, wantText: []string{`"Leases"`}},
+		{name: "list concurrency zero", env: []string{"BRIDGE_LIST_CONCURRENCY=0"}, wantVars: []string{"BRIDGE_LIST_CONCURRENCY"}, wantText: []string{"positive"}},
+		{name: "list concurrency unparsable", env: []string{"BRIDGE_LIST_CONCURRENCY=few"}, wantVars: []string{"BRIDGE_LIST_CONCURRENCY"}},
 		{name: "label selector", env: []string{"BRIDGE_LABEL_SELECTOR=app in (a"}, wantVars: []string{"BRIDGE_LABEL_SELECTOR"}},
 		{name: "label selector bad value", env: []string{"BRIDGE_LABEL_SELECTOR=app=-bad-"}, wantVars: []string{"BRIDGE_LABEL_SELECTOR"}},
 		{name: "field selector", env: []string{"BRIDGE_FIELD_SELECTOR=metadata.name"}, wantVars: []string{"BRIDGE_FIELD_SELECTOR"}},
@@ -159,6 +165,8 @@ func TestLoadValid(t *testing.T) {
 			env:  []string{"BRIDGE_RESOURCES=configmaps"},
 			want: Config{
 				Resources:           []string{"configmaps"},
+				ExcludeResources:    []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io"},
+				ListConcurrency:     4,
 				ClusterName:         "default",
 				Sink:                "stdout",
 				Checkpoint:          "file:bridge-checkpoint.db",
@@ -183,6 +191,8 @@ func TestLoadValid(t *testing.T) {
 			env:  []string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_SINK=", "BRIDGE_CLUSTER_NAME=", "BRIDGE_CHECKPOINT_INTERVAL="},
 			want: Config{
 				Resources:           []string{"configmaps"},
+				ExcludeResources:    []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io"},
+				ListConcurrency:     4,
 				ClusterName:         "default",
 				Sink:                "stdout",
 				Checkpoint:          "file:bridge-checkpoint.db",
@@ -223,12 +233,16 @@ func TestLoadValid(t *testing.T) {
 				"BRIDGE_WATCH_STALL_TIMEOUT=30s",
 				"BRIDGE_LOG_LEVEL=debug",
 				"BRIDGE_LOG_FORMAT=text",
+				"BRIDGE_EXCLUDE_RESOURCES=none",
+				"BRIDGE_LIST_CONCURRENCY=2",
 				"KUBECONFIG=/etc/kube/config",
 				"UNRELATED=ignored",
 				"NOT_A_PAIR",
 			},
 			want: Config{
 				Resources:           []string{"a", "b"},
+				ExcludeResources:    []string{"none"},
+				ListConcurrency:     2,
 				Namespaces:          []string{"team-a", "team-b"},
 				LabelSelector:       "app in (web,api),tier!=db",
 				FieldSelector:       "metadata.name!=skip",
@@ -358,7 +372,7 @@ func TestValidate(t *testing.T) {
 	}{
 		{"valid", func(*Config) {}, nil},
 		{"zero config", func(c *Config) { *c = Config{} }, []string{
-			"BRIDGE_RESOURCES", "BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
+			"BRIDGE_RESOURCES", "BRIDGE_LIST_CONCURRENCY", "BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
 			"BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE", "BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_RETRY_MAX_INTERVAL",
 			"BRIDGE_WATCH_STALL_TIMEOUT", "BRIDGE_SHUTDOWN_TIMEOUT", "BRIDGE_LOG_LEVEL", "BRIDGE_LOG_FORMAT",
 		}},

@@ -33,6 +33,8 @@ type Metrics struct {
 	notCompacted *prometheus.GaugeVec
 	// view holds the metrics of the view (see view.go).
 	view viewMetrics
+	// resources follow the resources watched (see resources.go).
+	resources resourceMetrics
 }
 
 // Gauges read state that other parts of the bridge own, at scrape time.
@@ -106,6 +108,7 @@ func New() *Metrics {
 		}, []string{"resource"}),
 		notCompacted: newNotCompacted(),
 		view:         newViewMetrics(),
+		resources:    newResourceMetrics(),
 	}
 	// Both reasons are there from the start, at 0, so that an alert on
 	// them sees a value instead of nothing.
@@ -114,6 +117,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh, m.dropped, m.notCompacted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.view.collectors()...)
+	m.Registry.MustRegister(m.resources.collectors()...)
 	return m
 }
 

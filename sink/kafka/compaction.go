@@ -15,6 +15,16 @@ type Option func(*options)
 
 type options struct {
 	compaction func(topic string, compacted bool)
+	// added: Prepare may be asked for topics New was not given.
+	added bool
+}
+
+// WithResourcesAdded lets Prepare take resources that New was not given,
+// making their topics as New does: for a bridge whose resources follow
+// the cluster. The sink's cached metadata then covers every topic of the
+// cluster rather than its own only, since kafka-go cannot widen it later.
+func WithResourcesAdded() Option {
+	return func(o *options) { o.added = true }
 }
 
 // WithTopicCompaction has New report, in the state layout, whether each

@@ -45,6 +45,11 @@ type Sink struct {
 	// w writes every record. alone writes one record per produce request:
 	// it tells which record of a batch the broker found too large.
 	w, alone *kafkago.Writer
+	opts     options
+
+	// mu guards topics, the topics known to exist.
+	mu     sync.Mutex
+	topics []string
 
 	closeOnce sync.Once
 }
@@ -52,6 +57,7 @@ type Sink struct {
 var (
 	_ sink.Sink          = (*Sink)(nil)
 	_ sink.HealthChecker = (*Sink)(nil)
+	_ sink.Preparer      = (*Sink)(nil)
 )
 
 // New connects to the brokers and makes sure the topic of every resource
@@ -77,50 +83,29 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	configs := cfg.CreateConfigs()
 	acks, _ := cfg.requiredAcks()
 	codec, _ := cfg.compression()
 
 	// The transport outlives New's context: the pipeline drains after the
-	// bridge's context has ended.
+	// bridge's context has ended. Its metadata covers the sink's topics,
+	// or every topic when more may come.
+	metadataTopics := topics
+	if o.added {
+		metadataTopics = nil
+	}
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	transport, err := NewTransport(tctx, cfg, topics)
+	transport, err := NewTransport(tctx, cfg, metadataTopics)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	s := &Sink{cfg: cfg, log: log, addr: Addr(cfg), transport: transport, stop: stop}
+	s := &Sink{cfg: cfg, log: log, addr: Addr(cfg), transport: transport, stop: stop, opts: o}
 
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
-	specs := make([]kafkago.TopicConfig, len(topics))
-	for i, t := range topics {
-		specs[i] = kafkago.TopicConfig{
-			Topic:             t,
-			NumPartitions:     cfg.Partitions,
-			ReplicationFactor: cfg.ReplicationFactor,
-			ConfigEntries:     configs,
-		}
-	}
-	created, err := EnsureTopics(sctx, s.client(startTimeout), cfg.CreateTopics, specs)
-	if err != nil {
+	if err := s.ensureTopics(sctx, topics); err != nil {
 		s.closeTransport()
-		return nil, fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(cfg.BrokerList(), ","), err)
-	}
-	for _, t := range created {
-		log.Info("created topic", "topic", t, "layout", cfg.Layout, "partitions", cfg.Partitions, "replicationFactor", cfg.ReplicationFactor,
-			"configs", configString(configs))
-	}
-	if cfg.Layout == LayoutState {
-		var existing []string
-		for _, t := range topics {
-			if slices.Contains(created, t) {
-				o.compaction(t, true)
-			} else {
-				existing = append(existing, t)
-			}
-		}
-		checkCompaction(sctx, s.client(startTimeout), existing, log, o.compaction)
+		return nil, err
 	}
 
 	s.w = s.writer(acks, codec, cfg.BatchSize, cfg.BatchTimeout)
@@ -136,6 +121,69 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 		"tombstones", cfg.Tombstones, "acks", cfg.RequiredAcks, "compression", cfg.Compression,
 		"tls", tlsConfig != nil, "sasl", cfg.saslMechanism())
 	return s, nil
+}
+
+// ensureTopics makes sure topics exist, as New says, and records them.
+func (s *Sink) ensureTopics(ctx context.Context, topics []string) error {
+	configs := s.cfg.CreateConfigs()
+	specs := make([]kafkago.TopicConfig, len(topics))
+	for i, t := range topics {
+		specs[i] = kafkago.TopicConfig{
+			Topic:             t,
+			NumPartitions:     s.cfg.Partitions,
+			ReplicationFactor: s.cfg.ReplicationFactor,
+			ConfigEntries:     configs,
+		}
+	}
+	created, err := EnsureTopics(ctx, s.client(startTimeout), s.cfg.CreateTopics, specs)
+	if err != nil {
+		return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.BrokerList(), ","), err)
+	}
+	for _, t := range created {
+		s.log.Info("created topic", "topic", t, "layout", s.cfg.Layout, "partitions", s.cfg.Partitions, "replicationFactor", s.cfg.ReplicationFactor,
+			"configs", configString(configs))
+	}
+	if s.cfg.Layout == LayoutState {
+		var existing []string
+		for _, t := range topics {
+			if slices.Contains(created, t) {
+				s.opts.compaction(t, true)
+			} else {
+				existing = append(existing, t)
+			}
+		}
+		checkCompaction(ctx, s.client(startTimeout), existing, s.log, s.opts.compaction)
+	}
+	s.mu.Lock()
+	for _, t := range topics {
+		if !slices.Contains(s.topics, t) {
+			s.topics = append(s.topics, t)
+		}
+	}
+	s.mu.Unlock()
+	return nil
+}
+
+// Prepare makes sure the topic of resource exists, as New does for the
+// resources it is given (creating it when BRIDGE_KAFKA_CREATE_TOPICS is
+// true). A resource New was not given needs WithResourcesAdded.
+func (s *Sink) Prepare(ctx context.Context, resource schema.GroupVersionResource) error {
+	topics, err := topicsOf(&s.cfg, []schema.GroupVersionResource{resource})
+	if err != nil {
+		return fmt.Errorf("kafka sink: %w", err)
+	}
+	s.mu.Lock()
+	known := slices.Contains(s.topics, topics[0])
+	s.mu.Unlock()
+	if known {
+		return nil
+	}
+	if !s.opts.added {
+		return fmt.Errorf("kafka sink: topic %s of %s: the sink was made for other resources only (see WithResourcesAdded)", topics[0], resource.GroupResource())
+	}
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	return s.ensureTopics(ctx, topics)
 }
 
 // configString writes topic configs as BRIDGE_KAFKA_TOPIC_CONFIGS takes

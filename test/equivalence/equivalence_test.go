@@ -28,10 +28,11 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/controlplane"
+	testcorpus "github.com/kubebus/bridge/test/corpus"
 )
 
 // customGroup is the group of the corpus's custom resources.
-const customGroup = "equiv.example.com"
+const customGroup = testcorpus.CustomGroup
 
 // noObjects are the resources the test control plane serves that the
 // corpus holds no object of, and why. Every other resource must have one.
@@ -39,14 +40,11 @@ var noObjects = map[string]string{}
 
 func TestRawEventsEqualParsedEvents(t *testing.T) {
 	cp := controlplane.ForTest(t)
-	c := newClient(t, cp.RESTConfig())
-	c.createAll(t, "testdata/builtin.json")
-	c.createAll(t, "testdata/crds.json")
-	c.waitServed(t, customGroup+"/v1", "widgets", "gadgets")
-	c.createAll(t, "testdata/custom.json")
+	c := testcorpus.NewClient(t, cp.RESTConfig())
+	c.CreateEverything(t, false)
 
-	resources := c.watchable(t)
-	corpus := c.read(t, resources)
+	resources := watchable(c, t)
+	corpus := read(c, t, resources)
 	perResource := map[string]int{}
 	for _, o := range corpus {
 		perResource[o.resource.Name()]++

@@ -6,9 +6,10 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/internal/event"
+	testcorpus "github.com/kubebus/bridge/test/corpus"
 )
 
-// number is how one number of the Widget "tricky" (testdata/custom.json,
+// number is how one number of the Widget "tricky" (test/corpus/testdata/custom.json,
 // spec.numbers) travels: as the test sent it, as the API server sends it
 // back, and as the parsed path publishes it. The raw path publishes the API
 // server's spelling, byte for byte (checkNumbers), and that is the right
@@ -59,7 +60,7 @@ func checkNumbers(t *testing.T, corpus []object) {
 		t.Fatal("the Widget equiv/tricky is not in the corpus")
 	}
 	var sent map[string]json.Number
-	for _, m := range manifests(t, "testdata/custom.json") {
+	for _, m := range testcorpus.Manifests(t, testcorpus.Custom) {
 		var w struct {
 			Metadata struct{ Name string }
 			Spec     struct{ Numbers json.RawMessage }
