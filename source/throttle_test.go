@@ -145,7 +145,9 @@ func (b *syncBuffer) String() string {
 }
 
 // throttleLogLines counts the log lines that say the API server throttles.
-func throttleLogLines(logs string) int { return strings.Count(logs, "the API server throttles the bridge") }
+func throttleLogLines(logs string) int {
+	return strings.Count(logs, "the API server throttles the bridge")
+}
 
 // Check does not turn throttling into a failed start: refusals with a
 // Retry-After are retried by client-go within the call, those without one
