@@ -190,6 +190,8 @@ func (s *Source) Check(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
+// errNotWrapped is Check's error when the client's transport does not
+// report to the source.
 var errNotWrapped = errors.New("source: the API client's transport is not wrapped with source.WrapTransport: " +
 	"the source could not tell a dropped watch from one the API server ended")
 
