@@ -59,6 +59,11 @@
 //     minutes unless the resource comes back. Deltas the watch delivered
 //     before (the deletes of a CRD's objects) are handed over before Run
 //     returns. It never keeps listing a version that is gone.
+//   - A list or watch the API server throttles (429 Too Many Requests, from
+//     API Priority and Fairness) is retried, never given up on: by
+//     client-go after its Retry-After, then by the reflector, or by Check,
+//     with backoff. Each answer 429 is told to a ThrottleObserver and
+//     logged, at most once a minute per resource.
 //
 // A Set watches what a Selection selects: resources named, as kubectl
 // names them, and patterns ("*", "*.<group>") minus exclusions, one Source

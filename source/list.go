@@ -19,7 +19,7 @@ import (
 // cut again and again. A failure is counted and logged, and tells h.
 func (s *Source) list(ctx context.Context, client apiClient, res Resource, ns string, h *health, o metav1.ListOptions) (runtime.Object, error) {
 	lctx, cancel := context.WithCancelCause(ctx)
-	st := &stream{}
+	st := s.newStream(res, VerbList, ns)
 	defer h.listing(time.Now(), cancel, st)()
 	list, err := client.List(withStream(lctx, st), o)
 	switch cause := context.Cause(lctx); {

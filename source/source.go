@@ -114,6 +114,8 @@ type Source struct {
 	relists atomic.Int64
 	// health follows each reflector, by resource name and namespace.
 	health map[watchKey]*health
+	// throttle counts and logs the answers 429 (see throttle.go).
+	throttle throttling
 }
 
 // New returns a Source. Nothing is contacted until Run. client must be
@@ -176,29 +178,39 @@ func (s *Source) Relists() int64 { return s.relists.Load() }
 // configured namespace, so that a selector the API server rejects, or
 // missing permissions, fail at start-up rather than in a retry loop. It
 // also fails if the client's transport is not wrapped with WrapTransport.
+// A call the API server throttles (429) is retried with backoff until
+// ctx ends: a throttled start is slow, not failed.
 func (s *Source) Check(ctx context.Context) error {
 	var errs []error
 	for _, res := range s.opts.Resources {
 		for _, ns := range s.namespacesFor(res) {
-			st := &stream{}
-			client := s.apiClient(res, ns)
-			list, err := client.List(withStream(ctx, st), s.listOptions(1))
-			switch {
-			case err == nil && st.attempts.Load() == 0:
-				return errNotWrapped
-			case err == nil:
-				if err := s.checkWatch(ctx, client, res, ns, listRV(list)); err != nil {
-					errs = append(errs, err)
-				}
-			case apierrors.IsBadRequest(err):
-				errs = append(errs, fmt.Errorf("source: list %s with label selector %q and field selector %q: %w: %v",
-					res.Name(), s.opts.LabelSelector, s.opts.FieldSelector, ErrBadSelector, err))
-			default:
-				errs = append(errs, fmt.Errorf("source: list %s%s: %w", res.Name(), inNamespace(ns), err))
+			switch err := s.retryThrottled(ctx, res, ns, func() error { return s.check(ctx, res, ns) }); {
+			case errors.Is(err, errNotWrapped):
+				return err
+			case err != nil:
+				errs = append(errs, err)
 			}
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// check lists res in ns once, and opens a watch from there.
+func (s *Source) check(ctx context.Context, res Resource, ns string) error {
+	st := s.newStream(res, VerbList, ns)
+	client := s.apiClient(res, ns)
+	list, err := client.List(withStream(ctx, st), s.listOptions(1))
+	switch {
+	case err == nil && st.attempts.Load() == 0:
+		return errNotWrapped
+	case err == nil:
+		return s.checkWatch(ctx, client, res, ns, listRV(list))
+	case apierrors.IsBadRequest(err):
+		return fmt.Errorf("source: list %s with label selector %q and field selector %q: %w: %v",
+			res.Name(), s.opts.LabelSelector, s.opts.FieldSelector, ErrBadSelector, err)
+	default:
+		return fmt.Errorf("source: list %s%s: %w", res.Name(), inNamespace(ns), err)
+	}
 }
 
 // Run loads the checkpoint, starts one reflector per resource and

@@ -13,8 +13,10 @@ import (
 // each of its lists and watches, whether the answer is still arriving and
 // how reading it ended: what tells a watch that the API server ended from
 // a connection that was dropped, and a list that is slow from one that
-// stalled. Requests that are not the source's pass through untouched.
-// Without it, Check fails.
+// stalled. It also sees every answer 429 Too Many Requests, which
+// client-go retries within the call without a word: the source counts
+// them (ThrottleObserver) and logs them. Requests that are not the
+// source's pass through untouched. Without it, Check fails.
 func WrapTransport(rt http.RoundTripper) http.RoundTripper { return &transport{rt: rt} }
 
 type transport struct{ rt http.RoundTripper }
@@ -28,6 +30,9 @@ func (t *transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	resp, err := t.rt.RoundTrip(req)
 	if err != nil {
 		return resp, err
+	}
+	if resp.StatusCode == http.StatusTooManyRequests && st.throttled != nil {
+		st.throttled(resp.Header.Get("Retry-After"))
 	}
 	st.reads.Add(1) // the headers
 	resp.Body = &streamBody{ReadCloser: resp.Body, st: st}
@@ -46,6 +51,9 @@ type stream struct {
 	// end is how reading the latest answer's body ended; nil while it is
 	// being read.
 	end atomic.Pointer[streamEnd]
+	// throttled, when set, is told of each answer 429, with its
+	// Retry-After header ("" without one).
+	throttled func(retryAfter string)
 }
 
 type streamEnd struct{ err error }

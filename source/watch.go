@@ -82,7 +82,7 @@ func (s *Source) watch(ctx context.Context, client apiClient, res Resource, ns s
 	}
 	wctx, cancel := context.WithCancelCause(ctx)
 	call, done := h.watching(time.Now(), cancel)
-	st := &stream{}
+	st := s.newStream(res, VerbWatch, ns)
 	w, err := client.Watch(withStream(wctx, st), o)
 	if err != nil {
 		cut := errors.Is(context.Cause(wctx), ErrStalled)
@@ -168,7 +168,7 @@ func (s *Source) checkWatch(ctx context.Context, client apiClient, res Resource,
 	o.ResourceVersion = rv
 	o.AllowWatchBookmarks = true
 	o.TimeoutSeconds = new(int64(1))
-	w, err := client.Watch(ctx, o)
+	w, err := client.Watch(withStream(ctx, s.newStream(res, VerbWatch, ns)), o)
 	switch {
 	case err == nil:
 		w.Stop()

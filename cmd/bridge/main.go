@@ -91,7 +91,9 @@ func run(args []string, environ []string, stderr io.Writer) int {
 		return 2
 	}
 	rc.UserAgent = "kubebus-bridge"
-	rc.QPS, rc.Burst = 50, 100
+	// The client's own rate limit (see config.Config.KubeQPS); the API
+	// server's refusals beyond it (429) are retried, never fatal.
+	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
 
 	ctx, hard, release := onStopSignals(log)
 	defer release()

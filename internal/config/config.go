@@ -13,6 +13,7 @@ import (
 	"fmt"
 	"iter"
 	"log/slog"
+	"math"
 	"reflect"
 	"slices"
 	"strings"
@@ -104,6 +105,20 @@ type Config struct {
 
 	LogLevel  string `env:"BRIDGE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	LogFormat string `env:"BRIDGE_LOG_FORMAT" envDefault:"json" help:"json or text"`
+
+	// The bridge asks the API server for little once it runs (a new watch
+	// per resource and namespace every half of BRIDGE_WATCH_STALL_TIMEOUT)
+	// but for much at start-up: discovery, then four requests per
+	// resource and namespace (a list and a watch that check permissions,
+	// a list and a watch that follow it). A burst of 100 sends a start
+	// over 25 of them at once, and 50 a second adds about 12 a second;
+	// client-go's own default (5 a second, burst 10) would hold a start
+	// over a hundred for more than a minute on the bridge's side alone.
+	// What protects the API server is its API Priority and Fairness,
+	// whose refusals (429) the bridge retries: this limit only keeps the
+	// bridge from flooding it on its own.
+	KubeQPS   float32 `env:"BRIDGE_KUBE_QPS" envDefault:"50" help:"requests a second the bridge sends the API server, on average (client-go's rate limiter); see docs/operations.md"`
+	KubeBurst int     `env:"BRIDGE_KUBE_BURST" envDefault:"100" help:"requests the bridge may send the API server at once before BRIDGE_KUBE_QPS applies"`
 
 	// Kubeconfig is read by client-go; it is listed here for --help.
 	Kubeconfig string `env:"KUBECONFIG" help:"kubeconfig file; when unset, the in-cluster service account is used, then ~/.kube/config"`
@@ -298,6 +313,13 @@ func (c *Config) problems() []*VarError {
 	}
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		bad("BRIDGE_LOG_FORMAT", "%q is not a format; use json or text", c.LogFormat)
+	}
+	// NaN fails the first test, as it should.
+	if !(c.KubeQPS > 0) || math.IsInf(float64(c.KubeQPS), 0) {
+		bad("BRIDGE_KUBE_QPS", "must be a positive number, got %v", c.KubeQPS)
+	}
+	if c.KubeBurst < 1 {
+		bad("BRIDGE_KUBE_BURST", "must be at least 1, got %d", c.KubeBurst)
 	}
 	return errs
 }

@@ -24,6 +24,7 @@ type Metrics struct {
 	latency   prometheus.Histogram
 	relists   *prometheus.CounterVec
 	watchErrs *prometheus.CounterVec
+	throttled *prometheus.CounterVec
 	synced    *prometheus.GaugeVec
 	served    *prometheus.GaugeVec
 	leader    prometheus.Gauge
@@ -86,6 +87,10 @@ func New() *Metrics {
 			Name: "bridge_watch_errors_total",
 			Help: "Failed lists or watches, and watches ended by an error or cut for silence, by resource.",
 		}, []string{"resource"}),
+		throttled: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "bridge_api_throttled_total",
+			Help: "Answers 429 Too Many Requests (the API server's Priority and Fairness refusing a call) to the bridge's lists and watches, by resource and verb (list or watch). Each is retried: client-go waits out its Retry-After, then the bridge backs off; never fatal.",
+		}, []string{"resource", "verb"}),
 		synced: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "bridge_informer_synced",
 			Help: "1 once the resource's initial list was delivered, else 0.",
@@ -114,7 +119,7 @@ func New() *Metrics {
 	// them sees a value instead of nothing.
 	m.fresh.WithLabelValues("empty")
 	m.fresh.WithLabelValues("corrupt")
-	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.synced, m.served, m.leader, m.fresh, m.dropped, m.notCompacted,
+	m.Registry.MustRegister(m.observed, m.published, m.failed, m.omitted, m.latency, m.relists, m.watchErrs, m.throttled, m.synced, m.served, m.leader, m.fresh, m.dropped, m.notCompacted,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.view.collectors()...)
 	m.Registry.MustRegister(m.resources.collectors()...)
@@ -179,6 +184,13 @@ func (m *Metrics) PublishDuration(d time.Duration) { m.latency.Observe(d.Seconds
 
 // Relisted counts a relist of res.
 func (m *Metrics) Relisted(res source.Resource) { m.relists.WithLabelValues(res.Name()).Inc() }
+
+var _ source.ThrottleObserver = (*Metrics)(nil)
+
+// Throttled counts an answer 429 to a list or watch of res.
+func (m *Metrics) Throttled(res source.Resource, verb source.Verb) {
+	m.throttled.WithLabelValues(res.Name(), string(verb)).Inc()
+}
 
 // WatchError counts a failed list or watch of res.
 func (m *Metrics) WatchError(res source.Resource) { m.watchErrs.WithLabelValues(res.Name()).Inc() }
