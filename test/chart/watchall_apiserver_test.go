@@ -22,7 +22,7 @@ import (
 type watchAllInstall struct {
 	release    string
 	args       []string
-	namespaces []string                       // watch.namespaces
+	namespaces []string                      // watch.namespaces
 	named      map[schema.GroupResource]bool // named in watch.resources or watch.clusterResources
 }
 

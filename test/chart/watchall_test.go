@@ -233,7 +233,9 @@ func TestWatchAllRender(t *testing.T) {
 			}
 			if tc.name != "defaults" {
 				for _, g := range v.Watch.ExtraGroups {
-					if !slices.ContainsFunc(rules, func(r rule) bool { return slices.Equal(r.groups, []string{g}) && slices.Equal(r.resources, []string{"*"}) }) {
+					if !slices.ContainsFunc(rules, func(r rule) bool {
+						return slices.Equal(r.groups, []string{g}) && slices.Equal(r.resources, []string{"*"})
+					}) {
 						t.Errorf("no rule grants extra group %s whole: %v", g, rules)
 					}
 				}
