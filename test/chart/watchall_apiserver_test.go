@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/rest"
 )
 
 // watchAllInstall is one install of the watch-all value set, with more
@@ -74,7 +75,9 @@ func checkWatchAllToken(t *testing.T, c *cluster, v watchAllValues, served []api
 	s := watchAll
 	s.release, s.fullname = in.release, in.release+"-bridge"
 	c.createRBAC(t, render(t, s, in.args...))
-	dyn, err := dynamic.NewForConfig(c.tokenConfig(t, s.namespace, s.fullname))
+	cfg := c.tokenConfig(t, s.namespace, s.fullname)
+	cfg.WarningHandler = rest.NoWarnings{} // v1 Endpoints is deprecated, and listed here on purpose
+	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

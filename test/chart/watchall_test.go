@@ -177,7 +177,7 @@ func TestWatchAllRender(t *testing.T) {
 	}{
 		{name: "value set", resources: "*", exclusions: v.Watch.Exclude,
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
-		{name: "secrets named", args: []string{"--set", "watch.resources={secrets}", "--set", "kubeClient.qps=12.5"}, resources: "*,secrets", exclusions: v.Watch.Exclude, secrets: true,
+		{name: "secrets named", args: []string{"--set", "watch.resources={secrets}", "--set-json", "kubeClient.qps=12.5"}, resources: "*,secrets", exclusions: v.Watch.Exclude, secrets: true,
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "12.5", "BRIDGE_KUBE_BURST": "40"}},
 		{name: "named beside *", args: []string{"--set", "watch.resources={configmaps,deployments.apps}", "--set", "watch.clusterResources={nodes}"}, resources: "*,configmaps,deployments.apps,nodes", exclusions: v.Watch.Exclude,
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
