@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
@@ -180,7 +181,7 @@ func checkWatchAllToken(t *testing.T, c *cluster, v watchAllValues, served []api
 		t.Fatalf("nothing selected (%d) or allowed (%d): the check proves nothing", selected, allowed)
 	}
 
-	// What is listed is the objects: the extra group's CRD.
+	// What is listed and watched is the objects: the extra group's CRD.
 	ns := "team-w"
 	ri, err := client(request{gr: gadgets, namespace: ns})
 	if err != nil {
@@ -192,6 +193,23 @@ func checkWatchAllToken(t *testing.T, c *cluster, v watchAllValues, served []api
 	}
 	if len(list.Items) != 1 || list.Items[0].GetName() != "one" {
 		t.Errorf("the ServiceAccount lists %d %s in %s, want the one created", len(list.Items), gadgets, ns)
+	}
+	// A watch from no resourceVersion begins with the objects there are.
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	w, err := ri.Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	select {
+	case e := <-w.ResultChan():
+		obj, ok := e.Object.(*unstructured.Unstructured)
+		if e.Type != watch.Added || !ok || obj.GetName() != "one" {
+			t.Errorf("the ServiceAccount's watch of %s in %s begins with %s %v, want ADDED one", gadgets, ns, e.Type, e.Object)
+		}
+	case <-ctx.Done():
+		t.Errorf("the ServiceAccount's watch of %s in %s gave nothing", gadgets, ns)
 	}
 	t.Logf("%s: %d resources served that can be listed and watched, %d selected by *, %d list and watch requests allowed of %d", s.fullname, countWatchable(served), selected, allowed, len(requests))
 }

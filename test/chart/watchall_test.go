@@ -118,11 +118,19 @@ func rulesOf(t *testing.T, obj *unstructured.Unstructured) []rule {
 	return rules
 }
 
+// followed are the definitions the bridge watches to follow CRDs and
+// aggregated APIs that come and go: granted with watch.all even when
+// excluded.
+var followed = []schema.GroupResource{
+	{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"},
+	{Group: "apiregistration.k8s.io", Resource: "apiservices"},
+}
+
 // checkWatchAllRules checks the ClusterRole of watch.all without
 // namespaces against the built-in table: only get, list and watch, one
 // group per rule and never every group; the core group resource by
 // resource; secrets only when named; every built-in resource that is not
-// excluded granted, and no excluded one.
+// excluded granted, and no excluded one but the followed definitions.
 func checkWatchAllRules(t *testing.T, rules []rule, table builtinTable, exclusions []string, secretsNamed bool) {
 	t.Helper()
 	for _, r := range rules {
@@ -142,7 +150,7 @@ func checkWatchAllRules(t *testing.T, rules []rule, table builtinTable, exclusio
 	for group, e := range table {
 		for _, res := range slices.Concat(e.Namespaced, e.Cluster) {
 			gr := schema.GroupResource{Group: group, Resource: res}
-			want := !excludedBy(exclusions, gr)
+			want := !excludedBy(exclusions, gr) || slices.Contains(followed, gr)
 			if gr == (schema.GroupResource{Resource: "secrets"}) {
 				want = secretsNamed
 			}
@@ -180,6 +188,8 @@ func TestWatchAllRender(t *testing.T) {
 		{name: "secrets named", args: []string{"--set", "watch.resources={secrets}", "--set-json", "kubeClient.qps=12.5"}, resources: "*,secrets", exclusions: v.Watch.Exclude, secrets: true,
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "12.5", "BRIDGE_KUBE_BURST": "40"}},
 		{name: "named beside *", args: []string{"--set", "watch.resources={configmaps,deployments.apps}", "--set", "watch.clusterResources={nodes}"}, resources: "*,configmaps,deployments.apps,nodes", exclusions: v.Watch.Exclude,
+			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
+		{name: "every k8s.io group excluded", args: []string{"--set", "watch.exclude={*.k8s.io,events}"}, resources: "*", exclusions: []string{"*.k8s.io", "events"},
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
 		// The chart's defaults, with watch.all only: no extra group, the
 		// bridge's exclusions, no tuning.

@@ -56,6 +56,8 @@ never subtracts, so what must stay out is left out by construction:
   one; not at all when a group wildcard of watch.exclude matches it;
 - each of watch.extraGroups: "*", unless a group wildcard matches it
   (which the chart refuses).
+Beside them, with S "all" or "cluster", the definitions of CRDs and
+aggregated APIs, which the bridge watches to follow the cluster.
 S is "all" (a ClusterRole for every namespace), "namespaced" (a Role: the
 namespaced resources) or "cluster" (a ClusterRole beside those Roles: the
 cluster-scoped resources of the built-in groups, one by one, since "*"
@@ -95,6 +97,15 @@ in a ClusterRole would grant a group's namespaced resources everywhere).
 {{- $rules = append $rules (dict "group" $group "resources" (list "*")) }}
 {{- end }}
 {{- end }}
+{{- end }}
+{{- if ne $scope "namespaced" }}
+{{- /*
+The bridge follows CRDs and aggregated APIs that come and go by watching
+their definitions, also when watch.exclude leaves them out of what it
+publishes.
+*/}}
+{{- $rules = append $rules (dict "group" "apiextensions.k8s.io" "resources" (list "customresourcedefinitions")) }}
+{{- $rules = append $rules (dict "group" "apiregistration.k8s.io" "resources" (list "apiservices")) }}
 {{- end }}
 {{- range $r := $rules }}
 - apiGroups: [{{ $r.group | quote }}]
