@@ -54,6 +54,8 @@ func TestAPIServer(t *testing.T) {
 	for _, s := range valueSets {
 		t.Run("rbac/"+s.name, func(t *testing.T) { checkRBAC(t, c, s) })
 	}
+	// Last: it installs CRDs, which the questions above would include.
+	t.Run("watch-all", func(t *testing.T) { checkWatchAll(t, c, cp.KubeconfigPath()) })
 }
 
 // elsewhere is a namespace that no value set watches or installs into.
@@ -93,7 +95,8 @@ func dryRun(t *testing.T, c *cluster, s valueSet) {
 // helmInstall runs helm install --dry-run=server against the API server:
 // helm checks the chart's kubeVersion against the server's and validates
 // the objects with the server's OpenAPI schema, and renders NOTES.txt.
-func helmInstall(t *testing.T, kubeconfig string, s valueSet) {
+// It returns the NOTES.
+func helmInstall(t *testing.T, kubeconfig string, s valueSet) string {
 	out, err := runHelm(t, "install", s.release, chartDir, "--namespace", s.namespace,
 		"-f", s.file(), "--dry-run=server", "--kubeconfig", kubeconfig)
 	if err != nil {
@@ -114,6 +117,7 @@ func helmInstall(t *testing.T, kubeconfig string, s valueSet) {
 	if strings.Contains(notes, "<no value>") || strings.Contains(notes, "%!") {
 		t.Errorf("NOTES have a rendering error:\n%s", notes)
 	}
+	return notes
 }
 
 // builtinTable is charts/bridge/files/builtin-resources.yaml.

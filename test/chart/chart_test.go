@@ -12,7 +12,12 @@
 //     warnings);
 //   - the bridge's ServiceAccount may get, list and watch exactly the
 //     configured resources, in exactly the configured namespaces, plus its
-//     leader-election Lease, and nothing else.
+//     leader-election Lease, and nothing else;
+//   - with watch.all, its token lists and watches every resource discovery
+//     shows that can be listed and watched, minus the exclusions and
+//     secrets, in the built-in API groups and the extra ones (a CRD), and
+//     is forbidden secrets unless they are named, the excluded built-in
+//     resources, and the resources of groups it was not given.
 //
 // helm is taken from $BRIDGE_TEST_BIN_DIR, else <repository>/.bin; `make
 // helm` builds it there. A missing helm fails the tests, never skips them.

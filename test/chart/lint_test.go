@@ -1,6 +1,7 @@
 package chart
 
 import (
+	"slices"
 	"strings"
 	"testing"
 )
@@ -11,7 +12,7 @@ import (
 func TestLint(t *testing.T) {
 	t.Parallel()
 	cases := map[string][]string{"defaults": nil}
-	for _, s := range valueSets {
+	for _, s := range append(slices.Clone(valueSets), watchAll) {
 		cases[s.name] = []string{"-f", s.file()}
 	}
 	for name, args := range cases {

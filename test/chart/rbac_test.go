@@ -12,6 +12,7 @@ import (
 
 	authzv1 "k8s.io/api/authorization/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/wait"
 )
@@ -275,19 +276,7 @@ func (c *cluster) canAll(ctx context.Context, who subject, qs []access) ([]bool,
 // ServiceAccount may do anyway). The bridge's answers must be the grants,
 // plus what everybody may do, and nothing else.
 func checkRBAC(t *testing.T, c *cluster, s valueSet) {
-	rbacKinds := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
-	for _, obj := range render(t, s) {
-		if !slices.Contains(rbacKinds, obj.GetKind()) {
-			continue
-		}
-		ri, err := c.resourceFor(c.dyn, obj)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if _, err := ri.Create(t.Context(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
-			t.Fatalf("%s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
-		}
-	}
+	c.createRBAC(t, render(t, s))
 
 	g := grantsOf(t, s)
 	bridge := serviceAccount(s.namespace, s.fullname)
@@ -354,4 +343,23 @@ func verdict(allowed bool) string {
 		return "allowed"
 	}
 	return "denied"
+}
+
+// createRBAC creates the ServiceAccount and the RBAC objects among objs
+// for real.
+func (c *cluster) createRBAC(t *testing.T, objs []*unstructured.Unstructured) {
+	t.Helper()
+	rbacKinds := []string{"ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding"}
+	for _, obj := range objs {
+		if !slices.Contains(rbacKinds, obj.GetKind()) {
+			continue
+		}
+		ri, err := c.resourceFor(c.dyn, obj)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ri.Create(t.Context(), obj, metav1.CreateOptions{FieldValidation: metav1.FieldValidationStrict}); err != nil {
+			t.Fatalf("%s %s/%s: %v", obj.GetKind(), obj.GetNamespace(), obj.GetName(), err)
+		}
+	}
 }

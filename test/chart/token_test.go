@@ -21,14 +21,7 @@ import (
 func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 	t.Helper()
 	ctx := t.Context()
-	tr, err := c.cs.CoreV1().ServiceAccounts(s.namespace).CreateToken(ctx, s.fullname, &authnv1.TokenRequest{
-		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: new(int64(600))},
-	}, metav1.CreateOptions{})
-	if err != nil {
-		t.Fatalf("token for %s/%s: %v", s.namespace, s.fullname, err)
-	}
-	cfg := rest.AnonymousClientConfig(c.cfg)
-	cfg.BearerToken = tr.Status.Token
+	cfg := c.tokenConfig(t, s.namespace, s.fullname)
 	dyn, err := dynamic.NewForConfig(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -134,4 +127,20 @@ func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 	lease.Namespace = elsewhere
 	_, err = cs.CoordinationV1().Leases(elsewhere).Create(ctx, lease, metav1.CreateOptions{})
 	expect("create Lease in namespace "+elsewhere, err, false)
+}
+
+// tokenConfig is a client configuration that authenticates with a token
+// of the ServiceAccount namespace/name, asked for with a TokenRequest, as
+// the kubelet asks for the pod's.
+func (c *cluster) tokenConfig(t *testing.T, namespace, name string) *rest.Config {
+	t.Helper()
+	tr, err := c.cs.CoreV1().ServiceAccounts(namespace).CreateToken(t.Context(), name, &authnv1.TokenRequest{
+		Spec: authnv1.TokenRequestSpec{ExpirationSeconds: new(int64(600))},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatalf("token for %s/%s: %v", namespace, name, err)
+	}
+	cfg := rest.AnonymousClientConfig(c.cfg)
+	cfg.BearerToken = tr.Status.Token
+	return cfg
 }

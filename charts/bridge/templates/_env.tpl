@@ -24,6 +24,21 @@ arrive as floats, which toString would print as 1.048576e+06.
 {{- end }}
 {{- end }}
 
+{{/*
+bridge.envNumber (list NAME value): a number that may have a fraction
+(12.5), printed without an exponent when it is whole (50, not 5e+01).
+*/}}
+{{- define "bridge.envNumber" -}}
+{{- $v := index . 1 }}
+{{- if not (kindIs "invalid" $v) }}
+{{- if eq (float64 (int64 $v)) (float64 $v) }}
+{{- $v = int64 $v }}
+{{- end }}
+- name: {{ index . 0 }}
+  value: {{ toString $v | quote }}
+{{- end }}
+{{- end }}
+
 {{/* bridge.envSecret (list NAME secret key): a variable from a Secret key. */}}
 {{- define "bridge.envSecret" -}}
 {{- if index . 2 }}
@@ -72,7 +87,17 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- define "bridge.containerEnv" -}}
 {{- $v := .Values }}
 {{- $w := $v.watch }}
-{{- include "bridge.env" (list "BRIDGE_RESOURCES" (concat $w.resources $w.clusterResources | join ",")) }}
+{{- $resources := concat $w.resources $w.clusterResources }}
+{{- if $w.all }}
+{{- $resources = prepend $resources "*" }}
+{{- end }}
+{{- include "bridge.env" (list "BRIDGE_RESOURCES" (join "," $resources)) }}
+{{- if $w.all }}
+{{- include "bridge.env" (list "BRIDGE_EXCLUDE_RESOURCES" (join "," $w.exclude)) }}
+{{- end }}
+{{- include "bridge.envInt" (list "BRIDGE_LIST_CONCURRENCY" $w.listConcurrency) }}
+{{- include "bridge.envNumber" (list "BRIDGE_KUBE_QPS" $v.kubeClient.qps) }}
+{{- include "bridge.envInt" (list "BRIDGE_KUBE_BURST" $v.kubeClient.burst) }}
 {{- include "bridge.env" (list "BRIDGE_NAMESPACES" (join "," $w.namespaces)) }}
 {{- include "bridge.env" (list "BRIDGE_LABEL_SELECTOR" $w.labelSelector) }}
 {{- include "bridge.env" (list "BRIDGE_FIELD_SELECTOR" $w.fieldSelector) }}

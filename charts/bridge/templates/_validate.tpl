@@ -8,8 +8,8 @@ values.schema.json cannot see, each naming the value at fault.
 {{- $errs := list }}
 
 {{- $all := concat $w.resources $w.clusterResources }}
-{{- if not $all }}
-{{- $errs = append $errs "watch.resources or watch.clusterResources must name at least one resource" }}
+{{- if not (or $all $w.all) }}
+{{- $errs = append $errs "watch.resources or watch.clusterResources must name at least one resource, or watch.all must be true" }}
 {{- end }}
 {{- if ne (len $all) (len (uniq $all)) }}
 {{- $errs = append $errs (printf "watch: a resource is listed twice in %s" (toJson $all)) }}
@@ -35,6 +35,32 @@ values.schema.json cannot see, each naming the value at fault.
 {{- end }}
 {{- end }}
 {{- end }}
+{{- end }}
+
+{{- /* watch.all: what the bridge selects and what RBAC grants must agree. */}}
+{{- if $w.all }}
+{{- if not $w.exclude }}
+{{- $errs = append $errs "watch.exclude is empty: the bridge reads an empty BRIDGE_EXCLUDE_RESOURCES as its default list. To watch what that list excludes, name those resources in watch.resources or watch.clusterResources (a named resource is always watched), and keep at least one exclusion" }}
+{{- end }}
+{{- $dns := "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*" }}
+{{- range $e := $w.exclude }}
+{{- if eq $e "*" }}
+{{- $errs = append $errs "watch.exclude: \"*\" would exclude everything watch.all selects; name the resources to watch in watch.resources instead, with watch.all=false" }}
+{{- else if not (or (regexMatch (printf "^\\*\\.%s$" $dns) $e) (regexMatch (printf "^%s$" $dns) $e)) }}
+{{- $errs = append $errs (printf "watch.exclude: %q is neither a resource (<plural> or <plural>.<group>) nor a group wildcard (*.<group>)" $e) }}
+{{- else if and (not (contains "." $e)) (not (has $e (concat (default (list) (get $builtin "").namespaced) (default (list) (get $builtin "").cluster)))) }}
+{{- $errs = append $errs (printf "watch.exclude: %q is not a core resource; name resources <plural>.<group>, like replicasets.apps" $e) }}
+{{- end }}
+{{- end }}
+{{- range $g := $w.extraGroups }}
+{{- if hasKey $builtin $g }}
+{{- $errs = append $errs (printf "watch.extraGroups: %s is a built-in group, which watch.all grants already; list only CRD and aggregated API groups" $g) }}
+{{- else if include "bridge.excluded" (dict "root" $ "group" $g "resource" "*") }}
+{{- $errs = append $errs (printf "watch.extraGroups: %s is excluded by watch.exclude; the bridge would not watch it" $g) }}
+{{- end }}
+{{- end }}
+{{- else if $w.extraGroups }}
+{{- $errs = append $errs "watch.extraGroups is used only with watch.all=true" }}
 {{- end }}
 
 {{- if gt (int $v.replicaCount) 1 }}
