@@ -123,8 +123,6 @@ func TestChartRefuses(t *testing.T) {
 			[]string{"metrics.serviceMonitor.enabled needs metrics.service.enabled"}},
 		{"no ServiceAccount", []string{"--set", "serviceAccount.create=false"},
 			[]string{"serviceAccount.name is required when serviceAccount.create is false"}},
-		{"watch.all without exclusions", []string{"--set", "watch.all=true", "--set-json", "watch.exclude=[]"},
-			[]string{"watch.exclude is empty: the bridge reads an empty BRIDGE_EXCLUDE_RESOURCES as its default list"}},
 		{"extra group that is built in", []string{"--set", "watch.all=true", "--set", "watch.extraGroups={apps}"},
 			[]string{"watch.extraGroups: apps is a built-in group, which watch.all grants already"}},
 		{"extra group that is excluded", []string{"--set", "watch.all=true", "--set", "watch.extraGroups={stable.example.com}", "--set", "watch.exclude={events,*.example.com}"},

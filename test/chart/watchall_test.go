@@ -78,13 +78,6 @@ func excludedBy(exclusions []string, gr schema.GroupResource) bool {
 	return false
 }
 
-// pendingVariables are the bridge's variables for watching everything,
-// which the chart sets with watch.all and its tuning values. They are
-// taken as known here so that the chart's tests do not depend on the
-// bridge's configuration having them already; once `bridge --help` lists
-// them, this list adds nothing and can go.
-var pendingVariables = []string{"BRIDGE_EXCLUDE_RESOURCES", "BRIDGE_LIST_CONCURRENCY", "BRIDGE_KUBE_QPS", "BRIDGE_KUBE_BURST"}
-
 // rule is one rendered RBAC rule.
 type rule struct {
 	groups, resources, verbs []string
@@ -169,9 +162,6 @@ func TestWatchAllRender(t *testing.T) {
 	t.Parallel()
 	v := readWatchAllValues(t)
 	known := bridgeVariables(t)
-	for _, name := range pendingVariables {
-		known[name] = true
-	}
 	table := readBuiltinTable(t)
 	defaultExclusions := []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io"}
 
@@ -184,12 +174,17 @@ func TestWatchAllRender(t *testing.T) {
 		secrets    bool
 		// chartDefaults renders without the value set's file.
 		chartDefaults bool
+		// excludeEnv is BRIDGE_EXCLUDE_RESOURCES when it is not the
+		// exclusions joined.
+		excludeEnv string
 	}{
 		{name: "value set", resources: "*", exclusions: v.Watch.Exclude,
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
 		{name: "secrets named", args: []string{"--set", "watch.resources={secrets}", "--set-json", "kubeClient.qps=12.5"}, resources: "*,secrets", exclusions: v.Watch.Exclude, secrets: true,
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "12.5", "BRIDGE_KUBE_BURST": "40"}},
 		{name: "named beside *", args: []string{"--set", "watch.resources={configmaps,deployments.apps}", "--set", "watch.clusterResources={nodes}"}, resources: "*,configmaps,deployments.apps,nodes", exclusions: v.Watch.Exclude,
+			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
+		{name: "nothing excluded", args: []string{"--set-json", "watch.exclude=[]"}, resources: "*", exclusions: []string{}, excludeEnv: "none",
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
 		{name: "every k8s.io group excluded", args: []string{"--set", "watch.exclude={*.k8s.io,events}"}, resources: "*", exclusions: []string{"*.k8s.io", "events"},
 			tuning: map[string]string{"BRIDGE_LIST_CONCURRENCY": "4", "BRIDGE_KUBE_QPS": "20", "BRIDGE_KUBE_BURST": "40"}},
@@ -215,7 +210,11 @@ func TestWatchAllRender(t *testing.T) {
 			d := deployment(t, objs)
 			env := d.Spec.Template.Spec.Containers[0].Env
 			want(t, "BRIDGE_RESOURCES", envValue(env, "BRIDGE_RESOURCES"), tc.resources)
-			want(t, "BRIDGE_EXCLUDE_RESOURCES", envValue(env, "BRIDGE_EXCLUDE_RESOURCES"), strings.Join(tc.exclusions, ","))
+			excludeEnv := strings.Join(tc.exclusions, ",")
+			if tc.excludeEnv != "" {
+				excludeEnv = tc.excludeEnv
+			}
+			want(t, "BRIDGE_EXCLUDE_RESOURCES", envValue(env, "BRIDGE_EXCLUDE_RESOURCES"), excludeEnv)
 			for _, name := range []string{"BRIDGE_LIST_CONCURRENCY", "BRIDGE_KUBE_QPS", "BRIDGE_KUBE_BURST"} {
 				value, set := tc.tuning[name]
 				has := slices.ContainsFunc(env, func(e corev1.EnvVar) bool { return e.Name == name })

@@ -93,7 +93,7 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- end }}
 {{- include "bridge.env" (list "BRIDGE_RESOURCES" (join "," $resources)) }}
 {{- if $w.all }}
-{{- include "bridge.env" (list "BRIDGE_EXCLUDE_RESOURCES" (join "," $w.exclude)) }}
+{{- include "bridge.env" (list "BRIDGE_EXCLUDE_RESOURCES" (ternary (join "," $w.exclude) "none" (not (empty $w.exclude)))) }}
 {{- end }}
 {{- include "bridge.envInt" (list "BRIDGE_LIST_CONCURRENCY" $w.listConcurrency) }}
 {{- include "bridge.envNumber" (list "BRIDGE_KUBE_QPS" $v.kubeClient.qps) }}

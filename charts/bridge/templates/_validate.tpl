@@ -39,9 +39,6 @@ values.schema.json cannot see, each naming the value at fault.
 
 {{- /* watch.all: what the bridge selects and what RBAC grants must agree. */}}
 {{- if $w.all }}
-{{- if not $w.exclude }}
-{{- $errs = append $errs "watch.exclude is empty: the bridge reads an empty BRIDGE_EXCLUDE_RESOURCES as its default list. To watch what that list excludes, name those resources in watch.resources or watch.clusterResources (a named resource is always watched), and keep at least one exclusion" }}
-{{- end }}
 {{- $dns := "[a-z0-9]([-a-z0-9]*[a-z0-9])?(\\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*" }}
 {{- range $e := $w.exclude }}
 {{- if eq $e "*" }}
