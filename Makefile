@@ -73,8 +73,9 @@ e2e: controlplane
 demo: build controlplane
 	$(GO) run ./examples/demo
 
-# The benchmark suite: throughput, latency, memory, restart cost and the
-# API server's cost of 1 to 50 informers through the bus, each next to a
+# The benchmark suite: throughput, latency, memory, restart cost, the API
+# server's cost of 1 to 50 informers through the bus, and a start watching
+# everything (BRIDGE_RESOURCES=*) on 120,000 objects, each next to a
 # baseline measured in the same run, plus the hot path's micro-benchmarks;
 # writes docs/benchmarks.md. Not part of `make test`.
 bench: build controlplane

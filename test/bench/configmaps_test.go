@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
@@ -40,11 +41,8 @@ func unlimitedClient(rc *rest.Config) (kubernetes.Interface, error) {
 // namespace i mod len(namespaces), so any run of consecutive refs spans
 // every namespace.
 func createConfigMaps(ctx context.Context, kc kubernetes.Interface, namespaces []string, n, writers int) ([]objectRef, error) {
-	for _, ns := range namespaces {
-		_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-		if err != nil {
-			return nil, fmt.Errorf("create namespace %s: %w", ns, err)
-		}
+	if err := createNamespaces(ctx, kc, namespaces); err != nil {
+		return nil, err
 	}
 	refs := make([]objectRef, n)
 	for i := range refs {
@@ -66,6 +64,18 @@ func createConfigMaps(ctx context.Context, kc kubernetes.Interface, namespaces [
 		return nil
 	})
 	return refs, err
+}
+
+// createNamespaces creates namespaces; one that exists already is left
+// as it is.
+func createNamespaces(ctx context.Context, kc kubernetes.Interface, namespaces []string) error {
+	for _, ns := range namespaces {
+		_, err := kc.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+		if err != nil && !apierrors.IsAlreadyExists(err) {
+			return fmt.Errorf("create namespace %s: %w", ns, err)
+		}
+	}
+	return nil
 }
 
 // configMapData is the data of ConfigMap i in its generation gen: values
