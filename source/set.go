@@ -478,32 +478,7 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 	} else {
 		s.settle = nil
 	}
-	s.mu.Lock()
-	var gone, moved []*member
-	for gr, m := range s.members {
-		if m.named {
-			continue
-		}
-		res, ok := sel.Resources[gr]
-		switch {
-		case !ok:
-			if _, failed := sel.Failed[gr.Group]; !failed {
-				gone = append(gone, m)
-			}
-		case res.Version != m.res.Version:
-			moved = append(moved, m)
-		}
-	}
-	var added []Resource
-	for _, gr := range slices.SortedFunc(maps.Keys(sel.Resources), compareGR) {
-		if m, ok := s.members[gr]; !ok || slices.Contains(moved, m) {
-			added = append(added, sel.Resources[gr])
-		}
-	}
-	for _, m := range slices.Concat(gone, moved) {
-		delete(s.members, m.res.GroupResource())
-	}
-	s.mu.Unlock()
+	gone, moved, added := s.plan(sel)
 
 	for _, m := range gone {
 		m.stop(errRetired)
@@ -549,6 +524,43 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 		}
 	}
 	return again
+}
+
+// plan compares sel with the members and takes out of them those to stop:
+// gone, no longer served, and moved, served at another preferred version.
+// added are the resources to start, moved ones included. A resource
+// discovery no longer shows is gone only when the CRDs, as the follower
+// holds them, agree: while discovery lags a CRD's change it still shows
+// it (or not yet), and a member of a group whose discovery failed is kept.
+func (s *Set) plan(sel Selected) (gone, moved []*member, added []Resource) {
+	var served map[schema.GroupResource]bool
+	if s.follow != nil {
+		served, _ = s.follow.expected()
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for gr, m := range s.members {
+		if m.named {
+			continue
+		}
+		res, ok := sel.Resources[gr]
+		_, failed := sel.Failed[gr.Group]
+		switch {
+		case !ok && !failed && !served[gr]:
+			gone = append(gone, m)
+		case ok && res.Version != m.res.Version:
+			moved = append(moved, m)
+		}
+	}
+	for _, gr := range slices.SortedFunc(maps.Keys(sel.Resources), compareGR) {
+		if m, ok := s.members[gr]; !ok || slices.Contains(moved, m) {
+			added = append(added, sel.Resources[gr])
+		}
+	}
+	for _, m := range slices.Concat(gone, moved) {
+		delete(s.members, m.res.GroupResource())
+	}
+	return gone, moved, added
 }
 
 // retry is how soon to select again after a selection that discovery did
