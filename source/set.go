@@ -114,6 +114,11 @@ type Set struct {
 	// while discovery does not show it yet.
 	follow *follower
 	settle *backoff.ExponentialBackOff
+	// recover spaces the selections made again to retry resources left out
+	// for a fault that may pass (see transient); leftOut is set by Check
+	// when it left one out.
+	recover *backoff.ExponentialBackOff
+	leftOut bool
 }
 
 // member is one resource the Set watches.
@@ -218,9 +223,9 @@ func (s *Set) Resources() []Resource {
 // Check checks each resource selected as Source.Check does, at most
 // ListConcurrency at once. A resource named that fails it fails Check,
 // as does a selector the API server rejects; one that only a pattern
-// selects and that the bridge is forbidden to list or watch, or that is
-// gone, is left out, with a warning, and tried again at the next
-// selection.
+// selects and that fails it otherwise (forbidden, gone, or the API server
+// failing) is left out, with a warning, and tried again: at the next
+// selection, and, for a fault that may pass, with backoff.
 func (s *Set) Check(ctx context.Context) error {
 	s.mu.Lock()
 	members := slices.Collect(maps.Values(s.members))
@@ -242,27 +247,38 @@ func (s *Set) Check(ctx context.Context) error {
 	for i, m := range members {
 		switch err := errs[i]; {
 		case err == nil:
-		case m.named || !skippable(err):
+		case m.named || fatal(err):
 			failed = append(failed, err)
 		default:
 			delete(s.members, m.res.GroupResource())
 			s.warnOnce(m.res, err)
+			s.leftOut = s.leftOut || transient(err)
 		}
 	}
 	return errors.Join(failed...)
 }
 
-// skippable reports whether a resource that a pattern selects may be left
-// out for err, its Check's error: the bridge may not read it, or it is
-// gone, or its API is not available. A selector the API server rejects
-// is the configuration's fault, and a transport not wrapped the
-// program's: neither is.
-func skippable(err error) bool {
-	if errors.Is(err, ErrBadSelector) || errors.Is(err, errNotWrapped) {
-		return false
-	}
-	return apierrors.IsForbidden(err) || errors.Is(err, ErrWatchForbidden) || apierrors.IsNotFound(err) ||
-		apierrors.IsServiceUnavailable(err) || apierrors.IsMethodNotSupported(err)
+// fatal reports whether err, the error of a resource that a pattern
+// selects (its Check's, or its Source's Run), ends the Set rather than
+// leaving the resource out: a selector the API server rejects is the
+// configuration's fault, a transport not wrapped the program's, and an
+// ended context the caller's. Any other fault is the resource's alone
+// (the bridge may not read it, it is gone, its API or conversion webhook
+// fails, the API server keeps throttling it), and the other resources
+// are watched regardless.
+func fatal(err error) bool {
+	return errors.Is(err, ErrBadSelector) || errors.Is(err, errNotWrapped) ||
+		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
+}
+
+// transient reports whether a resource left out for err, not fatal, may
+// be read after a while without anything changing in the cluster: not when
+// the bridge is forbidden to read it, or the API server does not find it
+// or does not allow list and watch; those are tried again when the
+// resources served change (and at the follower's resync).
+func transient(err error) bool {
+	return !apierrors.IsForbidden(err) && !errors.Is(err, ErrWatchForbidden) && !apierrors.IsNotFound(err) &&
+		!apierrors.IsMethodNotSupported(err)
 }
 
 // warnOnce warns that res, selected by a pattern, is not watched.
@@ -272,7 +288,7 @@ func (s *Set) warnOnce(res Resource, err error) {
 		return
 	}
 	s.warned[res.GroupResource()] = true
-	s.log.Warn("not watched: the resource cannot be read; tried again at the next selection", "resource", res.Name(), "version", res.Version, "err", err)
+	s.log.Warn("not watched for now: the resource cannot be read; tried again later", "resource", res.Name(), "version", res.Version, "err", err)
 }
 
 // Synced is closed once every resource watched from the start has
@@ -374,6 +390,12 @@ func (s *Set) Run(ctx context.Context) error {
 	// establishment and serving come as several events within a second.
 	const debounce = 300 * time.Millisecond
 	var timer <-chan time.Time
+	s.mu.Lock()
+	leftOut := s.leftOut
+	s.mu.Unlock()
+	if leftOut {
+		timer = time.After(s.retryFailed())
+	}
 	for {
 		select {
 		case <-ctx.Done():
@@ -395,14 +417,22 @@ func (s *Set) Run(ctx context.Context) error {
 				s.retiredRelists.Add(m.src.Relists())
 			}
 			s.mu.Unlock()
+			if m.err == nil {
+				m.err = fmt.Errorf("source: the watch of %s ended unexpectedly", m.res.Name())
+			}
 			var notServed *NotServedError
 			switch {
 			case !current:
-			case m.named || !errors.As(m.err, &notServed):
-				if m.err == nil {
-					m.err = fmt.Errorf("source: the watch of %s ended unexpectedly", m.res.Name())
-				}
+			case m.named || fatal(m.err):
 				return m.err
+			case !errors.As(m.err, &notServed):
+				// A fault of this resource alone: the others are
+				// watched regardless, and it is tried again.
+				s.log.Warn("resource not watched for now: its watch failed; tried again later", "resource", m.res.Name(), "err", m.err)
+				s.observer.NotWatching(m.res, false)
+				if timer == nil {
+					timer = time.After(s.retryFailed())
+				}
 			default:
 				// A resource the cluster stopped serving at its
 				// version: select again, which watches it at its
@@ -493,6 +523,7 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 		s.retiredRelists.Add(m.src.Relists())
 		s.observer.NotWatching(m.res, false)
 	}
+	failed := false
 	for _, res := range added {
 		if ctx.Err() != nil {
 			return 0
@@ -509,6 +540,7 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 		if err != nil {
 			s.warnOnce(res, err)
 			s.mu.Unlock()
+			failed = failed || transient(err)
 			continue
 		}
 		delete(s.warned, res.GroupResource())
@@ -523,7 +555,30 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 				"kind", res.Kind, "namespaced", res.Namespaced)
 		}
 	}
+	if !failed {
+		s.mu.Lock()
+		s.recover = nil
+		s.mu.Unlock()
+		return again
+	}
+	if r := s.retryFailed(); again == 0 || r < again {
+		again = r
+	}
 	return again
+}
+
+// retryFailed is how soon to select again to retry a resource left out
+// for a fault that may pass: soon at first, then less often, every five
+// minutes at most, until it is watched. Each retry of a resource costs a
+// list of one object and a watch opened.
+func (s *Set) retryFailed() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.recover == nil {
+		s.recover = backoff.NewExponentialBackOff(backoff.WithInitialInterval(time.Second),
+			backoff.WithMaxInterval(5*time.Minute), backoff.WithMaxElapsedTime(0))
+	}
+	return s.recover.NextBackOff()
 }
 
 // plan compares sel with the members and takes out of them those to stop:

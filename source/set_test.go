@@ -2,9 +2,19 @@ package source
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
+	dynamicfake "k8s.io/client-go/dynamic/fake"
+
+	"github.com/kubebus/bridge/checkpoint"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -67,7 +77,6 @@ var lw = []string{"list", "watch"}
 // reselect stops a resource only when discovery and the CRDs agree it is
 // gone, and watches one served at another preferred version there.
 func TestSetReselectGoneAndMoved(t *testing.T) {
-	gizmos := Resource{GroupVersionResource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}, Kind: "Gizmo"}
 	doodads := Resource{GroupVersionResource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "doodads"}, Kind: "Doodad"}
 	disc := discoveryOf(&metav1.APIResourceList{GroupVersion: "example.com/v2", APIResources: []metav1.APIResource{
 		{Name: "widgets", Kind: "Widget", Namespaced: true, Verbs: lw},
@@ -111,5 +120,145 @@ func TestSetReselectGoneAndMoved(t *testing.T) {
 	}
 	if !prepared["widgets.example.com/v2"] {
 		t.Errorf("widgets not prepared at v2: prepared %v", prepared)
+	}
+}
+
+var gizmos = Resource{GroupVersionResource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}, Kind: "Gizmo"}
+
+// failingLists is a dynamic client whose lists of gizmos fail with err.
+func failingLists(err error) *dynamicfake.FakeDynamicClient {
+	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gizmos.GroupVersionResource: "GizmoList"})
+	c.PrependReactor("list", "gizmos", func(k8stesting.Action) (bool, runtime.Object, error) {
+		if err == nil {
+			return false, nil, nil
+		}
+		return true, nil, err
+	})
+	return c
+}
+
+// Check leaves out a resource only a pattern selects for any fault of its
+// own, and fails for a bad selector, a transport not wrapped, or a
+// resource named.
+func TestSetCheckSkipRules(t *testing.T) {
+	gr := gizmos.GroupResource()
+	for _, tc := range []struct {
+		name    string
+		err     error // the lists' error; nil: they succeed
+		named   bool
+		wantErr error // nil: none
+		left    bool  // left out, not failing Check
+		retried bool  // left out, and retried with backoff
+	}{
+		{"forbidden", apierrors.NewForbidden(gr, "", errors.New("no")), false, nil, true, false},
+		{"not found", apierrors.NewNotFound(gr, ""), false, nil, true, false},
+		{"unavailable", apierrors.NewServiceUnavailable("no"), false, nil, true, true},
+		{"conversion webhook down (500)", apierrors.NewInternalError(errors.New("conversion webhook")), false, nil, true, true},
+		{"gateway timeout (504)", apierrors.NewTimeoutError("slow", 0), false, nil, true, true},
+		{"bad selector", apierrors.NewBadRequest("bad selector"), false, ErrBadSelector, false, false},
+		{"transport not wrapped", nil, false, errNotWrapped, false, false},
+		{"named: its fault is the bridge's", apierrors.NewInternalError(errors.New("conversion webhook")), true, errors.New("any"), false, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			sel, err := NewSelection([]string{"*.example.com"}, nil)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := NewSet(failingLists(tc.err), discoveryOf(), SetOptions{Selection: sel}, nil, nil, slog.New(slog.DiscardHandler))
+			s.members[gr] = s.newMember(gizmos, tc.named)
+			err = s.Check(t.Context())
+			switch {
+			case tc.wantErr == nil && err != nil:
+				t.Fatalf("Check: %v; want the resource left out", err)
+			case tc.wantErr != nil && err == nil:
+				t.Fatalf("Check: nil; want %v", tc.wantErr)
+			case tc.wantErr != nil && tc.wantErr.Error() != "any" && !errors.Is(err, tc.wantErr):
+				t.Fatalf("Check: %v; want %v", err, tc.wantErr)
+			}
+			if _, kept := s.members[gr]; kept == tc.left {
+				t.Errorf("member kept: %v; want left out: %v", kept, tc.left)
+			}
+			if s.leftOut != tc.retried {
+				t.Errorf("retried with backoff: %v; want %v", s.leftOut, tc.retried)
+			}
+		})
+	}
+}
+
+// setEvents records what a Set tells its observer.
+type setEvents struct {
+	mu          sync.Mutex
+	watching    []string
+	notWatching []string
+	inFlight    []int
+}
+
+func (e *setEvents) Watching(res Resource, added bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.watching = append(e.watching, fmt.Sprintf("%s added=%v", res.Name(), added))
+}
+
+func (e *setEvents) NotWatching(res Resource, removed bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.notWatching = append(e.notWatching, fmt.Sprintf("%s removed=%v", res.Name(), removed))
+}
+
+func (e *setEvents) InitialLists(n int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.inFlight = append(e.inFlight, n)
+}
+
+type failingLoader struct{ err error }
+
+func (l failingLoader) Load(context.Context, string) (checkpoint.Snapshot, error) {
+	return checkpoint.Snapshot{}, l.err
+}
+
+// A resource a pattern selects whose Source fails (here, loading its
+// checkpoint) is dropped and retried; the Set goes on.
+func TestSetRunRetriesAFailedPatternedResource(t *testing.T) {
+	sel, err := NewSelection([]string{"*.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc := discoveryOf(&metav1.APIResourceList{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+		{Name: "gizmos", Kind: "Gizmo", Verbs: lw},
+	}})
+	events := &setEvents{}
+	prepared := make(chan struct{}, 10)
+	s := NewSet(failingLists(nil), disc, SetOptions{Selection: sel, Observer: events, Prepare: func(context.Context, Resource) error {
+		prepared <- struct{}{}
+		return errors.New("the bus is not reachable")
+	}}, failingLoader{errors.New("checkpoint store unreachable")}, HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
+	if err := s.Select(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case err := <-done:
+		t.Fatalf("Run returned %v; want it to go on without gizmos", err)
+	case <-prepared: // retried: selected again, and prepared anew
+	case <-time.After(10 * time.Second):
+		t.Fatal("gizmos not retried within 10s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v; want nil once ctx ended", err)
+	}
+	events.mu.Lock()
+	defer events.mu.Unlock()
+	if want := []string{"gizmos.example.com removed=false"}; !slices.Equal(events.notWatching, want) {
+		t.Errorf("NotWatching told %q; want %q", events.notWatching, want)
+	}
+	select {
+	case <-s.Synced():
+	default:
+		t.Error("Synced not closed: a resource that failed still holds it")
 	}
 }
