@@ -77,7 +77,10 @@
 //     resources without list or watch are skipped and logged once each.
 //   - At most ListConcurrency resources are between the start of their
 //     Source and its initial list's end at once. Synced closes once every
-//     resource selected at start has synced.
+//     resource selected at start has synced, or, for one only a pattern
+//     selects, its initial list kept failing for longer than the stall
+//     timeout: that resource is then stopped, gives up its place, and is
+//     retried later, as below.
 //   - With a pattern, the Set follows the cluster: informers on
 //     CustomResourceDefinitions and APIServices make it select again, from
 //     discovery, after each change (and again while discovery has not yet

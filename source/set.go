@@ -30,6 +30,11 @@ var errRetired = errors.New("source: resource no longer served")
 // it at another version.
 var errReplaced = errors.New("source: resource served at another preferred version")
 
+// errListFailing is the cause a Set stops the Source of a resource a
+// pattern selects with when its initial list keeps failing, so that it
+// neither holds its place among the initial lists nor Synced.
+var errListFailing = errors.New("source: initial list failing")
+
 // DefaultListConcurrency is SetOptions.ListConcurrency when unset.
 const DefaultListConcurrency = 4
 
@@ -267,6 +272,9 @@ func (s *Set) Check(ctx context.Context) error {
 // fails, the API server keeps throttling it), and the other resources
 // are watched regardless.
 func fatal(err error) bool {
+	if errors.Is(err, errListFailing) {
+		return false
+	}
 	return errors.Is(err, ErrBadSelector) || errors.Is(err, errNotWrapped) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -449,7 +457,9 @@ func (s *Set) Run(ctx context.Context) error {
 
 // start runs m's Source on wg: it waits for a place among the initial
 // lists in flight, runs the Source, and holds the place until the Source
-// synced. Called with s.mu held.
+// synced. A resource a pattern selects whose initial list keeps failing
+// for longer than the stall timeout is stopped instead (errListFailing),
+// and retried later. Called with s.mu held.
 func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bool) {
 	mctx, stop := context.WithCancelCause(ctx)
 	m.stop = stop
@@ -467,18 +477,38 @@ func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bo
 		ran := make(chan struct{})
 		go func() {
 			defer utilruntime.HandleCrash()
-			select {
-			case <-m.src.Synced():
-			case <-ran:
+			var check <-chan time.Time
+			if !m.named {
+				t := time.NewTicker(min(m.src.opts.StallTimeout/10, time.Second))
+				defer t.Stop()
+				check = t.C
+			}
+		wait:
+			for {
+				select {
+				case <-m.src.Synced():
+					break wait
+				case <-ran:
+					break wait
+				case now := <-check:
+					if err := m.src.failing(now); err != nil {
+						stop(fmt.Errorf("%w: %w", errListFailing, err))
+						<-ran
+						break wait
+					}
+				}
 			}
 			<-s.sem
 			s.observer.InitialLists(int(s.inFlight.Add(-1)))
 			close(m.synced)
 		}()
 		m.err = m.src.Run(mctx)
+		if cause := context.Cause(mctx); errors.Is(cause, errListFailing) {
+			m.err = cause
+		}
 		close(ran)
 		close(m.done)
-		if mctx.Err() == nil {
+		if mctx.Err() == nil || errors.Is(m.err, errListFailing) {
 			// Ended on its own, not stopped by the Set.
 			select {
 			case s.exits <- m:

@@ -262,3 +262,46 @@ func TestSetRunRetriesAFailedPatternedResource(t *testing.T) {
 		t.Error("Synced not closed: a resource that failed still holds it")
 	}
 }
+
+// A resource a pattern selects whose initial list keeps failing gives up
+// its place among the initial lists, and Synced, after the stall timeout:
+// the resources queued behind it are watched, and it is retried later.
+func TestSetReleasesAFailingList(t *testing.T) {
+	sel, err := NewSelection([]string{"*.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gizmos.GroupVersionResource: "GizmoList", widgets.GroupVersionResource: "WidgetList"})
+	client.PrependReactor("list", "gizmos", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, apierrors.NewInternalError(errors.New("conversion webhook down"))
+	})
+	events := &setEvents{}
+	s := NewSet(client, discoveryOf(), SetOptions{Selection: sel, ListConcurrency: 1, Observer: events,
+		Source: Options{StallTimeout: 300 * time.Millisecond}}, emptyLoader{}, HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
+	// gizmos sorts first: it takes the only place, widgets waits for it.
+	s.members[gizmos.GroupResource()] = s.newMember(gizmos, false)
+	s.members[widgets.GroupResource()] = s.newMember(widgets, false)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-s.Synced():
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-time.After(15 * time.Second):
+		t.Fatal("Synced not closed within 15s: the failing list still holds its place")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v; want nil once ctx ended", err)
+	}
+	events.mu.Lock()
+	defer events.mu.Unlock()
+	if want := []string{"gizmos.example.com removed=false"}; !slices.Equal(events.notWatching, want) {
+		t.Errorf("NotWatching told %q; want %q", events.notWatching, want)
+	}
+	if i := slices.Index(events.inFlight, 2); i >= 0 {
+		t.Errorf("initial lists in flight went to 2 with ListConcurrency 1: %v", events.inFlight)
+	}
+}
