@@ -85,7 +85,7 @@
 //     CustomResourceDefinitions and APIServices make it select again, from
 //     discovery, after each change (and again while discovery has not yet
 //     caught up with the CRDs, for up to a minute). A resource newly
-//     selected is prepared (Options.Prepare), checked and watched: its
+//     selected is prepared (SetOptions.Prepare), checked and watched: its
 //     objects are handed on as Added, Snapshot. A resource no longer served
 //     has its Source stopped; every object that Source still knows is then
 //     handed on as Deleted, so no position of it is left behind, and

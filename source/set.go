@@ -72,16 +72,17 @@ type SetObserver interface {
 	// serves it at another version only, when the Set then watches it
 	// there: removed is false then).
 	NotWatching(res Resource, removed bool)
-	// InitialLists is told how many resources' initial lists are in
-	// flight, each time that changes.
-	InitialLists(n int)
+	// InitialList is told true as a resource's initial list starts (its
+	// Source got a place among the initial lists), and false as it ends
+	// (synced, or stopped first).
+	InitialList(started bool)
 }
 
 type noSetObserver struct{}
 
 func (noSetObserver) Watching(Resource, bool)    {}
 func (noSetObserver) NotWatching(Resource, bool) {}
-func (noSetObserver) InitialLists(int)           {}
+func (noSetObserver) InitialList(bool)           {}
 
 // Set watches the resources a Selection selects, one Source per resource,
 // and, when the selection has a pattern, follows the resources the
@@ -97,11 +98,14 @@ type Set struct {
 	selector *selector
 	observer SetObserver
 
-	sem      chan struct{}
-	inFlight atomic.Int64
-	synced   chan struct{}
+	sem    chan struct{}
+	synced chan struct{}
 	// exits receives the members whose Source ended on its own.
 	exits chan *member
+	// relocating are the resources whose Source found them served at
+	// another version only (a NotServedError): the selection that follows
+	// watches them there, a move rather than an addition.
+	relocating map[schema.GroupResource]bool
 	// retiredRelists counts the relists of the Sources stopped.
 	retiredRelists atomic.Int64
 
@@ -110,6 +114,8 @@ type Set struct {
 	members map[schema.GroupResource]*member
 	// initial are the members started first: Synced waits for them.
 	initial []*member
+	// unmatched are the exclusions that matched nothing at Select.
+	unmatched []string
 	// warned are the resources a pattern selects that could not be
 	// watched, warned of once each.
 	warned map[schema.GroupResource]bool
@@ -133,6 +139,9 @@ type member struct {
 	// are the bridge's, as when a Source watches it alone.
 	named bool
 	src   *Source
+	// started is set once the Source got its place among the initial
+	// lists and runs: until then its watches are not reported unhealthy.
+	started atomic.Bool
 	// stop ends the Source, with a cause: errRetired, errReplaced or
 	// none when the Set ends.
 	stop context.CancelCauseFunc
@@ -158,7 +167,7 @@ func NewSet(client dynamic.Interface, disc discovery.DiscoveryInterface, opts Se
 		client: client, opts: opts, loader: loader, handler: h, log: log,
 		disc: cached, selector: newSelector(opts.Selection, cached, log), observer: observer,
 		sem: make(chan struct{}, opts.ListConcurrency), synced: make(chan struct{}),
-		exits: make(chan *member), members: map[schema.GroupResource]*member{}, warned: map[schema.GroupResource]bool{},
+		exits: make(chan *member), relocating: map[schema.GroupResource]bool{}, members: map[schema.GroupResource]*member{}, warned: map[schema.GroupResource]bool{},
 	}
 }
 
@@ -179,6 +188,7 @@ func (s *Set) Select(ctx context.Context) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.unmatched = sel.Unmatched
 	for _, r := range named {
 		s.members[r.GroupResource()] = s.newMember(r, true)
 	}
@@ -211,6 +221,14 @@ func (s *Set) newMember(res Resource, named bool) *member {
 	opts.Resources = []Resource{res}
 	return &member{res: res, named: named, src: New(s.client, opts, s.loader, s.handler, s.log),
 		synced: make(chan struct{}), done: make(chan struct{})}
+}
+
+// UnmatchedExclusions are the exclusions, as given, that matched no
+// resource the API server served at Select: most likely misspelt.
+func (s *Set) UnmatchedExclusions() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.unmatched)
 }
 
 // Resources are the resources selected, sorted by name.
@@ -313,22 +331,22 @@ func (s *Set) Watches() []WatchStatus {
 	s.mu.Unlock()
 	var out []WatchStatus
 	for _, m := range members {
-		out = append(out, m.src.Watches()...)
+		sts := m.src.Watches()
+		if !m.started.Load() {
+			// Waiting for its place among the initial lists: its
+			// watches have not begun, so they cannot have stalled.
+			for i := range sts {
+				sts[i].Err = nil
+			}
+		}
+		out = append(out, sts...)
 	}
 	return out
 }
 
 // Healthy is nil while every watch of every resource watched is healthy,
 // as Source.Healthy.
-func (s *Set) Healthy() error {
-	var errs []error
-	for _, st := range s.Watches() {
-		if st.Err != nil {
-			errs = append(errs, st.Err)
-		}
-	}
-	return errors.Join(errs...)
-}
+func (s *Set) Healthy() error { return unhealthy(s.Watches()) }
 
 // Relists is how many times a resource was listed again after its first
 // list, over every resource watched, as Source.Relists.
@@ -447,6 +465,11 @@ func (s *Set) Run(ctx context.Context) error {
 				// new version, if any.
 				s.log.Info("resource not served at the version watched: selecting again", "resource", m.res.Name(), "err", m.err)
 				s.observer.NotWatching(m.res, len(notServed.Served) == 0)
+				if len(notServed.Served) > 0 {
+					s.mu.Lock()
+					s.relocating[m.res.GroupResource()] = true
+					s.mu.Unlock()
+				}
 				if timer == nil {
 					timer = time.After(debounce)
 				}
@@ -473,7 +496,8 @@ func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bo
 			close(m.done)
 			return
 		}
-		s.observer.InitialLists(int(s.inFlight.Add(1)))
+		m.started.Store(true)
+		s.observer.InitialList(true)
 		ran := make(chan struct{})
 		go func() {
 			defer utilruntime.HandleCrash()
@@ -499,7 +523,7 @@ func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bo
 				}
 			}
 			<-s.sem
-			s.observer.InitialLists(int(s.inFlight.Add(-1)))
+			s.observer.InitialList(false)
 			close(m.synced)
 		}()
 		m.err = m.src.Run(mctx)
@@ -559,12 +583,11 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 			return 0
 		}
 		m := s.newMember(res, false)
-		err := error(nil)
-		if s.opts.Prepare != nil {
+		// Checked first: what the deltas go to is prepared (a topic
+		// made) only for a resource that can be watched.
+		err := m.src.Check(ctx)
+		if err == nil && s.opts.Prepare != nil {
 			err = s.opts.Prepare(ctx, res)
-		}
-		if err == nil {
-			err = m.src.Check(ctx)
 		}
 		s.mu.Lock()
 		if err != nil {
@@ -575,7 +598,9 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 		}
 		delete(s.warned, res.GroupResource())
 		s.members[res.GroupResource()] = m
-		wasMoved := slices.ContainsFunc(moved, func(o *member) bool { return o.res.GroupResource() == res.GroupResource() })
+		wasMoved := s.relocating[res.GroupResource()] ||
+			slices.ContainsFunc(moved, func(o *member) bool { return o.res.GroupResource() == res.GroupResource() })
+		delete(s.relocating, res.GroupResource())
 		s.start(ctx, wg, m, !wasMoved)
 		s.mu.Unlock()
 		if wasMoved {
@@ -644,6 +669,11 @@ func (s *Set) plan(sel Selected) (gone, moved []*member, added []Resource) {
 	}
 	for _, m := range slices.Concat(gone, moved) {
 		delete(s.members, m.res.GroupResource())
+	}
+	for gr := range s.relocating {
+		if _, ok := sel.Resources[gr]; !ok {
+			delete(s.relocating, gr)
+		}
 	}
 	return gone, moved, added
 }

@@ -85,11 +85,10 @@ func TestSetReselectGoneAndMoved(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	prepared := map[string]bool{}
-	s := NewSet(nil, disc, SetOptions{Selection: sel, Prepare: func(_ context.Context, res Resource) error {
-		prepared[res.Name()+"/"+res.Version] = true
-		return context.Canceled // not started: this test is about what is stopped
-	}}, nil, nil, slog.New(slog.DiscardHandler))
+	// What is added is checked, and not started (the client's transport
+	// is not wrapped): this test is about what is stopped.
+	client, listed := listsSeen()
+	s := NewSet(client, disc, SetOptions{Selection: sel}, nil, nil, slog.New(slog.DiscardHandler))
 	// Discovery lags: gizmos' CRD is served, and discovery does not show it
 	// yet (or any more); doodads' CRD is gone, and so is it from discovery.
 	s.follow = followerOf(t, crdObject(gizmos.GroupResource(), true, true), crdObject(doodads.GroupResource(), true, true))
@@ -118,9 +117,27 @@ func TestSetReselectGoneAndMoved(t *testing.T) {
 	if err := wStop(); err != errReplaced {
 		t.Errorf("widgets, served at v2 only, stopped with %v; want errReplaced", err)
 	}
-	if !prepared["widgets.example.com/v2"] {
-		t.Errorf("widgets not prepared at v2: prepared %v", prepared)
+	if got := listed(); !slices.Equal(got, []string{"example.com/v2, Resource=widgets"}) {
+		t.Errorf("listed %q; want widgets checked at v2 only", got)
 	}
+}
+
+// listsSeen is a dynamic client that serves empty lists of gizmos and
+// widgets (v1 and v2), and tells which were listed.
+func listsSeen() (*dynamicfake.FakeDynamicClient, func() []string) {
+	w2 := widgets.GroupVersionResource
+	w2.Version = "v2"
+	c := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
+		gizmos.GroupVersionResource: "GizmoList", widgets.GroupVersionResource: "WidgetList", w2: "WidgetList"})
+	var mu sync.Mutex
+	var seen []string
+	c.PrependReactor("list", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		seen = append(seen, a.GetResource().String())
+		return false, nil, nil
+	})
+	return c, func() []string { mu.Lock(); defer mu.Unlock(); return slices.Clone(seen) }
 }
 
 var gizmos = Resource{GroupVersionResource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "gizmos"}, Kind: "Gizmo"}
@@ -191,7 +208,8 @@ type setEvents struct {
 	mu          sync.Mutex
 	watching    []string
 	notWatching []string
-	inFlight    []int
+	inFlight    []int // after each change
+	lists       int
 }
 
 func (e *setEvents) Watching(res Resource, added bool) {
@@ -206,10 +224,15 @@ func (e *setEvents) NotWatching(res Resource, removed bool) {
 	e.notWatching = append(e.notWatching, fmt.Sprintf("%s removed=%v", res.Name(), removed))
 }
 
-func (e *setEvents) InitialLists(n int) {
+func (e *setEvents) InitialList(started bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	e.inFlight = append(e.inFlight, n)
+	if started {
+		e.lists++
+	} else {
+		e.lists--
+	}
+	e.inFlight = append(e.inFlight, e.lists)
 }
 
 type failingLoader struct{ err error }
@@ -229,23 +252,26 @@ func TestSetRunRetriesAFailedPatternedResource(t *testing.T) {
 		{Name: "gizmos", Kind: "Gizmo", Verbs: lw},
 	}})
 	events := &setEvents{}
-	prepared := make(chan struct{}, 10)
-	s := NewSet(failingLists(nil), disc, SetOptions{Selection: sel, Observer: events, Prepare: func(context.Context, Resource) error {
-		prepared <- struct{}{}
-		return errors.New("the bus is not reachable")
-	}}, failingLoader{errors.New("checkpoint store unreachable")}, HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
+	// The Source fails before it lists: a list is the retry's check.
+	client, listed := listsSeen()
+	s := NewSet(client, disc, SetOptions{Selection: sel, Observer: events}, failingLoader{errors.New("checkpoint store unreachable")},
+		HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
 	if err := s.Select(t.Context()); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
-	select {
-	case err := <-done:
-		t.Fatalf("Run returned %v; want it to go on without gizmos", err)
-	case <-prepared: // retried: selected again, and prepared anew
-	case <-time.After(10 * time.Second):
-		t.Fatal("gizmos not retried within 10s")
+	deadline := time.Now().Add(10 * time.Second)
+	for len(listed()) == 0 {
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v; want it to go on without gizmos", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("gizmos not retried within 10s")
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {

@@ -67,9 +67,12 @@ func (s *Source) failing(now time.Time) error {
 // server for longer than the stall timeout, or whose calls kept failing
 // for longer than that (for example, when the bridge's permissions were
 // revoked).
-func (s *Source) Healthy() error {
+func (s *Source) Healthy() error { return unhealthy(s.Watches()) }
+
+// unhealthy joins the errors of the watches that are not healthy.
+func unhealthy(sts []WatchStatus) error {
 	var errs []error
-	for _, st := range s.Watches() {
+	for _, st := range sts {
 		if st.Err != nil {
 			errs = append(errs, st.Err)
 		}
