@@ -94,13 +94,13 @@
 //     keeps what is watched of it.
 //   - A resource selected by a pattern that cannot be read (forbidden, not
 //     found, unavailable, its conversion webhook failing, throttled) is left
-//     out with a warning, once, and tried again at the next selection, and,
-//     for a fault that may pass on its own (anything but forbidden or not
-//     found), with backoff, every five minutes at most. So is one whose
-//     Source fails while it runs; one no longer served at its version while
-//     watched is selected again. None of these ends the Set: only a
-//     selector the API server rejects does. A resource named fails Check,
-//     and Run, as a Source alone does.
+//     out with a warning, once, and tried again at each selection and with
+//     a backoff of its own (from a second to five minutes), so that a brief
+//     fault delays it by seconds. So is one whose Source fails while it
+//     runs; one no longer served at its version while watched is selected
+//     again. None of these ends the Set: only a selector the API server
+//     rejects does. A resource named fails Check, and Run, as a Source
+//     alone does.
 //
 // Nothing of client-go's interface{} plumbing leaves this package: the rest
 // of the bridge sees only Delta.

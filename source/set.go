@@ -11,12 +11,12 @@ import (
 	"sync/atomic"
 	"time"
 
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/discovery/cached/memory"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/util/workqueue"
 
 	"github.com/cenkalti/backoff/v4"
 )
@@ -125,12 +125,24 @@ type Set struct {
 	// while discovery does not show it yet.
 	follow *follower
 	settle *backoff.ExponentialBackOff
-	// recover spaces the selections made again to retry resources left out
-	// for a fault that may pass (see transient); leftOut is set by Check
-	// when it left one out.
-	recover *backoff.ExponentialBackOff
-	leftOut bool
+	// queue holds the work of Run: selecting again (selectAll) and
+	// retrying a resource left out (its group-resource), each with its own
+	// backoff. pending are the resources left out, to retry.
+	queue   workqueue.TypedRateLimitingInterface[schema.GroupResource]
+	pending map[schema.GroupResource]Resource
 }
+
+// selectAll is the queue's key for selecting again; every other key is a
+// resource to retry.
+var selectAll = schema.GroupResource{}
+
+// Retries of a resource left out: soon at first, for a brief fault, then
+// less often, so that one the bridge is forbidden to read costs a list
+// and a watch opened every five minutes.
+const (
+	retryFirst = time.Second
+	retryMax   = 5 * time.Minute
+)
 
 // member is one resource the Set watches.
 type member struct {
@@ -167,7 +179,9 @@ func NewSet(client dynamic.Interface, disc discovery.DiscoveryInterface, opts Se
 		client: client, opts: opts, loader: loader, handler: h, log: log,
 		disc: cached, selector: newSelector(opts.Selection, cached, log), observer: observer,
 		sem: make(chan struct{}, opts.ListConcurrency), synced: make(chan struct{}),
-		exits: make(chan *member), relocating: map[schema.GroupResource]bool{}, members: map[schema.GroupResource]*member{}, warned: map[schema.GroupResource]bool{},
+		exits: make(chan *member), relocating: map[schema.GroupResource]bool{}, pending: map[schema.GroupResource]Resource{},
+		queue:   workqueue.NewTypedRateLimitingQueue(workqueue.NewTypedItemExponentialFailureRateLimiter[schema.GroupResource](retryFirst, retryMax)),
+		members: map[schema.GroupResource]*member{}, warned: map[schema.GroupResource]bool{},
 	}
 }
 
@@ -247,8 +261,8 @@ func (s *Set) Resources() []Resource {
 // ListConcurrency at once. A resource named that fails it fails Check,
 // as does a selector the API server rejects; one that only a pattern
 // selects and that fails it otherwise (forbidden, gone, or the API server
-// failing) is left out, with a warning, and tried again: at the next
-// selection, and, for a fault that may pass, with backoff.
+// failing) is left out, with a warning, and tried again when Run runs,
+// with backoff, and at each selection.
 func (s *Set) Check(ctx context.Context) error {
 	s.mu.Lock()
 	members := slices.Collect(maps.Values(s.members))
@@ -275,7 +289,7 @@ func (s *Set) Check(ctx context.Context) error {
 		default:
 			delete(s.members, m.res.GroupResource())
 			s.warnOnce(m.res, err)
-			s.leftOut = s.leftOut || transient(err)
+			s.pending[m.res.GroupResource()] = m.res
 		}
 	}
 	return errors.Join(failed...)
@@ -295,16 +309,6 @@ func fatal(err error) bool {
 	}
 	return errors.Is(err, ErrBadSelector) || errors.Is(err, errNotWrapped) ||
 		errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
-}
-
-// transient reports whether a resource left out for err, not fatal, may
-// be read after a while without anything changing in the cluster: not when
-// the bridge is forbidden to read it, or the API server does not find it
-// or does not allow list and watch; those are tried again when the
-// resources served change (and at the follower's resync).
-func transient(err error) bool {
-	return !apierrors.IsForbidden(err) && !errors.Is(err, ErrWatchForbidden) && !apierrors.IsNotFound(err) &&
-		!apierrors.IsMethodNotSupported(err)
 }
 
 // warnOnce warns that res, selected by a pattern, is not watched.
@@ -370,6 +374,7 @@ func (s *Set) Run(ctx context.Context) error {
 	var wg sync.WaitGroup
 	defer func() {
 		cancel(nil)
+		s.queue.ShutDown()
 		s.mu.Lock()
 		for _, m := range s.members {
 			m.stop(nil)
@@ -385,6 +390,9 @@ func (s *Set) Run(ctx context.Context) error {
 		s.start(ctx, &wg, m, false)
 	}
 	initial := slices.Clone(s.initial)
+	for gr := range s.pending {
+		s.queue.AddRateLimited(gr)
+	}
 	s.mu.Unlock()
 	wg.Go(func() {
 		defer utilruntime.HandleCrash()
@@ -397,44 +405,38 @@ func (s *Set) Run(ctx context.Context) error {
 		}
 		close(s.synced)
 	})
-
-	changed := make(chan struct{}, 1)
-	if s.opts.Selection.Patterned() && s.opts.Follow != nil {
-		s.follow = &follower{client: s.opts.Follow, log: s.log, changed: func() {
-			select {
-			case changed <- struct{}{}:
-			default:
+	wg.Go(func() {
+		defer utilruntime.HandleCrash()
+		for {
+			gr, shutdown := s.queue.Get()
+			if shutdown {
+				return
 			}
-		}}
+			if gr == selectAll {
+				s.reselect(ctx, &wg)
+			} else {
+				s.retry(ctx, &wg, gr)
+			}
+			s.queue.Done(gr)
+		}
+	})
+
+	// A change is selected for after a short quiet: a CRD's creation,
+	// establishment and serving come as several events within a second
+	// (the queue keeps the earliest time of a key added again).
+	const debounce = 300 * time.Millisecond
+	if s.opts.Selection.Patterned() && s.opts.Follow != nil {
+		s.follow = &follower{client: s.opts.Follow, log: s.log, changed: func() { s.queue.AddAfter(selectAll, debounce) }}
 		wg.Go(func() {
 			defer utilruntime.HandleCrash()
 			s.follow.run(ctx)
 		})
 	}
 
-	// A change is selected for after a short quiet: a CRD's creation,
-	// establishment and serving come as several events within a second.
-	const debounce = 300 * time.Millisecond
-	var timer <-chan time.Time
-	s.mu.Lock()
-	leftOut := s.leftOut
-	s.mu.Unlock()
-	if leftOut {
-		timer = time.After(s.retryFailed())
-	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-changed:
-			if timer == nil {
-				timer = time.After(debounce)
-			}
-		case <-timer:
-			timer = nil
-			if again := s.reselect(ctx, &wg); again > 0 {
-				timer = time.After(again)
-			}
 		case m := <-s.exits:
 			s.mu.Lock()
 			current := s.members[m.res.GroupResource()] == m
@@ -456,9 +458,10 @@ func (s *Set) Run(ctx context.Context) error {
 				// watched regardless, and it is tried again.
 				s.log.Warn("resource not watched for now: its watch failed; tried again later", "resource", m.res.Name(), "err", m.err)
 				s.observer.NotWatching(m.res, false)
-				if timer == nil {
-					timer = time.After(s.retryFailed())
-				}
+				s.mu.Lock()
+				s.pending[m.res.GroupResource()] = m.res
+				s.mu.Unlock()
+				s.queue.AddRateLimited(m.res.GroupResource())
 			default:
 				// A resource the cluster stopped serving at its
 				// version: select again, which watches it at its
@@ -470,9 +473,7 @@ func (s *Set) Run(ctx context.Context) error {
 					s.relocating[m.res.GroupResource()] = true
 					s.mu.Unlock()
 				}
-				if timer == nil {
-					timer = time.After(debounce)
-				}
+				s.queue.AddAfter(selectAll, debounce)
 			}
 		}
 	}
@@ -511,6 +512,9 @@ func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bo
 			for {
 				select {
 				case <-m.src.Synced():
+					// Watched: its next fault, if any, is retried
+					// soon again.
+					s.queue.Forget(m.res.GroupResource())
 					break wait
 				case <-ran:
 					break wait
@@ -545,18 +549,23 @@ func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bo
 // reselect selects again and brings the resources watched in line: it
 // starts those newly selected, stops those the cluster no longer serves
 // (their objects still known are reported deleted), and watches those
-// served at another preferred version there. It returns, when not zero,
-// how soon to select again: discovery failed.
-func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
+// served at another preferred version there. It selects again later
+// while discovery fails, or does not yet show what the CRDs say; a
+// resource that cannot be started is retried with its own backoff.
+func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) {
 	s.disc.Invalidate()
 	sel, err := s.selector.patterned()
 	if err != nil {
 		s.log.Warn("cannot select the resources to watch: discovery failed; trying again", "err", err)
-		return s.retry()
+		if again := s.settleBackoff(); again > 0 {
+			s.queue.AddAfter(selectAll, again)
+		}
+		return
 	}
-	again := time.Duration(0)
 	if lag := s.discoveryLags(sel); lag != "" {
-		if again = s.retry(); again == 0 {
+		if again := s.settleBackoff(); again > 0 {
+			s.queue.AddAfter(selectAll, again)
+		} else {
 			s.log.Warn("discovery still does not show what the CustomResourceDefinitions define; selecting again at their next change", "resource", lag)
 		}
 	} else {
@@ -577,63 +586,61 @@ func (s *Set) reselect(ctx context.Context, wg *sync.WaitGroup) time.Duration {
 		s.retiredRelists.Add(m.src.Relists())
 		s.observer.NotWatching(m.res, false)
 	}
-	failed := false
 	for _, res := range added {
 		if ctx.Err() != nil {
-			return 0
+			return
 		}
-		m := s.newMember(res, false)
-		// Checked first: what the deltas go to is prepared (a topic
-		// made) only for a resource that can be watched.
-		err := m.src.Check(ctx)
-		if err == nil && s.opts.Prepare != nil {
-			err = s.opts.Prepare(ctx, res)
-		}
-		s.mu.Lock()
-		if err != nil {
-			s.warnOnce(res, err)
-			s.mu.Unlock()
-			failed = failed || transient(err)
-			continue
-		}
-		delete(s.warned, res.GroupResource())
-		s.members[res.GroupResource()] = m
-		wasMoved := s.relocating[res.GroupResource()] ||
-			slices.ContainsFunc(moved, func(o *member) bool { return o.res.GroupResource() == res.GroupResource() })
-		delete(s.relocating, res.GroupResource())
-		s.start(ctx, wg, m, !wasMoved)
-		s.mu.Unlock()
-		if wasMoved {
-			s.log.Info("resource served at another preferred version: watched there", "resource", res.Name(), "version", res.Version)
-		} else {
-			s.log.Info("resource added: watched from now on; its objects are published as added", "resource", res.Name(), "version", res.Version,
-				"kind", res.Kind, "namespaced", res.Namespaced)
-		}
+		s.add(ctx, wg, res, slices.ContainsFunc(moved, func(o *member) bool { return o.res.GroupResource() == res.GroupResource() }))
 	}
-	if !failed {
-		s.mu.Lock()
-		s.recover = nil
-		s.mu.Unlock()
-		return again
-	}
-	if r := s.retryFailed(); again == 0 || r < again {
-		again = r
-	}
-	return again
 }
 
-// retryFailed is how soon to select again to retry a resource left out
-// for a fault that may pass: soon at first, then less often, every five
-// minutes at most, until it is watched. Each retry of a resource costs a
-// list of one object and a watch opened.
-func (s *Set) retryFailed() time.Duration {
+// retry tries again to watch gr, left out for a fault, if it is still
+// selected and not watched.
+func (s *Set) retry(ctx context.Context, wg *sync.WaitGroup, gr schema.GroupResource) {
 	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.recover == nil {
-		s.recover = backoff.NewExponentialBackOff(backoff.WithInitialInterval(time.Second),
-			backoff.WithMaxInterval(5*time.Minute), backoff.WithMaxElapsedTime(0))
+	res, ok := s.pending[gr]
+	_, watched := s.members[gr]
+	s.mu.Unlock()
+	if ok && !watched {
+		s.add(ctx, wg, res, false)
 	}
-	return s.recover.NextBackOff()
+}
+
+// add checks res, prepares for it and starts watching it. When either
+// fails it is left out, warned of once, and retried with backoff.
+func (s *Set) add(ctx context.Context, wg *sync.WaitGroup, res Resource, wasMoved bool) {
+	gr := res.GroupResource()
+	m := s.newMember(res, false)
+	// Checked first: what the deltas go to is prepared (a topic made)
+	// only for a resource that can be watched.
+	err := m.src.Check(ctx)
+	if err == nil && s.opts.Prepare != nil {
+		err = s.opts.Prepare(ctx, res)
+	}
+	if ctx.Err() != nil {
+		return
+	}
+	s.mu.Lock()
+	if err != nil {
+		s.warnOnce(res, err)
+		s.pending[gr] = res
+		s.mu.Unlock()
+		s.queue.AddRateLimited(gr)
+		return
+	}
+	delete(s.warned, gr)
+	delete(s.pending, gr)
+	s.members[gr] = m
+	wasMoved = wasMoved || s.relocating[gr]
+	delete(s.relocating, gr)
+	s.start(ctx, wg, m, !wasMoved)
+	s.mu.Unlock()
+	if wasMoved {
+		s.log.Info("resource served at another preferred version: watched there", "resource", res.Name(), "version", res.Version)
+	} else {
+		s.log.Info("resource added: watched from now on; its objects are published as added", "resource", res.Name(), "version", res.Version,
+			"kind", res.Kind, "namespaced", res.Namespaced)
+	}
 }
 
 // plan compares sel with the members and takes out of them those to stop:
@@ -675,14 +682,19 @@ func (s *Set) plan(sel Selected) (gone, moved []*member, added []Resource) {
 			delete(s.relocating, gr)
 		}
 	}
+	for gr := range s.pending {
+		if _, ok := sel.Resources[gr]; !ok {
+			delete(s.pending, gr)
+		}
+	}
 	return gone, moved, added
 }
 
-// retry is how soon to select again after a selection that discovery did
-// not yet bear out: soon at first, then less often, for a minute at most
-// (0: no more; the next change of the CRDs, or the informers' resync,
-// selects again).
-func (s *Set) retry() time.Duration {
+// settleBackoff is how soon to select again after a selection that
+// discovery failed, or did not yet bear out: soon at first, then less
+// often, for a minute at most (0: no more; the next change of the CRDs,
+// or the informers' resync, selects again).
+func (s *Set) settleBackoff() time.Duration {
 	if s.settle == nil {
 		s.settle = backoff.NewExponentialBackOff(backoff.WithInitialInterval(200*time.Millisecond),
 			backoff.WithMaxInterval(5*time.Second), backoff.WithMaxElapsedTime(time.Minute))

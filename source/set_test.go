@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -104,6 +105,7 @@ func TestSetReselectGoneAndMoved(t *testing.T) {
 	var wg sync.WaitGroup
 	s.reselect(t.Context(), &wg)
 	wg.Wait()
+	s.queue.ShutDown()
 
 	if err := gStop(); err != nil {
 		t.Errorf("gizmos, served by its CRD while discovery lags, stopped with %v; want kept", err)
@@ -165,17 +167,16 @@ func TestSetCheckSkipRules(t *testing.T) {
 		err     error // the lists' error; nil: they succeed
 		named   bool
 		wantErr error // nil: none
-		left    bool  // left out, not failing Check
-		retried bool  // left out, and retried with backoff
+		left    bool  // left out (and to be retried), not failing Check
 	}{
-		{"forbidden", apierrors.NewForbidden(gr, "", errors.New("no")), false, nil, true, false},
-		{"not found", apierrors.NewNotFound(gr, ""), false, nil, true, false},
-		{"unavailable", apierrors.NewServiceUnavailable("no"), false, nil, true, true},
-		{"conversion webhook down (500)", apierrors.NewInternalError(errors.New("conversion webhook")), false, nil, true, true},
-		{"gateway timeout (504)", apierrors.NewTimeoutError("slow", 0), false, nil, true, true},
-		{"bad selector", apierrors.NewBadRequest("bad selector"), false, ErrBadSelector, false, false},
-		{"transport not wrapped", nil, false, errNotWrapped, false, false},
-		{"named: its fault is the bridge's", apierrors.NewInternalError(errors.New("conversion webhook")), true, errors.New("any"), false, false},
+		{"forbidden", apierrors.NewForbidden(gr, "", errors.New("no")), false, nil, true},
+		{"not found", apierrors.NewNotFound(gr, ""), false, nil, true},
+		{"unavailable", apierrors.NewServiceUnavailable("no"), false, nil, true},
+		{"conversion webhook down (500)", apierrors.NewInternalError(errors.New("conversion webhook")), false, nil, true},
+		{"gateway timeout (504)", apierrors.NewTimeoutError("slow", 0), false, nil, true},
+		{"bad selector", apierrors.NewBadRequest("bad selector"), false, ErrBadSelector, false},
+		{"transport not wrapped", nil, false, errNotWrapped, false},
+		{"named: its fault is the bridge's", apierrors.NewInternalError(errors.New("conversion webhook")), true, errors.New("any"), false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			sel, err := NewSelection([]string{"*.example.com"}, nil)
@@ -196,8 +197,8 @@ func TestSetCheckSkipRules(t *testing.T) {
 			if _, kept := s.members[gr]; kept == tc.left {
 				t.Errorf("member kept: %v; want left out: %v", kept, tc.left)
 			}
-			if s.leftOut != tc.retried {
-				t.Errorf("retried with backoff: %v; want %v", s.leftOut, tc.retried)
+			if _, pending := s.pending[gr]; pending != tc.left {
+				t.Errorf("to be retried: %v; want %v", pending, tc.left)
 			}
 		})
 	}
@@ -329,5 +330,43 @@ func TestSetReleasesAFailingList(t *testing.T) {
 	}
 	if i := slices.Index(events.inFlight, 2); i >= 0 {
 		t.Errorf("initial lists in flight went to 2 with ListConcurrency 1: %v", events.inFlight)
+	}
+}
+
+// A resource a selection adds that cannot be checked is retried with
+// backoff, with no change in the cluster to prompt it.
+func TestSetRetriesAFailedAdd(t *testing.T) {
+	sel, err := NewSelection([]string{"*.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	disc := discoveryOf(&metav1.APIResourceList{GroupVersion: "example.com/v1", APIResources: []metav1.APIResource{
+		{Name: "gizmos", Kind: "Gizmo", Verbs: lw},
+	}})
+	client, _ := listsSeen()
+	var checks atomic.Int32
+	client.PrependReactor("list", "gizmos", func(k8stesting.Action) (bool, runtime.Object, error) {
+		checks.Add(1)
+		return true, nil, apierrors.NewInternalError(errors.New("conversion webhook down"))
+	})
+	s := NewSet(client, disc, SetOptions{Selection: sel}, emptyLoader{}, HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	s.queue.Add(selectAll) // as a CRD's change does
+	deadline := time.Now().Add(10 * time.Second)
+	for checks.Load() < 3 {
+		if time.Now().After(deadline) {
+			t.Fatalf("gizmos checked %d times in 10s; want it retried (3 checks within 1+2 s)", checks.Load())
+		}
+		select {
+		case err := <-done:
+			t.Fatalf("Run returned %v", err)
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
 	}
 }
