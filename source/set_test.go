@@ -20,6 +20,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/discovery/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
@@ -368,5 +369,118 @@ func TestSetRetriesAFailedAdd(t *testing.T) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v", err)
+	}
+}
+
+// gizmo is an object of gizmos in ns.
+func gizmo(ns, name, rv string) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "example.com/v1", "kind": "Gizmo"}}
+	u.SetNamespace(ns)
+	u.SetName(name)
+	u.SetUID(types.UID("uid-" + name))
+	u.SetResourceVersion(rv)
+	return u
+}
+
+// A Source stopped because its resource is no longer served (as a Set
+// retires it, while no watch can deliver the deletes) hands on every
+// object it still knows as Deleted, at a resourceVersion no older than
+// any it handed on, and nothing after Run returns.
+func TestSourceRetiredReportsItsObjectsDeleted(t *testing.T) {
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(),
+		map[schema.GroupVersionResource]string{gizmos.GroupVersionResource: "GizmoList"},
+		gizmo("a", "one", "11"), gizmo("b", "two", "12"))
+	var mu sync.Mutex
+	var deltas []Delta
+	returned := false
+	src := New(client, Options{Resources: []Resource{gizmos}}, emptyLoader{}, HandlerFunc(func(d Delta) {
+		mu.Lock()
+		defer mu.Unlock()
+		if returned {
+			t.Errorf("delta %s %s/%s handed on after Run returned", d.Type, d.Namespace, d.Name)
+		}
+		deltas = append(deltas, d)
+	}), slog.New(slog.DiscardHandler))
+	ctx, stop := context.WithCancelCause(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- src.Run(ctx) }()
+	select {
+	case <-src.Synced():
+	case err := <-done:
+		t.Fatalf("Run returned %v before it synced", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("not synced within 10s")
+	}
+	stop(errRetired)
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v; want nil when retired", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	returned = true
+	var got []string
+	for _, d := range deltas {
+		got = append(got, fmt.Sprintf("%s %s/%s", d.Type, d.Namespace, d.Name))
+	}
+	want := []string{"added a/one", "added b/two", "deleted a/one", "deleted b/two"}
+	slices.Sort(got[:2])
+	if !slices.Equal(got, want) {
+		t.Fatalf("deltas %q; want %q", got, want)
+	}
+	for _, d := range deltas[2:] {
+		if d.UID != types.UID("uid-"+d.Name) || rvBefore(d.ResourceVersion, "12") {
+			t.Errorf("delete of %s: uid %q, resourceVersion %q; want its uid, and at least 12", d.Name, d.UID, d.ResourceVersion)
+		}
+	}
+}
+
+// No more than ListConcurrency initial lists run at once, however many
+// resources start, and Synced closes once all have synced.
+func TestSetBoundsInitialLists(t *testing.T) {
+	sel, err := NewSelection([]string{"*.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kinds := map[schema.GroupVersionResource]string{}
+	var resources []Resource
+	for i := range 6 {
+		r := Resource{GroupVersionResource: schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: fmt.Sprintf("things%d", i)},
+			Kind: fmt.Sprintf("Thing%d", i)}
+		kinds[r.GroupVersionResource] = r.Kind + "List"
+		resources = append(resources, r)
+	}
+	client := dynamicfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), kinds)
+	// Lists take a while, as on a real API server, so that the Sources
+	// overlap when they may. (The fake answers one call at a time: what
+	// is bounded, and counted, is the Sources between their start and
+	// their initial list's end.)
+	client.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+		time.Sleep(50 * time.Millisecond)
+		return false, nil, nil
+	})
+	events := &setEvents{}
+	s := NewSet(client, discoveryOf(), SetOptions{Selection: sel, ListConcurrency: 2, Observer: events},
+		emptyLoader{}, HandlerFunc(func(Delta) {}), slog.New(slog.DiscardHandler))
+	for _, r := range resources {
+		s.members[r.GroupResource()] = s.newMember(r, false)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-s.Synced():
+	case err := <-done:
+		t.Fatalf("Run returned %v", err)
+	case <-time.After(20 * time.Second):
+		t.Fatal("not synced within 20s")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v", err)
+	}
+	events.mu.Lock()
+	defer events.mu.Unlock()
+	if m := slices.Max(events.inFlight); m != 2 || events.lists != 0 {
+		t.Errorf("initial lists in flight peaked at %d, ended at %d (%v); want 2, then 0", m, events.lists, events.inFlight)
 	}
 }
