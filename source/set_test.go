@@ -484,3 +484,30 @@ func TestSetBoundsInitialLists(t *testing.T) {
 		t.Errorf("initial lists in flight peaked at %d, ended at %d (%v); want 2, then 0", m, events.lists, events.inFlight)
 	}
 }
+
+// A resource waiting for its place among the initial lists has no
+// stalled watch to report: its watches have not begun.
+func TestSetQueuedWatchesNotStalled(t *testing.T) {
+	sel, err := NewSelection([]string{"*.example.com"}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := NewSet(nil, discoveryOf(), SetOptions{Selection: sel, Source: Options{StallTimeout: time.Millisecond}},
+		nil, nil, slog.New(slog.DiscardHandler))
+	m := s.newMember(gizmos, false)
+	s.members[gizmos.GroupResource()] = m
+	deadline := time.Now().Add(5 * time.Second)
+	for m.src.Healthy() == nil { // its health clock runs from its making
+		if time.Now().After(deadline) {
+			t.Fatal("the Source's watch never reported stalled")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if err := s.Healthy(); err != nil {
+		t.Errorf("Healthy: %v; want nil while the resource waits for its place", err)
+	}
+	m.started.Store(true)
+	if err := s.Healthy(); err == nil {
+		t.Error("Healthy: nil once started and stalled; want the stall")
+	}
+}
