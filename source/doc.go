@@ -77,12 +77,15 @@
 //     resources without list or watch are skipped and logged once each.
 //   - At most ListConcurrency resources are between the start of their
 //     Source and its initial list's end at once. Synced closes once every
-//     resource selected at start has synced.
+//     resource selected at start has synced, or, for one only a pattern
+//     selects, its initial list kept failing for longer than the stall
+//     timeout: that resource is then stopped, gives up its place, and is
+//     retried later, as below.
 //   - With a pattern, the Set follows the cluster: informers on
 //     CustomResourceDefinitions and APIServices make it select again, from
 //     discovery, after each change (and again while discovery has not yet
 //     caught up with the CRDs, for up to a minute). A resource newly
-//     selected is prepared (Options.Prepare), checked and watched: its
+//     selected is prepared (SetOptions.Prepare), checked and watched: its
 //     objects are handed on as Added, Snapshot. A resource no longer served
 //     has its Source stopped; every object that Source still knows is then
 //     handed on as Deleted, so no position of it is left behind, and
@@ -90,10 +93,14 @@
 //     is watched there, under the same name. A group whose discovery fails
 //     keeps what is watched of it.
 //   - A resource selected by a pattern that cannot be read (forbidden, not
-//     found, unavailable) is left out with a warning, once, and tried again
-//     at the next selection; one no longer served at its version while
-//     watched is selected again, not a failure. A resource named fails
-//     Check, and Run, as a Source alone does.
+//     found, unavailable, its conversion webhook failing, throttled) is left
+//     out with a warning, once, and tried again at each selection and with
+//     a backoff of its own (from a second to five minutes), so that a brief
+//     fault delays it by seconds. So is one whose Source fails while it
+//     runs; one no longer served at its version while watched is selected
+//     again. None of these ends the Set: only a selector the API server
+//     rejects does. A resource named fails Check, and Run, as a Source
+//     alone does.
 //
 // Nothing of client-go's interface{} plumbing leaves this package: the rest
 // of the bridge sees only Delta.

@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -41,20 +42,34 @@ type follower struct {
 }
 
 // run starts the informers and returns once ctx ends. An informer the
-// bridge is not allowed to list is not started, with a warning: the
-// resources watched then no longer follow that kind of change.
+// bridge is forbidden to list at start is not started, with a warning:
+// the resources watched then do not follow that kind of change. Any other
+// failure is the informer's to retry, as it does for as long as it runs;
+// a list or watch it is then forbidden is warned of, once.
 func (f *follower) run(ctx context.Context) {
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	for _, gvr := range []schema.GroupVersionResource{crdResource, apiServiceResource} {
-		if _, err := f.client.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); err != nil {
-			if ctx.Err() == nil {
-				f.log.Warn("resources added or removed in the cluster are not followed: cannot list "+gvr.GroupResource().String(), "err", err)
-			}
+		what := gvr.GroupResource().String()
+		if _, err := f.client.Resource(gvr).List(ctx, metav1.ListOptions{Limit: 1}); apierrors.IsForbidden(err) {
+			f.log.Warn("resources added or removed in the cluster are not followed: forbidden to list "+what+
+				"; the resources watched stay those selected at start, and those served by CRDs or API services that change", "err", err)
 			continue
+		} else if err != nil && ctx.Err() == nil {
+			f.log.Warn("cannot list "+what+" for now; following the cluster's changes once it can", "err", err)
 		}
 		inf := dynamicinformer.NewFilteredDynamicInformer(f.client, gvr, metav1.NamespaceAll, followResync, cache.Indexers{}, nil).Informer()
 		_ = inf.SetTransform(slim)
+		var forbidden sync.Once
+		_ = inf.SetWatchErrorHandlerWithContext(func(ctx context.Context, r *cache.Reflector, err error) {
+			if apierrors.IsForbidden(err) {
+				forbidden.Do(func() {
+					f.log.Warn("resources added or removed in the cluster are not followed while the bridge is forbidden to list or watch "+what, "err", err)
+				})
+				return
+			}
+			cache.DefaultWatchErrorHandler(ctx, r, err)
+		})
 		handler := cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(any) { f.changed() },
 			UpdateFunc: func(any, any) { f.changed() },

@@ -21,6 +21,10 @@ type Selected struct {
 	// Failed are the groups whose discovery failed (an aggregated API
 	// that is not available): what is watched of them is kept as it is.
 	Failed map[string]error
+	// Unmatched are the exclusions, as given, that match no resource the
+	// API server serves (at its preferred version); none when a group's
+	// discovery failed, since an exclusion may match one of its resources.
+	Unmatched []string
 }
 
 // selector selects resources with discovery, logging each resource it
@@ -62,6 +66,7 @@ func (s *selector) patterned() (Selected, error) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var served []schema.GroupVersionResource
 	for _, l := range lists {
 		gv, err := schema.ParseGroupVersion(l.GroupVersion)
 		if err != nil {
@@ -72,6 +77,7 @@ func (s *selector) patterned() (Selected, error) {
 				continue
 			}
 			gvr := gv.WithResource(r.Name)
+			served = append(served, gvr)
 			if !s.sel.matches(gvr) {
 				continue
 			}
@@ -85,6 +91,9 @@ func (s *selector) patterned() (Selected, error) {
 			}
 			out.Resources[gvr.GroupResource()] = Resource{GroupVersionResource: gvr, Kind: r.Kind, Namespaced: r.Namespaced}
 		}
+	}
+	if len(out.Failed) == 0 {
+		out.Unmatched = s.sel.unmatchedExclusions(served)
 	}
 	return out, nil
 }

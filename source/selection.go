@@ -176,6 +176,24 @@ func (s Selection) excluded(gvr schema.GroupVersionResource) bool {
 	return slices.ContainsFunc(s.exclude, func(e string) bool { return e == name || e == versioned })
 }
 
+// unmatchedExclusions are the exclusions, as given, that exclude none of
+// served.
+func (s Selection) unmatchedExclusions(served []schema.GroupVersionResource) []string {
+	var out []string
+	for _, g := range s.excludeGroups {
+		if !slices.ContainsFunc(served, func(gvr schema.GroupVersionResource) bool { return inGroup(gvr.Group, g) }) {
+			out = append(out, All+"."+g)
+		}
+	}
+	for _, e := range s.exclude {
+		only := Selection{exclude: []string{e}}
+		if !slices.ContainsFunc(served, only.excluded) {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
 // inGroup reports whether group is g or a subgroup of it (ends in ".g").
 func inGroup(group, g string) bool {
 	return group == g || strings.HasSuffix(group, "."+g)

@@ -204,3 +204,22 @@ func TestSelectorLogsUnwatchableOnce(t *testing.T) {
 		t.Errorf("a subresource was logged; they are skipped silently:\n%s", logs.String())
 	}
 }
+
+// An exclusion that matches no resource served is reported, as given.
+func TestSetReportsUnmatchedExclusions(t *testing.T) {
+	sel, err := NewSelection([]string{"*"}, []string{"events", "leases.coordination.k8s.io", "lease.coordination.k8s.io",
+		"*.example.com", "*.nosuch.io", "widgets.v1.example.com", "widgets.v9.example.com"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := NewSet(nil, served(), SetOptions{Selection: sel}, nil, nil, slog.New(slog.DiscardHandler))
+	if err := set.Select(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	// widgets.v1.example.com is served, but not preferred: no pattern
+	// would select it, so excluding it excludes nothing.
+	want := []string{"*.nosuch.io", "lease.coordination.k8s.io", "widgets.v1.example.com", "widgets.v9.example.com"}
+	if got := set.UnmatchedExclusions(); !slices.Equal(got, want) {
+		t.Errorf("unmatched %q; want %q", got, want)
+	}
+}

@@ -45,14 +45,34 @@ func (s *Source) Watches() []WatchStatus {
 	return out
 }
 
+// failing is, when a call of one of the source's reflectors has kept
+// failing (or been cut for no answer) for longer than the stall timeout,
+// that watch's status error; nil otherwise. A reflector only silent, as
+// one waiting for a large list's answer, is not failing.
+func (s *Source) failing(now time.Time) error {
+	for _, h := range s.health {
+		h.mu.Lock()
+		since := h.failingSince
+		st := h.statusLocked(now)
+		h.mu.Unlock()
+		if !since.IsZero() && now.Sub(since) > h.timeout {
+			return st.Err
+		}
+	}
+	return nil
+}
+
 // Healthy is nil while every watch is healthy; otherwise it joins the
 // reasons of those that are not: a watch that heard nothing from the API
 // server for longer than the stall timeout, or whose calls kept failing
 // for longer than that (for example, when the bridge's permissions were
 // revoked).
-func (s *Source) Healthy() error {
+func (s *Source) Healthy() error { return unhealthy(s.Watches()) }
+
+// unhealthy joins the errors of the watches that are not healthy.
+func unhealthy(sts []WatchStatus) error {
 	var errs []error
-	for _, st := range s.Watches() {
+	for _, st := range sts {
 		if st.Err != nil {
 			errs = append(errs, st.Err)
 		}

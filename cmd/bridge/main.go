@@ -41,6 +41,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
 	"github.com/kubebus/bridge/internal/bridge"
@@ -91,9 +92,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 		return 2
 	}
 	rc.UserAgent = "kubebus-bridge"
-	// The client's own rate limit (see config.Config.KubeQPS); the API
-	// server's refusals beyond it (429) are retried, never fatal.
-	rc.QPS, rc.Burst = cfg.KubeQPS, cfg.KubeBurst
+	limitRate(rc, cfg.KubeQPS, cfg.KubeBurst)
 
 	ctx, hard, release := onStopSignals(log)
 	defer release()
@@ -199,6 +198,17 @@ func leaderConfig(cfg *config.Config) (leader.Config, error) {
 
 // restConfig uses KUBECONFIG when set; otherwise the in-cluster service
 // account, and failing that ~/.kube/config.
+// limitRate gives rc the bridge's own rate limit (see
+// config.Config.KubeQPS): one token bucket, which every client made from
+// rc, or from a copy of it, shares (discovery, the source's, the
+// follower's, the leader election's), so that every request counts
+// against the one limit. The API server's refusals beyond its own limit
+// (429) are retried, never fatal.
+func limitRate(rc *rest.Config, qps float32, burst int) {
+	rc.QPS, rc.Burst = qps, burst
+	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
+}
+
 func restConfig() (*rest.Config, error) {
 	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
 		if rc, err := rest.InClusterConfig(); err == nil {

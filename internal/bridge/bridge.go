@@ -215,7 +215,13 @@ func (b *Bridge) Run(ctx context.Context) error {
 		pipe.OnDelta(d)
 	}), b.log.With("component", "source"))
 	if err := src.Select(ctx); err != nil {
-		return fmt.Errorf("bridge: BRIDGE_RESOURCES: %w", err)
+		if errors.Is(err, source.ErrUnknownResource) {
+			return fmt.Errorf("bridge: BRIDGE_RESOURCES: %w", err)
+		}
+		return fmt.Errorf("bridge: discovery: %w", err)
+	}
+	if unmatched := src.UnmatchedExclusions(); len(unmatched) > 0 {
+		b.log.Warn("BRIDGE_EXCLUDE_RESOURCES: exclusions that match no resource the API server serves; misspelt?", "exclusions", unmatched)
 	}
 	resources := src.Resources()
 	b.log.Info("selected resources", "selection", sel.String(), "resources", len(resources), "followsCluster", sel.Patterned())

@@ -60,8 +60,14 @@ func (m *Metrics) NotWatching(res source.Resource, removed bool) {
 	m.served.DeleteLabelValues(res.Name(), res.Version)
 }
 
-// InitialLists records how many initial lists are in flight.
-func (m *Metrics) InitialLists(n int) { m.resources.inFlight.Set(float64(n)) }
+// InitialList counts an initial list started, or ended.
+func (m *Metrics) InitialList(started bool) {
+	if started {
+		m.resources.inFlight.Inc()
+	} else {
+		m.resources.inFlight.Dec()
+	}
+}
 
 func groupLabel(res source.Resource) string {
 	if res.Group == "" {

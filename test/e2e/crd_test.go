@@ -19,12 +19,13 @@ var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version:
 // API server serves it.
 func createCRD(t *testing.T, plural, kind, scope string) schema.GroupVersionResource {
 	t.Helper()
-	return createCRDAt(t, plural, kind, scope, "v1alpha1")
+	return createCRDAt(t, "example.com", plural, kind, scope, "v1alpha1")
 }
 
-// createCRDAt defines <plural>.example.com serving only version and waits
-// until the API server serves it.
-func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.GroupVersionResource {
+// createCRDAt defines <plural>.<group> serving only version and waits
+// until the API server serves it (discovery shows it). It is deleted when
+// the test ends, unless the test deleted it.
+func createCRDAt(t *testing.T, group, plural, kind, scope, version string) schema.GroupVersionResource {
 	t.Helper()
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
 	if err != nil {
@@ -33,9 +34,9 @@ func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.Group
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + ".example.com"},
+		"metadata":   map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
-			"group": "example.com",
+			"group": group,
 			"scope": scope,
 			"names": map[string]any{"plural": plural, "kind": kind},
 			"versions": []any{map[string]any{
@@ -47,7 +48,7 @@ func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.Group
 		},
 	}}
 	if _, err := dyn.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create CRD: %v", err)
+		t.Fatalf("create CRD %s: %v", crd.GetName(), err)
 	}
 	// Gone when the test ends (a test may have deleted it already), so
 	// that the test can run again against the same control plane.
@@ -59,7 +60,7 @@ func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.Group
 		t.Fatal(err)
 	}
 	eventually(t, 30*time.Second, func() (bool, string) {
-		list, err := dc.ServerResourcesForGroupVersion("example.com/" + version)
+		list, err := dc.ServerResourcesForGroupVersion(group + "/" + version)
 		if err != nil {
 			return false, err.Error()
 		}
@@ -70,7 +71,7 @@ func createCRDAt(t *testing.T, plural, kind, scope, version string) schema.Group
 		}
 		return false, plural + " not in discovery yet"
 	})
-	return schema.GroupVersionResource{Group: "example.com", Version: version, Resource: plural}
+	return schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
 }
 
 // CRDs are watched by their plural.group name, namespaced or

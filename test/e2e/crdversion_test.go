@@ -23,7 +23,7 @@ import (
 // resource and both versions, and a restart watches the new version.
 func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 	const plural, name = "shifters", "shifters.example.com"
-	v1 := createCRDAt(t, plural, "Shifter", "Namespaced", "v1")
+	v1 := createCRDAt(t, "example.com", plural, "Shifter", "Namespaced", "v1")
 	t.Cleanup(func() { deleteCRD(context.Background(), t, name) })
 	ns := namespace(t, "crdver")
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
@@ -98,7 +98,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 		t.Errorf("bridge_resource_served %v (scraped: %v), want 0 while the resource is served at no version", v, ok)
 	}
 
-	v2 := createCRDAt(t, plural, "Shifter", "Namespaced", "v2")
+	v2 := createCRDAt(t, "example.com", plural, "Shifter", "Namespaced", "v2")
 	fresh := map[string]*unstructured.Unstructured{}
 	for _, n := range []string{"a", "d"} {
 		fresh[ns+"/"+n] = create(v2, n)
@@ -151,7 +151,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 // CRD was away and discovery's lag fall.
 func TestCRDRecreatedAtTheSameVersion(t *testing.T) {
 	const plural, name = "returners", "returners.example.com"
-	v1 := createCRDAt(t, plural, "Returner", "Namespaced", "v1")
+	v1 := createCRDAt(t, "example.com", plural, "Returner", "Namespaced", "v1")
 	t.Cleanup(func() { deleteCRD(context.Background(), t, name) })
 	ns := namespace(t, "crdsame")
 	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
@@ -174,7 +174,7 @@ func TestCRDRecreatedAtTheSameVersion(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out.jsonl")
 	p := startProc(t, []string{"BRIDGE_RESOURCES=" + name, "BRIDGE_NAMESPACES=" + ns, "BRIDGE_CHECKPOINT=none"}, out)
 	deleteCRD(t.Context(), t, name)
-	createCRDAt(t, plural, "Returner", "Namespaced", "v1")
+	createCRDAt(t, "example.com", plural, "Returner", "Namespaced", "v1")
 	after := create("a")
 
 	eventually(t, 60*time.Second, func() (bool, string) {

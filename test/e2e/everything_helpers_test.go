@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"context"
 	"fmt"
 	"testing"
 	"time"
@@ -9,7 +8,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/internal/metrics"
@@ -23,53 +21,6 @@ func dynamicClient(t *testing.T) dynamic.Interface {
 		t.Fatal(err)
 	}
 	return dyn
-}
-
-// defineCRD defines <plural>.<group>, namespaced, serving version only,
-// and returns when discovery serves it. It is deleted when the test ends,
-// unless the test deleted it.
-func defineCRD(t *testing.T, group, plural, kind, version string) schema.GroupVersionResource {
-	t.Helper()
-	dyn := dynamicClient(t)
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + "." + group},
-		"spec": map[string]any{
-			"group": group,
-			"scope": "Namespaced",
-			"names": map[string]any{"plural": plural, "kind": kind},
-			"versions": []any{map[string]any{
-				"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("create CRD %s: %v", crd.GetName(), err)
-	}
-	t.Cleanup(func() {
-		_ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
-	})
-	dc, err := discovery.NewDiscoveryClientForConfig(cp.RESTConfig())
-	if err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, 30*time.Second, func() (bool, string) {
-		list, err := dc.ServerResourcesForGroupVersion(group + "/" + version)
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, r := range list.APIResources {
-			if r.Name == plural {
-				return true, ""
-			}
-		}
-		return false, plural + " not in discovery yet"
-	})
-	return schema.GroupVersionResource{Group: group, Version: version, Resource: plural}
 }
 
 // createObjects creates n objects of gvr, of kind, in ns, named
@@ -101,7 +52,8 @@ func actions(msgs []*sink.Message) map[string]int {
 }
 
 // seriesOf is the value of each series of the counter or gauge name in
-// m's registry, by the value of its label; "" keys a series without it.
+// m's registry, read in this process, by the value of its label; "" keys
+// a series without it. A series missing is missing from the map.
 func seriesOf(t *testing.T, m *metrics.Metrics, name, label string) map[string]float64 {
 	t.Helper()
 	fams, err := m.Registry.Gather()

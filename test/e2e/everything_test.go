@@ -38,7 +38,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 
 		// Installed while the bridge runs: 20 objects, 20 added.
 		began := time.Now()
-		gvr := defineCRD(t, group, plural, kind, "v1")
+		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 		served := time.Since(began)
 		eventually(t, 30*time.Second, func() (bool, string) {
 			return watched() == 1, fmt.Sprintf("%s not watched yet", name)
@@ -84,7 +84,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		}
 
 		// Installed again: 5 objects, 5 added.
-		gvr = defineCRD(t, group, plural, kind, "v1")
+		gvr = createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 		createObjects(t, gvr, kind, ns, "obj", 5)
 		eventually(t, 30*time.Second, func() (bool, string) {
 			a := actions(b.readKinds(t, ns, []watchedKind{k}))
@@ -132,7 +132,7 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	ns := namespace(t, "moved")
 	group, plural, kind := "move.example.com", "crates", "Crate"
 	name := plural + "." + group
-	gvr := defineCRD(t, group, plural, kind, "v1")
+	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 	createObjects(t, gvr, kind, ns, "crate", 3)
 	s := &memSink{}
 	r := startBridge(t, map[string]string{

@@ -187,8 +187,8 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 	var notReady error
 	eventually(t, stallBound, func() (bool, string) {
 		notReady = b.Readiness()
-		healthy := gathered(t, m, "bridge_watch_healthy", "configmaps")
-		return notReady != nil && healthy == 0, fmt.Sprintf("%s after the revocation: Readiness %v, bridge_watch_healthy %v",
+		healthy, ok := seriesOf(t, m, "bridge_watch_healthy", "resource")["configmaps"]
+		return notReady != nil && ok && healthy == 0, fmt.Sprintf("%s after the revocation: Readiness %v, bridge_watch_healthy %v",
 			time.Since(revoked).Round(time.Millisecond), notReady, healthy)
 	})
 	reported := time.Since(revoked)
@@ -203,7 +203,7 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 	restored := time.Now()
 	eventually(t, recoverBound, func() (bool, string) {
 		err := b.Readiness()
-		healthy := gathered(t, m, "bridge_watch_healthy", "configmaps")
+		healthy := seriesOf(t, m, "bridge_watch_healthy", "resource")["configmaps"]
 		return err == nil && healthy == 1, fmt.Sprintf("%s after the restore: Readiness %v, bridge_watch_healthy %v",
 			time.Since(restored).Round(time.Millisecond), err, healthy)
 	})
@@ -300,18 +300,4 @@ func gauge(s metricstest.Samples, name, resource string) float64 {
 		}
 	}
 	return -1
-}
-
-// gathered is gauge, read from m's registry in this process.
-func gathered(t *testing.T, m *metrics.Metrics, name, resource string) float64 {
-	t.Helper()
-	fams, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := metricstest.Samples{}
-	for _, f := range fams {
-		s[f.GetName()] = f
-	}
-	return gauge(s, name, resource)
 }

@@ -351,7 +351,7 @@ func TestKafkaStateWarnsOfTopicNotCompacted(t *testing.T) {
 	if !warned {
 		t.Errorf("no warning names %s and its cleanup.policy delete", old)
 	}
-	got := notCompacted(t, m)
+	got := seriesOf(t, m, "bridge_kafka_topic_not_compacted", "topic")
 	want := map[string]float64{old: 1, created: 0}
 	if len(got) != len(want) || got[old] != 1 || got[created] != 0 {
 		t.Errorf("bridge_kafka_topic_not_compacted = %v, want %v", got, want)
@@ -373,27 +373,4 @@ func TestKafkaStateWarnsOfTopicNotCompacted(t *testing.T) {
 		_, ok := stateOf(t, c, old).live[ns+"/a"]
 		return ok, "ConfigMap a is not in " + old
 	})
-}
-
-// notCompacted reads bridge_kafka_topic_not_compacted by topic.
-func notCompacted(t *testing.T, m *metrics.Metrics) map[string]float64 {
-	t.Helper()
-	fams, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[string]float64{}
-	for _, f := range fams {
-		if f.GetName() != "bridge_kafka_topic_not_compacted" {
-			continue
-		}
-		for _, s := range f.GetMetric() {
-			for _, l := range s.GetLabel() {
-				if l.GetName() == "topic" {
-					out[l.GetValue()] = s.GetGauge().GetValue()
-				}
-			}
-		}
-	}
-	return out
 }

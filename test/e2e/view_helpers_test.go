@@ -17,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
 )
 
@@ -292,28 +291,4 @@ func compactedViewEqualsList(t *testing.T, kb *kafkaBus, ns string, kind watched
 	if len(diffs) > 0 {
 		t.Errorf("the compacted topic %s differs from the filtered LIST:\n%s", kafkaTopic(ns, kind), strings.Join(diffs, "\n"))
 	}
-}
-
-// counterOf is the value of the series of the counter name whose resource
-// label is resource, read from m's registry in this process; 0 when there
-// is none.
-func counterOf(t *testing.T, m *metrics.Metrics, name, resource string) float64 {
-	t.Helper()
-	fams, err := m.Registry.Gather()
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, f := range fams {
-		if f.GetName() != name {
-			continue
-		}
-		for _, series := range f.GetMetric() {
-			for _, l := range series.GetLabel() {
-				if l.GetName() == "resource" && l.GetValue() == resource {
-					return series.GetCounter().GetValue()
-				}
-			}
-		}
-	}
-	return 0
 }

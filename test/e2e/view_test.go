@@ -409,7 +409,7 @@ func TestViewBadInput(t *testing.T) {
 			}
 		}
 		eventually(t, 30*time.Second, func() (bool, string) {
-			n := counterOf(t, m, "bridge_filter_errors_total", "configmaps")
+			n := seriesOf(t, m, "bridge_filter_errors_total", "resource")["configmaps"]
 			return n >= 4, fmt.Sprintf(`bridge_filter_errors_total{resource="configmaps"} = %v, want ≥ 4`, n)
 		})
 		var want []string
@@ -434,7 +434,7 @@ func TestViewBadInput(t *testing.T) {
 		if !slices.Equal(got, want) {
 			t.Errorf("events about %v, want %v", got, want)
 		}
-		if n := counterOf(t, m, "bridge_filter_errors_total", "deployments.apps"); n != 0 {
+		if n := seriesOf(t, m, "bridge_filter_errors_total", "resource")["deployments.apps"]; n != 0 {
 			t.Errorf(`bridge_filter_errors_total{resource="deployments.apps"} = %v, want 0: every Deployment has a spec`, n)
 		}
 		logs := br.logs.String()
