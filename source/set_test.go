@@ -310,20 +310,7 @@ func TestSetReleasesAFailingList(t *testing.T) {
 	// gizmos sorts first: it takes the only place, widgets waits for it.
 	s.members[gizmos.GroupResource()] = s.newMember(gizmos, false)
 	s.members[widgets.GroupResource()] = s.newMember(widgets, false)
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned %v", err)
-	case <-time.After(15 * time.Second):
-		t.Fatal("Synced not closed within 15s: the failing list still holds its place")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v; want nil once ctx ended", err)
-	}
+	runUntilSynced(t, s, 15*time.Second, "the failing list still holds its place")
 	events.mu.Lock()
 	defer events.mu.Unlock()
 	if want := []string{"gizmos.example.com removed=false"}; !slices.Equal(events.notWatching, want) {
@@ -464,20 +451,7 @@ func TestSetBoundsInitialLists(t *testing.T) {
 	for _, r := range resources {
 		s.members[r.GroupResource()] = s.newMember(r, false)
 	}
-	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned %v", err)
-	case <-time.After(20 * time.Second):
-		t.Fatal("not synced within 20s")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Errorf("Run: %v", err)
-	}
+	runUntilSynced(t, s, 20*time.Second, "with every list answered")
 	events.mu.Lock()
 	defer events.mu.Unlock()
 	if m := slices.Max(events.inFlight); m != 2 || events.lists != 0 {
@@ -509,5 +483,29 @@ func TestSetQueuedWatchesNotStalled(t *testing.T) {
 	m.started.Store(true)
 	if err := s.Healthy(); err == nil {
 		t.Error("Healthy: nil once started and stalled; want the stall")
+	}
+}
+
+// runUntilSynced runs s until it is synced, failing the test when it is
+// not within timeout (why says what that would mean), then stops it and
+// checks that Run returns nil.
+func runUntilSynced(t *testing.T, s *Set, timeout time.Duration, why string) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	select {
+	case <-s.Synced():
+	case err := <-done:
+		t.Fatalf("Run returned %v before the set was synced", err)
+	case <-time.After(timeout):
+		cancel()
+		<-done
+		t.Fatalf("Synced not closed within %s: %s", timeout, why)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run: %v; want nil once ctx ended", err)
 	}
 }
