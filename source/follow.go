@@ -186,23 +186,27 @@ func slim(obj any) (any, error) {
 			_ = unstructured.SetNestedField(out.Object, v, path...)
 		}
 	}
-	if versions, ok, _ := unstructured.NestedSlice(u.Object, "spec", "versions"); ok {
-		slimmed := make([]any, 0, len(versions))
-		for _, v := range versions {
-			if m, ok := v.(map[string]any); ok {
-				slimmed = append(slimmed, map[string]any{"name": m["name"], "served": m["served"]})
-			}
-		}
-		_ = unstructured.SetNestedSlice(out.Object, slimmed, "spec", "versions")
-	}
-	if conditions, ok, _ := unstructured.NestedSlice(u.Object, "status", "conditions"); ok {
-		slimmed := make([]any, 0, len(conditions))
-		for _, c := range conditions {
-			if m, ok := c.(map[string]any); ok {
-				slimmed = append(slimmed, map[string]any{"type": m["type"], "status": m["status"]})
-			}
-		}
-		_ = unstructured.SetNestedSlice(out.Object, slimmed, "status", "conditions")
-	}
+	slimList(u, out, []string{"name", "served"}, "spec", "versions")
+	slimList(u, out, []string{"type", "status"}, "status", "conditions")
 	return out, nil
+}
+
+// slimList copies the list at path from u to out, each of its items cut
+// down to keys.
+func slimList(u, out *unstructured.Unstructured, keys []string, path ...string) {
+	items, ok, _ := unstructured.NestedSlice(u.Object, path...)
+	if !ok {
+		return
+	}
+	slimmed := make([]any, 0, len(items))
+	for _, item := range items {
+		if m, ok := item.(map[string]any); ok {
+			kept := make(map[string]any, len(keys))
+			for _, k := range keys {
+				kept[k] = m[k]
+			}
+			slimmed = append(slimmed, kept)
+		}
+	}
+	_ = unstructured.SetNestedSlice(out.Object, slimmed, path...)
 }
