@@ -27,8 +27,15 @@ type eventDecoder struct {
 
 var _ watch.Decoder = (*eventDecoder)(nil)
 
+// watchBufferSize is the read buffer of each watch stream. A source has
+// one stream open per resource for as long as it runs, so the buffer is
+// sized for the common object (ConfigMaps, Pods, most custom objects): a
+// longer event line is gathered from several reads, at the cost of one
+// more copy.
+const watchBufferSize = 16 << 10
+
 func newEventDecoder(body io.ReadCloser) *eventDecoder {
-	return &eventDecoder{body: body, r: bufio.NewReaderSize(body, 64<<10)}
+	return &eventDecoder{body: body, r: bufio.NewReaderSize(body, watchBufferSize)}
 }
 
 // Decode returns the next event. io.EOF is the clean end of the stream;

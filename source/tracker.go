@@ -18,10 +18,11 @@ import (
 
 // entry is all the source keeps of one object: enough to tell a change
 // from a repeat, and to report the object's delete when a list finds it
-// gone. Objects themselves are handed on and forgotten.
+// gone. Objects themselves are handed on and forgotten. What only some
+// sources need (the view's state, the old object) is kept beside it, in
+// the tracker's maps, so that an entry stays small.
 type entry struct {
-	uid string
-	rv  string
+	id ident
 	// prior marks a position loaded from the checkpoint and not yet matched
 	// by a list or a watch event.
 	prior bool
@@ -30,18 +31,10 @@ type entry struct {
 	// by an API server whose cache was ahead of the one that serves the
 	// list that ends.
 	listing bool
-	// obj is the object's last state, kept only for Options.OldObject.
-	obj *unstructured.Unstructured
 	// out marks an object that is not in the view: nothing of it was
 	// published, or its last delta was a Deleted one (it left the
 	// filter). Without a view every object is in.
 	out bool
-	// view is the object's state in the view (Delta.View) when it is in.
-	view string
-}
-
-func (e entry) position() checkpoint.Position {
-	return checkpoint.Position{UID: e.uid, ResourceVersion: e.rv, View: e.view}
 }
 
 // tracker turns what one resource's reflectors report (lists and watch
@@ -72,6 +65,11 @@ type tracker struct {
 
 	mu    sync.Mutex
 	known map[string]entry
+	// views holds the object's state in the view (Delta.View) when it is
+	// in one, by key; olds its last state, kept only for
+	// Options.OldObject.
+	views map[string]string
+	olds  map[string]*unstructured.Unstructured
 	// lists counts the complete lists made by the reflector of each
 	// namespace ("" for all namespaces); listRV is the resourceVersion of
 	// its latest.
@@ -85,10 +83,15 @@ type tracker struct {
 
 func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
 	known := make(map[string]entry, len(prior))
+	views := map[string]string{}
 	for k, p := range prior {
-		known[k] = entry{uid: p.UID, rv: p.ResourceVersion, view: p.View, prior: true}
+		known[k] = entry{id: newIdent(p.UID, p.ResourceVersion), prior: true}
+		if p.View != "" {
+			views[k] = p.View
+		}
 	}
-	return &tracker{res: res, known: known, handler: h, keepOld: keepOld, log: log, now: time.Now, observer: noObserver{},
+	return &tracker{res: res, known: known, views: views, olds: map[string]*unstructured.Unstructured{},
+		handler: h, keepOld: keepOld, log: log, now: time.Now, observer: noObserver{},
 		lists: map[string]int{}, listRV: map[string]string{},
 		namespaces: namespaces, allListed: make(chan struct{})}
 }
@@ -154,7 +157,7 @@ func (t *tracker) endList(ns string, listed map[string]bool, rv string) (relist 
 		if !inNamespaceKey(k, ns) {
 			continue
 		}
-		newer := e.listing && rvBefore(rv, e.rv)
+		newer := e.listing && e.id.olderThan(rv)
 		if e.listing {
 			e.listing = false
 			t.known[k] = e
@@ -166,9 +169,10 @@ func (t *tracker) endList(ns string, listed map[string]bool, rv string) (relist 
 	slices.Sort(gone)
 	for _, k := range gone {
 		e := t.known[k]
-		delete(t.known, k)
+		pos := t.position(k, e)
+		t.forget(k)
 		if !e.out {
-			t.handler.OnDelta(t.vanished(k, e.position(), rv))
+			t.handler.OnDelta(t.vanished(k, pos, rv))
 		}
 	}
 	if !relist && len(t.lists) == t.namespaces {
@@ -191,7 +195,7 @@ func (t *tracker) observe(u object, listed bool) {
 	switch {
 	case !found:
 		t.enter(key, u, listed, listed)
-	case e.uid == u.uid && (e.rv == u.rv || rvBefore(u.rv, e.rv)) && t.current(e):
+	case e.id.hasUID(u.uid) && e.id.notNewer(u.rv) && t.current(key, e):
 		// Published before, unchanged since (in a view of the same
 		// definition); or an older state than the one known, which a
 		// list served from a lagging cache can hold, or than the
@@ -199,22 +203,22 @@ func (t *tracker) observe(u object, listed bool) {
 		// would take the object back in time.
 		e.prior = false
 		e.listing = e.listing || listed
-		if t.keepOld && e.obj == nil {
-			e.obj = u.parsed
+		if t.keepOld && t.olds[key] == nil {
+			t.olds[key] = u.parsed
 		}
 		t.known[key] = e
-	case e.uid == u.uid && e.position().IsIntent():
+	case e.id.hasUID(u.uid) && e.id.isIntent():
 		// An intent (checkpoint.Intent): the object may or may not
 		// have been published; publish it as created (or, when it is
 		// not in the view, as gone from it).
 		t.change(key, e, u, listed, true)
-	case e.uid == u.uid:
+	case e.id.hasUID(u.uid):
 		t.change(key, e, u, listed, listed || e.prior)
 	default:
 		// Deleted and created again unseen: the old object was gone
 		// before the new one was made.
 		if !e.out {
-			t.handler.OnDelta(t.vanished(key, e.position(), u.rv))
+			t.handler.OnDelta(t.vanished(key, t.position(key, e), u.rv))
 		}
 		t.enter(key, u, listed, true)
 	}
@@ -253,8 +257,8 @@ func (t *tracker) dated(d *Delta) {
 
 // current reports whether what is known of e was found under the view
 // in use: otherwise an unchanged object is compared again.
-func (t *tracker) current(e entry) bool {
-	return t.view == nil || e.out || t.view.Current(e.view)
+func (t *tracker) current(key string, e entry) bool {
+	return t.view == nil || e.out || t.view.Current(t.views[key])
 }
 
 // enter hands on an object not known before (or known as another
@@ -283,11 +287,12 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 // change. Called with t.mu held.
 func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	in, v := t.apply(u)
+	was, old := t.views[key], t.olds[key]
 	t.remember(key, u, v, listed)
-	intent := e.position().IsIntent()
+	intent := e.id.isIntent()
 	// An object no newer than known compared again: the view changed,
 	// not it.
-	redo := !intent && (e.rv == u.rv || rvBefore(u.rv, e.rv))
+	redo := !intent && e.id.notNewer(u.rv)
 	emit := func(d Delta) {
 		if redo || intent {
 			t.dated(&d)
@@ -316,14 +321,14 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	// published of the object stays the same. A state recorded without
 	// a content hash ("") says nothing of content, so a new
 	// resourceVersion is a change then.
-	if t.view != nil && (redo || (e.view != "" && v.State != "")) && t.view.Unchanged(e.view, v.State) {
+	if t.view != nil && (redo || (was != "" && v.State != "")) && t.view.Unchanged(was, v.State) {
 		t.observer.Suppressed(t.res, ProjectionUnchanged)
 		return
 	}
 	d := t.delta(Updated, u, snapshot)
 	t.viewed(&d, v)
 	if t.keepOld {
-		d.OldObject = e.obj
+		d.OldObject = old
 	}
 	emit(d)
 }
@@ -354,11 +359,11 @@ func (t *tracker) updateObject(u object) {
 	defer t.mu.Unlock()
 	key := u.key()
 	e, found := t.known[key]
-	if !found || e.uid != u.uid || e.prior {
+	if !found || !e.id.hasUID(u.uid) || e.prior {
 		t.observe(u, false)
 		return
 	}
-	if e.rv == u.rv || rvBefore(u.rv, e.rv) {
+	if e.id.notNewer(u.rv) {
 		return // nothing newer than what is known
 	}
 	t.change(key, e, u, false, false)
@@ -382,9 +387,9 @@ func (t *tracker) removeObject(u object) {
 	defer t.mu.Unlock()
 	key := u.key()
 	e, found := t.known[key]
-	delete(t.known, key)
+	t.forget(key)
 	in, v := t.apply(u)
-	if found && e.uid == u.uid {
+	if found && e.id.hasUID(u.uid) {
 		in = !e.out // was it in the view: then it leaves it
 	}
 	if !in {
@@ -401,11 +406,34 @@ func (t *tracker) removeObject(u object) {
 // not as v says, and marks it listing when a list reports it. The
 // strings are copied so that nothing of the object stays reachable.
 func (t *tracker) remember(key string, u object, v ViewResult, listing bool) {
-	e := entry{uid: strings.Clone(u.uid), rv: strings.Clone(u.rv), listing: listing, out: !v.In, view: v.State}
-	if t.keepOld {
-		e.obj = u.parsed
+	e := entry{id: newIdent(u.uid, u.rv), listing: listing, out: !v.In}
+	if e.id.odd != nil {
+		e.id.odd = &oddIdent{uid: strings.Clone(u.uid), rv: strings.Clone(u.rv)}
 	}
-	t.known[strings.Clone(key)] = e
+	// A new key replaces the one stored too: it is copied.
+	key = strings.Clone(key)
+	t.known[key] = e
+	if v.State != "" {
+		t.views[key] = v.State
+	} else {
+		delete(t.views, key)
+	}
+	if t.keepOld {
+		t.olds[key] = u.parsed
+	}
+}
+
+// forget drops what the tracker keeps of the object of key.
+func (t *tracker) forget(key string) {
+	delete(t.known, key)
+	delete(t.views, key)
+	delete(t.olds, key)
+}
+
+// position is what was last published of the object of key, as the
+// checkpoint records it.
+func (t *tracker) position(key string, e entry) checkpoint.Position {
+	return checkpoint.Position{UID: e.id.UID(), ResourceVersion: e.id.RV(), View: t.views[key]}
 }
 
 // newestList is the highest resourceVersion of the reflectors' latest
@@ -448,9 +476,9 @@ func (t *tracker) finishInitialList() int {
 	slices.Sort(gone)
 	rv := t.newestList()
 	for _, k := range gone {
-		e := t.known[k]
-		delete(t.known, k)
-		t.handler.OnDelta(t.vanished(k, e.position(), rv))
+		pos := t.position(k, t.known[k])
+		t.forget(k)
+		t.handler.OnDelta(t.vanished(k, pos, rv))
 	}
 	return len(gone)
 }
@@ -467,21 +495,24 @@ func (t *tracker) retire() int {
 	keys := make([]string, 0, len(t.known))
 	for k, e := range t.known {
 		keys = append(keys, k)
-		if !e.position().IsIntent() && rvBefore(rv, e.rv) {
-			rv = e.rv
+		if !e.id.isIntent() && e.id.olderThan(rv) {
+			rv = e.id.RV()
 		}
 	}
 	slices.Sort(keys)
 	n := 0
 	for _, k := range keys {
 		e := t.known[k]
-		delete(t.known, k)
+		pos := t.position(k, e)
+		t.forget(k)
 		if !e.out {
-			t.handler.OnDelta(t.vanished(k, e.position(), rv))
+			t.handler.OnDelta(t.vanished(k, pos, rv))
 			n++
 		}
 	}
 	t.known = map[string]entry{}
+	t.views = map[string]string{}
+	t.olds = map[string]*unstructured.Unstructured{}
 	return n
 }
 
