@@ -116,23 +116,19 @@ func packUID(uid string, b *[16]byte) bool {
 	if len(uid) != 36 || uid[8] != '-' || uid[13] != '-' || uid[18] != '-' || uid[23] != '-' {
 		return false
 	}
-	j := 0
-	for i := 0; i < 36; {
-		if uid[i] == '-' {
-			i++
-			continue
-		}
+	for j, i := range uuidHexAt {
 		hi, ok1 := lowerHex(uid[i])
 		lo, ok2 := lowerHex(uid[i+1])
 		if !ok1 || !ok2 {
 			return false
 		}
 		b[j] = hi<<4 | lo
-		j++
-		i += 2
 	}
 	return true
 }
+
+// uuidHexAt are the offsets of a UUID's 16 bytes in its canonical form.
+var uuidHexAt = [16]int{0, 2, 4, 6, 9, 11, 14, 16, 19, 21, 24, 26, 28, 30, 32, 34}
 
 func lowerHex(c byte) (byte, bool) {
 	switch {

@@ -1,6 +1,7 @@
 package source
 
 import (
+	"slices"
 	"testing"
 	"unsafe"
 )
@@ -22,6 +23,9 @@ func TestIdentKeepsWhatItIsGiven(t *testing.T) {
 		{"0b5d2c6e-3f1a-4e8b-9c7d-112233445566", "18446744073709551616", false},
 		{"0b5d2c6e-3f1a-4e8b-9c7d-112233445566", "abc", false},
 		{"", "7", false},
+		{"00000000-0000-0000-0000--00000000000", "7", false}, // a fifth dash
+		{"--000000-0000-0000-0000-000000000001", "7", false}, // dashes out of place
+		{"0b5d2c6e-3f1a-4e8b-9c7d-1122334455-6", "7", false},
 		{"u1", "7", false},
 	} {
 		i := newIdent(c.uid, c.rv)
@@ -70,5 +74,19 @@ func TestIdentComparesAsItsStrings(t *testing.T) {
 func TestEntryIsSmall(t *testing.T) {
 	if n := unsafe.Sizeof(entry{}); n > 40 {
 		t.Errorf("an entry takes %d bytes, want at most 40", n)
+	}
+}
+
+// TestTrackerTellsUIDsThatDifferOnlyInDashes: an object deleted and made
+// again unseen under a uid of another form is two objects, as its string
+// says.
+func TestTrackerTellsUIDsThatDifferOnlyInDashes(t *testing.T) {
+	const odd = "--000000-0000-0000-0000-000000000001"
+	const other = "00000000-0000-0000-0000-000000000100"
+	tr, got := newTestTracker(nil, false)
+	tr.add(cm("a", odd, "5"))
+	tr.add(cm("a", other, "5"))
+	if want := []string{"added ns/a " + odd + "@5", "deleted ns/a " + odd + "@5 snapshot", "added ns/a " + other + "@5 snapshot"}; !slices.Equal(got.summary(), want) {
+		t.Errorf("deltas %v, want %v", got.summary(), want)
 	}
 }

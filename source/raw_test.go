@@ -441,3 +441,21 @@ func TestRawListErrorsAreTheAPIServersStatus(t *testing.T) {
 		t.Errorf("list: %v; want the API server's Expired", err)
 	}
 }
+
+// TestWatchLineLongerThanTheBufferIsKeptAtItsSize: a line gathered from
+// several reads is held in a buffer of about its size, not with the
+// slack of its growth, since the event's object keeps it while in flight.
+func TestWatchLineLongerThanTheBufferIsKeptAtItsSize(t *testing.T) {
+	for _, n := range []int{watchBufferSize + 1<<10, 2*watchBufferSize + 1<<10, 200 << 10} {
+		line := strings.Repeat("x", n) + "\n"
+		d := newEventDecoder(io.NopCloser(strings.NewReader(line)))
+		frame, err := d.line(nil)
+		if err != nil || string(frame) != line {
+			t.Fatalf("line of %d bytes: %d bytes, %v", n, len(frame), err)
+		}
+		// The allocator rounds a large buffer up to whole 8 KiB pages.
+		if slack := cap(frame) - len(frame); slack > max(len(frame)/8, 8<<10) {
+			t.Errorf("line of %d bytes kept in a buffer of %d", len(frame), cap(frame))
+		}
+	}
+}

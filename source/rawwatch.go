@@ -83,7 +83,9 @@ func (d *eventDecoder) Decode() (watch.EventType, runtime.Object, error) {
 
 // line appends the next line of the stream to frame, skipping blank lines
 // when frame is empty. The API server writes each event on one line: the
-// line is then copied once, into a buffer of exactly its size. io.EOF
+// line is then copied once, into a buffer of exactly its size; a line
+// longer than the reader's buffer is gathered from several reads, and
+// held in a buffer of about its size. io.EOF
 // means that the stream ended before another line.
 func (d *eventDecoder) line(frame []byte) ([]byte, error) {
 	for {
@@ -106,8 +108,17 @@ func (d *eventDecoder) line(frame []byte) ([]byte, error) {
 			frame = frame[:0]
 			continue
 		}
-		return frame, nil // a line, or the stream's last bytes
+		return atItsSize(frame), nil // a line, or the stream's last bytes
 	}
+}
+
+// atItsSize returns b, or a copy of it when its buffer has grown well
+// past it: a line gathered from several reads.
+func atItsSize(b []byte) []byte {
+	if cap(b)-len(b) > len(b)/8 {
+		return bytes.Clone(b)
+	}
+	return b
 }
 
 // cutShort reports whether err says that frame ended in the middle of an
