@@ -1,12 +1,9 @@
 package leader
 
 import (
-	"context"
 	"fmt"
 	"os"
-	"sync"
 	"testing"
-	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,20 +13,12 @@ import (
 	"github.com/kubebus/bridge/test/controlplane"
 )
 
-// The package's tests share one control plane, started by the first test
-// that needs it; each test works in a namespace of its own.
-var (
-	cpOnce sync.Once
-	cp     *controlplane.ControlPlane
-	cpErr  error
-)
-
+// The package's tests share one control plane (controlplane.Shared); each
+// works in a namespace of its own.
 func TestMain(m *testing.M) {
 	code := m.Run()
-	if cp != nil {
-		if err := cp.Stop(); err != nil {
-			fmt.Fprintln(os.Stderr, "leader: stop control plane:", err)
-		}
+	if err := controlplane.StopShared(); err != nil {
+		fmt.Fprintln(os.Stderr, "leader: stop control plane:", err)
 	}
 	os.Exit(code)
 }
@@ -38,14 +27,7 @@ func TestMain(m *testing.M) {
 // namespace made for t.
 func apiServer(t *testing.T) (*rest.Config, string) {
 	t.Helper()
-	cpOnce.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		cp, cpErr = controlplane.Start(ctx, controlplane.Options{})
-	})
-	if cpErr != nil {
-		t.Fatalf("start control plane (run `make controlplane` first): %v", cpErr)
-	}
+	cp := controlplane.Shared(t)
 	kc := kubernetes.NewForConfigOrDie(cp.RESTConfig())
 	ns, err := kc.CoreV1().Namespaces().Create(t.Context(), &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{GenerateName: "leader-"}}, metav1.CreateOptions{})
 	if err != nil {
