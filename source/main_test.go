@@ -1,7 +1,6 @@
 package source
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -11,10 +10,4 @@ import (
 // Tests that need a real API server share one control plane
 // (controlplane.Shared), each in namespaces of its own; the others never
 // start it.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := controlplane.StopShared(); err != nil {
-		fmt.Fprintln(os.Stderr, "source: stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(controlplane.RunShared(m)) }

@@ -14,15 +14,12 @@ import (
 	"k8s.io/client-go/rest"
 )
 
-// Election timing of the tests: short, with the ratios the bridge's
-// defaults have.
-const (
-	leaseDuration = 4 * time.Second
-	renewDeadline = 3 * time.Second
-	retryPeriod   = 500 * time.Millisecond
-	// patience bounds every wait for an election to move.
-	patience = 30 * time.Second
-)
+// timing is the election timing of the tests: short, with the ratios the
+// bridge's defaults have.
+var timing = Config{LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}
+
+// patience bounds every wait for an election to move.
+const patience = 30 * time.Second
 
 // replica is one Run of the election, and what it reports.
 type replica struct {
@@ -68,8 +65,8 @@ func start(t *testing.T, rc *rest.Config, ns, name string) *replica {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := Config{Namespace: ns, Name: "bridge", Identity: name,
-		LeaseDuration: leaseDuration, RenewDeadline: renewDeadline, RetryPeriod: retryPeriod}
+	cfg := timing
+	cfg.Namespace, cfg.Name, cfg.Identity = ns, "bridge", name
 	ctx, cancel := context.WithCancel(context.Background())
 	r.cancel = cancel
 	work := func(ctx context.Context) error {
@@ -177,8 +174,8 @@ func TestLeaseLostWhileLeading(t *testing.T) {
 	if !errors.Is(end.cause, ErrLostLeadership) {
 		t.Errorf("first: work's context ended with cause %v, want ErrLostLeadership", end.cause)
 	}
-	if took := end.at.Sub(broken); took > renewDeadline+2*retryPeriod {
-		t.Errorf("first: work stopped %s after renewals began to fail, want within the renew deadline %s", took, renewDeadline)
+	if took := end.at.Sub(broken); took > timing.RenewDeadline+2*timing.RetryPeriod {
+		t.Errorf("first: work stopped %s after renewals began to fail, want within the renew deadline %s", took, timing.RenewDeadline)
 	}
 	if l := await(t, first.leading, "first told it stopped leading"); l {
 		t.Error("first: told it leads again, want it stopped leading")

@@ -1,7 +1,6 @@
 package leader
 
 import (
-	"fmt"
 	"os"
 	"testing"
 
@@ -15,13 +14,7 @@ import (
 
 // The package's tests share one control plane (controlplane.Shared); each
 // works in a namespace of its own.
-func TestMain(m *testing.M) {
-	code := m.Run()
-	if err := controlplane.StopShared(); err != nil {
-		fmt.Fprintln(os.Stderr, "leader: stop control plane:", err)
-	}
-	os.Exit(code)
-}
+func TestMain(m *testing.M) { os.Exit(controlplane.RunShared(m)) }
 
 // apiServer is a client configuration for the shared control plane, and a
 // namespace made for t.

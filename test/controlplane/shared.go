@@ -2,6 +2,8 @@ package controlplane
 
 import (
 	"context"
+	"fmt"
+	"os"
 	"sync"
 	"testing"
 	"time"
@@ -16,7 +18,7 @@ var shared struct {
 
 // Shared is one control plane, with default Options, for every test of a
 // package that calls it: the first call starts it, and the package's
-// TestMain stops it with StopShared after the tests ran. Tests that share
+// TestMain stops it (see RunShared) after the tests ran. Tests that share
 // it work in namespaces of their own. It fails t (never skips it) if the
 // control plane cannot start.
 func Shared(t testing.TB) *ControlPlane {
@@ -32,10 +34,15 @@ func Shared(t testing.TB) *ControlPlane {
 	return shared.cp
 }
 
-// StopShared stops the control plane Shared started, if it did.
-func StopShared() error {
-	if shared.cp == nil {
-		return nil
+// RunShared runs a package's tests, for its TestMain, then stops the
+// control plane Shared started, if it did. It returns the exit code.
+func RunShared(m *testing.M) int {
+	code := m.Run()
+	if shared.cp != nil {
+		if err := shared.cp.Stop(); err != nil {
+			fmt.Fprintln(os.Stderr, "controlplane: stop the shared control plane:", err)
+			code = max(code, 1)
+		}
 	}
-	return shared.cp.Stop()
+	return code
 }
