@@ -19,8 +19,8 @@ import (
 // Order is kept by sink.PublishInOrder: a round writes at most one message
 // of each object, and an object's next message goes only in a later round,
 // after the one before it was acknowledged. Its objects (group-resource and
-// key) are exactly this sink's record keys (topic and KeyOf), so a key's
-// records are never in flight together. When a record fails, the later
+// key) map one to one onto this sink's record keys (topic and KeyOf), so
+// two records of one key are never in flight together. When a record fails, the later
 // messages of its object are not sent (they fail with
 // sink.ErrEarlierFailed), so that a retry can never put them in front of
 // it. A record too large for the producer limit or the broker fails its
