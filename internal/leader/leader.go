@@ -12,6 +12,8 @@
 //   - On a graceful stop (the context of Run ends), the lease is kept
 //     (renewed) until the work has returned, then released, so that the
 //     next leader starts only after this one has finished.
+//   - A standby is ready: Role.Readiness answers the work's readiness only
+//     while this replica leads.
 package leader
 
 import (
