@@ -193,7 +193,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			if err != nil && ctx.Err() == nil {
 				w.logger.Warn("checkpoint: flush failed, will retry",
-					"err", err, "pending", w.Stats().Pending, "retry_in", w.interval)
+					"err", err, "pending", w.Stats().Pending, "retryIn", w.interval)
 			}
 		case <-ctx.Done():
 			w.logDropped(dropped)
@@ -204,7 +204,7 @@ func (w *Writer) Run(ctx context.Context) error {
 					"err", err, "pending", w.Stats().Pending)
 				return err
 			}
-			w.logger.Debug("checkpoint: final flush done", "records_total", w.Stats().Records)
+			w.logger.Debug("checkpoint: final flush done", "recordsTotal", w.Stats().Records)
 			return nil
 		}
 	}
@@ -217,7 +217,7 @@ func (w *Writer) logDropped(seen uint64) uint64 {
 	n, err := w.stats.Dropped, w.dropErr
 	w.mu.Unlock()
 	if n > seen {
-		w.logger.Warn("checkpoint: dropped invalid records", "count", n-seen, "last_err", err)
+		w.logger.Warn("checkpoint: dropped invalid records", "count", n-seen, "lastErr", err)
 	}
 	return n
 }

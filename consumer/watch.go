@@ -103,7 +103,7 @@ func (w *watcher) run(ctx context.Context, cancel context.CancelFunc, pos string
 		lw.failures++
 		wait := min(time.Duration(1<<min(lw.failures-1, 6))*time.Second, maxFailureWait)
 		wait = max(wait, minWatchLife-time.Since(start))
-		lw.logger.Warn("consumer: following the bus failed; watching again", "position", lw.applied, "retry_in", wait, "err", err)
+		lw.logger.Warn("consumer: following the bus failed; watching again", "position", lw.applied, "retryIn", wait, "err", err)
 		select {
 		case <-time.After(wait):
 		case <-w.stop:

@@ -16,8 +16,9 @@ var ErrEarlierFailed = errors.New("not sent: an earlier message with the same ke
 // them concurrently or asynchronously.
 type RoundFunc func(ctx context.Context, msgs []*Message) []error
 
-// PublishInOrder publishes a batch with publish so that, for every key, a
-// message is accepted only after every earlier message with that key was.
+// PublishInOrder publishes a batch with publish so that, for every object
+// (group-resource and key), a message is accepted only after every earlier
+// message of that object was.
 // It sends the batch in rounds: round r holds the r-th message of each key.
 // Once a key's message fails in a way that holds the key (HoldsKey: a
 // retry may fix it, or it is too large and the bridge sends a smaller
@@ -72,13 +73,15 @@ func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) err
 	return &BatchError{Errors: errs}
 }
 
-// objectID is what orders messages: the resource and the object's key.
+// objectID is what orders messages: the object's group-resource and key.
+// The version a message was read at is left out: it is the object's form,
+// not its identity.
 type objectID struct {
-	resource schema.GroupVersionResource
+	resource schema.GroupResource
 	key      string
 }
 
-func identity(m *Message) objectID { return objectID{m.Resource, m.Key()} }
+func identity(m *Message) objectID { return objectID{m.Resource.GroupResource(), m.Key()} }
 
 // rounds groups message indexes so that round r holds the r-th message of
 // every identity, in batch order.

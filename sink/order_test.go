@@ -129,6 +129,26 @@ func TestPublishInOrder(t *testing.T) {
 		})
 	}
 
+	// An object's identity is its group-resource and key: the version it
+	// was read at is only its form (a sink's record key or subject may not
+	// even carry it), so its messages at two versions are ordered too.
+	t.Run("same object at two versions of its resource is ordered together", func(t *testing.T) {
+		v2 := msg("a", "2")
+		v2.Resource.Version = "v2"
+		var sent [][]string
+		_ = PublishInOrder(context.Background(), []*Message{msg("a", "1"), v2}, func(_ context.Context, ms []*Message) []error {
+			var round []string
+			for _, m := range ms {
+				round = append(round, m.Resource.Version+"/"+m.Key()+m.ResourceVersion)
+			}
+			sent = append(sent, round)
+			return make([]error, len(ms))
+		})
+		if want := [][]string{{"v1/a1"}, {"v2/a2"}}; fmt.Sprint(sent) != fmt.Sprint(want) {
+			t.Errorf("rounds %v, want %v", sent, want)
+		}
+	})
+
 	t.Run("same key in different resources is not ordered together", func(t *testing.T) {
 		other := msg("a", "9")
 		other.Resource.Resource = "secrets"

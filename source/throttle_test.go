@@ -15,7 +15,6 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 )
 
@@ -109,21 +108,10 @@ func (o *throttleCount) of(verb Verb) int {
 // given, whose log is written to the returned buffer.
 func throttledSource(t *testing.T, srv *httptest.Server, path Path, obs Observer) (*Source, *syncBuffer) {
 	t.Helper()
-	cfg := &rest.Config{Host: srv.URL, WrapTransport: WrapTransport}
-	client, err := dynamic.NewForConfig(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
 	opts := Options{Resources: []Resource{configmaps}, Namespaces: []string{"ns"}, Observer: obs}
-	if path == PathRaw {
-		rc, err := NewRESTClient(cfg)
-		if err != nil {
-			t.Fatal(err)
-		}
-		opts.REST = rc
-	}
 	logs := &syncBuffer{}
-	return New(client, opts, emptyLoader{}, HandlerFunc(func(Delta) {}), slog.New(slog.NewTextHandler(logs, nil))), logs
+	cfg := &rest.Config{Host: srv.URL, WrapTransport: WrapTransport}
+	return sourceOn(t, cfg, path, opts, slog.New(slog.NewTextHandler(logs, nil))), logs
 }
 
 // syncBuffer is a bytes.Buffer safe for concurrent use.

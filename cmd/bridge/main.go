@@ -35,7 +35,6 @@ import (
 	"os"
 	"strings"
 	"sync"
-	"sync/atomic"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -99,15 +98,10 @@ func run(args []string, environ []string, stderr io.Writer) int {
 
 	m := metrics.New()
 	b := bridge.New(cfg, rc, log, bridge.WithMetrics(m), bridge.WithHardStop(hard))
-	var leading atomic.Bool
+	var role leader.Role
 	ready := b.Readiness
 	if cfg.LeaderElection {
-		ready = func() error {
-			if !leading.Load() {
-				return nil // a healthy standby
-			}
-			return b.Readiness()
-		}
+		ready = role.Readiness(b.Readiness)
 	}
 
 	var wg sync.WaitGroup
@@ -143,7 +137,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 			return 1
 		}
 		err = leader.Run(ctx, kc, le, log.With("component", "leader"), b.Run, func(l bool) {
-			leading.Store(l)
+			role.Set(l)
 			m.Leader(l)
 		})
 		return exitCode(log, err)

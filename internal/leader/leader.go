@@ -12,6 +12,8 @@
 //   - On a graceful stop (the context of Run ends), the lease is kept
 //     (renewed) until the work has returned, then released, so that the
 //     next leader starts only after this one has finished.
+//   - A standby is ready: Role.Readiness answers the work's readiness only
+//     while this replica leads.
 package leader
 
 import (
@@ -92,7 +94,10 @@ func Run(ctx context.Context, client kubernetes.Interface, cfg Config, log *slog
 				}()
 				log.Info("leading: this replica publishes", "lease", cfg.Namespace+"/"+cfg.Name, "identity", cfg.Identity)
 				leading(true)
-				workCtx, stop := context.WithCancelCause(leadCtx)
+				// The work's context ends only here, with its cause: as a
+				// child of leadCtx it would end with leadCtx's cause,
+				// context.Canceled, before the lost lease could be named.
+				workCtx, stop := context.WithCancelCause(context.WithoutCancel(leadCtx))
 				defer stop(nil)
 				go func() {
 					defer utilruntime.HandleCrash()

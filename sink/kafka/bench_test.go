@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"testing"
 	"time"
 
@@ -49,9 +50,9 @@ func BenchmarkRecord(b *testing.B) {
 	}
 }
 
-// BenchmarkChains turns a batch of 500 messages of distinct ConfigMaps
-// into records grouped by key, as Publish does before writing.
-func BenchmarkChains(b *testing.B) {
+// BenchmarkRounds turns a batch of 500 messages of distinct ConfigMaps
+// into the rounds of records Publish writes, without writing them.
+func BenchmarkRounds(b *testing.B) {
 	cfg := loadConfig(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092"})
 	s := &Sink{cfg: cfg}
 	msgs := make([]*sink.Message, 500)
@@ -63,10 +64,16 @@ func BenchmarkChains(b *testing.B) {
 		}
 		msgs[i] = m
 	}
-	errs := make([]error, len(msgs))
+	encode := func(_ context.Context, round []*sink.Message) []error {
+		errs := make([]error, len(round))
+		s.events(round, errs)
+		return errs
+	}
 	b.ReportAllocs()
 	for b.Loop() {
-		s.chains(msgs, errs)
+		if err := sink.PublishInOrder(b.Context(), msgs, encode); err != nil {
+			b.Fatal(err)
+		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(msgs)), "ns/msg")
 }

@@ -50,6 +50,8 @@ type Sink struct {
 	// mu guards topics, the topics known to exist.
 	mu     sync.Mutex
 	topics []string
+	// health is the outcome of the last talk with the brokers.
+	health health
 
 	closeOnce sync.Once
 }
@@ -241,16 +243,6 @@ func (s *Sink) writer(acks kafkago.RequiredAcks, codec kafkago.Compression, batc
 
 func (s *Sink) client(timeout time.Duration) *kafkago.Client {
 	return &kafkago.Client{Addr: s.addr, Transport: s.transport, Timeout: timeout}
-}
-
-// Health reports whether a broker answers, within a few seconds.
-func (s *Sink) Health() error {
-	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
-	defer cancel()
-	if _, err := s.client(healthTimeout).ApiVersions(ctx, &kafkago.ApiVersionsRequest{}); err != nil {
-		return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.BrokerList(), ","), err)
-	}
-	return nil
 }
 
 // Close waits for writes in flight and releases the connections. Calling

@@ -239,9 +239,9 @@ func (f *fanout) run(mode string, n int, window time.Duration) fanoutRun {
 	c := startChild(b, informers(n)+" ("+mode+")", f.bin, env, append(args, "-n", strconv.Itoa(n))...)
 	synced := c.waitLog(b, "synced", fanoutSyncTimeout)
 	var line struct {
-		ObjectsMin int       `json:"objects_min"`
-		ObjectsMax int       `json:"objects_max"`
-		TookMS     []float64 `json:"took_ms"`
+		ObjectsMin int       `json:"objectsMin"`
+		ObjectsMax int       `json:"objectsMax"`
+		TookMS     []float64 `json:"tookMs"`
 	}
 	if err := json.Unmarshal(synced.Raw, &line); err != nil {
 		b.Fatalf("%s: %v: %s", c.name, err, synced.Raw)

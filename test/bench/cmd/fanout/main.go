@@ -12,7 +12,7 @@
 //
 // It logs JSON lines to standard error: "synced" once every informer's
 // cache holds its initial list, with each informer's time from the
-// process's start until it synced (took_ms) and the smallest and largest
+// process's start until it synced (tookMs) and the smallest and largest
 // number of objects an informer holds. SIGTERM or SIGINT stops it.
 package main
 
@@ -128,7 +128,7 @@ func run(ctx context.Context, start time.Time, o options, log *slog.Logger) erro
 		n := len(inf.GetStore().ListKeys())
 		lo, hi = min(lo, n), max(hi, n)
 	}
-	log.Info("synced", "from", o.from, "informers", o.n, "objects_min", lo, "objects_max", hi, "took_ms", took)
+	log.Info("synced", "from", o.from, "informers", o.n, "objectsMin", lo, "objectsMax", hi, "tookMs", took)
 	<-ctx.Done()
 	return nil
 }

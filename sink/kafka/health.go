@@ -1,0 +1,118 @@
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+)
+
+// healthFresh is how long the outcome of the sink's last talk with the
+// brokers (a produce request, or Health's own check) answers Health.
+// Readiness probes come every 10 s by default and /metrics scrapes every
+// 15 s or more: while the pipeline writes they cost no round trip, and an
+// idle sink checks at most once per interval. A broker that stops
+// answering an idle sink shows within this much of the next probe.
+const healthFresh = 15 * time.Second
+
+// health remembers how the sink's last talk with the brokers went, for
+// Health. Its methods may be called concurrently.
+type health struct {
+	now func() time.Time // nil means time.Now; tests set a clock
+
+	mu  sync.Mutex
+	at  time.Time // when the last outcome came; zero before the first
+	err error     // the last outcome: nil when the brokers answered
+
+	checking sync.Mutex // held during an active check, so that one runs at a time
+}
+
+// Health is nil while the brokers answer, and says why not otherwise. It
+// answers from the outcome of the last produce request when that is
+// recent (healthFresh): a request that reached a broker, even one the
+// broker refused, counts as an answer. Only a sink that has not written
+// for that long sends a request of its own (ApiVersions, bounded by a few
+// seconds), whose outcome then answers the probes that follow. A broker
+// that recovers shows at the next successful write, or at the next check
+// once the failure is that old.
+func (s *Sink) Health() error {
+	if err, ok := s.health.recent(); ok {
+		return err
+	}
+	s.health.checking.Lock()
+	defer s.health.checking.Unlock()
+	if err, ok := s.health.recent(); ok {
+		return err // a check that ran while this one waited
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
+	defer cancel()
+	_, err := s.client(healthTimeout).ApiVersions(ctx, &kafkago.ApiVersionsRequest{})
+	return s.health.record(s.brokersError(err))
+}
+
+// wrote records the outcome err of a produce request sent with ctx. An
+// outcome that says nothing of the brokers is left out: the caller's ctx
+// ended, or kafka-go refused a record before sending anything.
+func (s *Sink) wrote(ctx context.Context, err error) {
+	var tooLarge kafkago.MessageTooLargeError
+	if ctx.Err() != nil || errors.As(err, &tooLarge) {
+		return
+	}
+	if !answered(err) {
+		s.health.record(s.brokersError(err))
+		return
+	}
+	s.health.record(nil)
+}
+
+// answered reports whether the produce request that failed with err (or
+// succeeded, when err is nil) reached a broker that answered it: a
+// record was written, or refused with one of Kafka's error codes.
+func answered(err error) bool {
+	var perRecord kafkago.WriteErrors
+	if errors.As(err, &perRecord) {
+		for _, e := range perRecord {
+			if answered(e) {
+				return true
+			}
+		}
+		return false
+	}
+	var code kafkago.Error
+	return err == nil || errors.As(err, &code)
+}
+
+// brokersError names the brokers in err, which it returns; nil stays nil.
+func (s *Sink) brokersError(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.BrokerList(), ","), err)
+}
+
+// recent returns the last outcome, and whether it is recent enough to
+// answer Health.
+func (h *health) recent() (error, bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.err, !h.at.IsZero() && h.clock().Sub(h.at) < healthFresh
+}
+
+// record makes err the last outcome, and returns it.
+func (h *health) record(err error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.at, h.err = h.clock(), err
+	return err
+}
+
+func (h *health) clock() time.Time {
+	if h.now != nil {
+		return h.now()
+	}
+	return time.Now()
+}

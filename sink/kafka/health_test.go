@@ -1,0 +1,122 @@
+package kafka
+
+import (
+	"context"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/kafkatest"
+)
+
+// skipAhead gives s's health a clock that runs with the real one, plus
+// what the returned function adds to it.
+func skipAhead(s *Sink) func(time.Duration) {
+	var ahead atomic.Int64
+	s.health.now = func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+	return func(d time.Duration) { ahead.Add(int64(d)) }
+}
+
+// Health answers readiness probes and /metrics scrapes from the last
+// write while the sink writes, so that many probes cost the brokers
+// nothing; an idle sink asks a broker itself, once per healthFresh.
+func TestHealthAnswersFromWrites(t *testing.T) {
+	const probes = 100
+	c := kafkatest.Start(t)
+	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1"}), configmaps)
+	skip := skipAhead(s)
+	// Every ApiVersions request any broker gets: Health's own check is one.
+	asked := c.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.ApiVersions}, Observe: true, Count: -1})
+	defer asked.Remove()
+
+	probe := func(what string, n int) (calls int) {
+		t.Helper()
+		before := asked.Hits()
+		for range n {
+			if err := s.Health(); err != nil {
+				t.Fatalf("%s: Health: %v", what, err)
+			}
+		}
+		return asked.Hits() - before
+	}
+
+	calls := 0
+	for rv := 1; rv <= 10; rv++ {
+		if err := s.Publish(t.Context(), []*sink.Message{message(configmaps, "ns", "a", "updated", rv)}); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		calls += probe("after a write", probes)
+		skip(healthFresh / 2)
+	}
+	if calls != 0 {
+		t.Errorf("%d probes while the sink wrote made %d ApiVersions requests, want 0", 10*probes, calls)
+	}
+
+	// The first probe of an idle sink asks a broker (on a connection it may
+	// have to open, which asks too); the probes after it do not.
+	for _, when := range []string{"idle", "idle, a while later"} {
+		skip(healthFresh)
+		if calls := probe(when, 1); calls == 0 {
+			t.Errorf("%s: a probe made no ApiVersions request, want one", when)
+		}
+		if calls := probe(when, probes); calls != 0 {
+			t.Errorf("%s: %d probes after the first made %d ApiVersions requests, want 0", when, probes, calls)
+		}
+	}
+}
+
+// A broker outage shows in Health: at once when a write fails to reach
+// the brokers, and within healthFresh when the sink is idle.
+func TestHealthShowsAnOutage(t *testing.T) {
+	write := func(t *testing.T, s *Sink, rv int) error {
+		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+		defer cancel()
+		err := s.Publish(ctx, []*sink.Message{message(configmaps, "ns", "a", "updated", rv)})
+		if ctx.Err() != nil {
+			t.Fatalf("Publish still running after 30s: %v", err)
+		}
+		return err
+	}
+
+	t.Run("a write that fails", func(t *testing.T) {
+		c := kafkatest.Start(t)
+		s := newSink(t, clusterConfig(t, c, nil), configmaps)
+		skipAhead(s) // the clock stands still: only the write can tell
+		if err := write(t, s, 1); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		if err := s.Health(); err != nil {
+			t.Fatalf("Health after a write: %v", err)
+		}
+		c.Close()
+		if err := write(t, s, 2); err == nil || sink.IsTerminal(err) {
+			t.Fatalf("Publish to a stopped cluster: %v, want a retryable error", err)
+		}
+		err := s.Health()
+		if err == nil || !strings.Contains(err.Error(), "kafka sink: brokers ") {
+			t.Errorf("Health after a write to a stopped cluster: %v, want the brokers named in an error", err)
+		}
+	})
+
+	t.Run("an idle sink", func(t *testing.T) {
+		c := kafkatest.Start(t)
+		s := newSink(t, clusterConfig(t, c, nil), configmaps)
+		skip := skipAhead(s)
+		if err := write(t, s, 1); err != nil {
+			t.Fatalf("Publish: %v", err)
+		}
+		c.Close()
+		if err := s.Health(); err != nil {
+			t.Fatalf("Health right after a write: %v, want the write's outcome", err)
+		}
+		skip(healthFresh)
+		if err := s.Health(); err == nil {
+			t.Errorf("Health of an idle sink %s after the cluster stopped: nil, want an error", healthFresh)
+		}
+	})
+}
