@@ -48,6 +48,7 @@ import (
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/internal/pipeline"
+	"github.com/kubebus/bridge/internal/shutdown"
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
@@ -69,6 +70,7 @@ type Bridge struct {
 	store   checkpoint.Store
 	metrics *metrics.Metrics
 	hard    context.Context
+	budget  *shutdown.Budget
 	ready   chan struct{}
 	// src is the running set of sources, for Readiness; nil before Run
 	// makes it.
@@ -87,6 +89,13 @@ func WithStore(s checkpoint.Store) Option { return func(b *Bridge) { b.store = s
 
 // WithMetrics records the bridge's metrics in m.
 func WithMetrics(m *metrics.Metrics) Option { return func(b *Bridge) { b.metrics = m } }
+
+// WithBudget counts the shutdown's stages from the stop budget measures
+// (see package shutdown), so that the caller's own last stages (the
+// lease's release, the HTTP server's shutdown) share the same deadline.
+// Without this option Run measures BRIDGE_SHUTDOWN_TIMEOUT from the end
+// of its context.
+func WithBudget(budget *shutdown.Budget) Option { return func(b *Bridge) { b.budget = budget } }
 
 // WithHardStop ends the soft stage of the shutdown when hard ends, rather
 // than at ShutdownTimeout: what is not yet published is abandoned at once,
@@ -140,6 +149,10 @@ func (b *Bridge) Readiness() error {
 // Run runs the bridge until ctx ends. Errors that come from the
 // configuration wrap source.ErrUnknownResource or source.ErrBadSelector.
 func (b *Bridge) Run(ctx context.Context) error {
+	budget := b.budget
+	if budget == nil {
+		budget = shutdown.Watch(ctx, b.cfg.ShutdownTimeout)
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(b.rest)
 	if err != nil {
 		return fmt.Errorf("bridge: discovery client: %w", err)
@@ -236,16 +249,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		b.sink = s
 	}
-	defer b.sink.Close()
+	// Whatever way Run ends, the store and the sink are closed last,
+	// within the exit's share of the budget.
+	releaseStore := func() {}
+	defer func() { b.release(ctx, budget, releaseStore) }()
 	if b.store == nil {
 		store, closeStore, err := b.openStore(ctx)
 		if err != nil {
 			return err
 		}
-		defer closeStore()
-		b.store = store
+		b.store, releaseStore = store, closeStore
 	}
-	defer b.store.Close()
 
 	writer = checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
 	pipe = pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName, KeepManagedFields: b.cfg.KeepManagedFields}, writer, pipeline.Options{
@@ -300,7 +314,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stopSrc(nil)
 	var writerErr error
 	// writerBroke: the writer stopped on its own, before stopWriter, on a
-	// damaged store (checkpoint.IsTerminal); it made no final flush.
+	// damaged store (checkpoint.IsTerminal); no final flush is made.
 	var writerBroke bool
 	var writerWG sync.WaitGroup
 	writerWG.Go(func() {
@@ -327,14 +341,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}()
 
 	srcErr := src.Run(srcCtx)
+	// The stop began when ctx ended, or now, on a damaged store: every
+	// stage's deadline counts from then (see package shutdown).
+	budget.Begin()
 
-	// Soft stop: publish what is queued, up to the deadline or the hard
-	// stop; unless the lease was lost, when another replica is about to
-	// publish and this one must stop at once. On a damaged checkpoint
+	// Soft stop: publish what is queued, up to the drain's deadline or the
+	// hard stop; unless the lease was lost, when another replica is about
+	// to publish and this one must stop at once. On a damaged checkpoint
 	// store the pipeline abandons the creations (they need an intent in
 	// the checkpoint) and publishes the deletes and updates, which would
 	// otherwise be lost.
-	start := time.Now()
+	start := budget.Began()
 	hard := false
 	broken := errors.Is(context.Cause(srcCtx), errCheckpointBroken)
 	switch {
@@ -343,13 +360,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	case b.hard.Err() != nil:
 		hard = true
 	default:
+		drainCtx, cancel := budget.Context(ctx, shutdown.Drain)
+		left := time.Until(budget.Deadline(shutdown.Drain)).Round(time.Millisecond).String()
 		if broken {
 			b.log.Error("the checkpoint store is damaged: stopping; publishing the deletes and updates already queued, whose positions cannot be recorded, and abandoning the creations",
-				"objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+				"objects", pipe.Stats().Pending, "timeout", left)
 		} else {
-			b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+			b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", left,
+				"shutdownTimeout", budget.Total().String())
 		}
-		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 		stopOnHard := context.AfterFunc(b.hard, cancel)
 		drainErr := pipe.Drain(drainCtx)
 		stopOnHard()
@@ -376,6 +395,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	stopWriter()
 	writerWG.Wait()
+	// The final flush: everything acknowledged, within the flush's share
+	// of the budget; never on a damaged store.
+	var flushErr error
+	if !writerBroke {
+		flushCtx, cancel := budget.Context(ctx, shutdown.Flush)
+		flushErr = writer.Flush(flushCtx)
+		cancel()
+		if flushErr != nil {
+			b.log.Error("checkpoint: final flush failed", "err", flushErr, "pending", writer.Stats().Pending)
+		}
+	}
 
 	st := pipe.Stats()
 	ws := writer.Stats()
@@ -383,22 +413,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		"published", st.Published, "contentOmitted", st.Omitted, "skipped", st.Skipped, "retried", st.Retried,
 		"coalesced", st.Coalesced, "abandoned", st.Abandoned, "relists", src.Relists(),
 		"checkpointFlushes", ws.Flushes)
-	if broken {
-		return fmt.Errorf("bridge: %w", writerErr)
-	}
-	if srcErr != nil {
-		return fmt.Errorf("bridge: %w", srcErr)
-	}
-	if pipeErr != nil && !errors.Is(pipeErr, pipeline.ErrAbandoned) {
-		return fmt.Errorf("bridge: %w", pipeErr)
-	}
-	if writerBroke {
-		return fmt.Errorf("bridge: the checkpoint store was found damaged while draining; no final flush was made: %w", writerErr)
-	}
-	if writerErr != nil {
-		return fmt.Errorf("bridge: final checkpoint flush: %w", writerErr)
-	}
-	return nil
+	return stopError(srcErr, pipeErr, writerErr, flushErr, broken, writerBroke)
 }
 
 // loaderFunc adapts a function to source.Loader.
