@@ -35,16 +35,17 @@ const (
 	// DrainShare: the drain gets most of the budget, as it is the stage
 	// that waits on the bus; what it cannot publish in time is abandoned,
 	// never lost (it was not checkpointed).
-	DrainShare = 0.80
+	DrainShare = 0.75
 	// FlushShare: the flush and the stages after it get the rest. A flush
 	// commits one batch of positions (a file's fsync, one write to the
 	// bus), which takes milliseconds when the store answers; 15% of the
 	// default 25 s is 3.75 s.
-	FlushShare = 0.95
+	FlushShare = 0.90
 	// ExitShare: closing connections and releasing the lease are single
-	// round trips; 3% is 0.75 s by default. The last 2% (0.5 s) is left
-	// for the process to end once they are done.
-	ExitShare = 0.98
+	// round trips; 5% is 1.25 s by default. The last 5% (1.25 s) is left
+	// for the process to end once they are done, and to absorb a store
+	// that overran the flush's share.
+	ExitShare = 0.95
 )
 
 // Stage is one stage of a graceful stop.
