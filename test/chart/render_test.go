@@ -189,8 +189,10 @@ func TestRender(t *testing.T) {
 func checkGrace(t *testing.T, d *appsv1.Deployment, c *config.Config) {
 	t.Helper()
 	grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
-	if grace == nil || time.Duration(*grace)*time.Second <= c.ShutdownTimeout {
-		t.Errorf("terminationGracePeriodSeconds %v, want more than BRIDGE_SHUTDOWN_TIMEOUT=%s", grace, c.ShutdownTimeout)
+	if grace == nil {
+		t.Errorf("no terminationGracePeriodSeconds, want more than BRIDGE_SHUTDOWN_TIMEOUT=%s", c.ShutdownTimeout)
+	} else if time.Duration(*grace)*time.Second <= c.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %d, want more than BRIDGE_SHUTDOWN_TIMEOUT=%s", *grace, c.ShutdownTimeout)
 	}
 }
 
