@@ -15,8 +15,9 @@
 // Signals:
 //
 //   - SIGTERM, SIGINT and SIGHUP stop the bridge gracefully: it stops
-//     watching, publishes what it holds for up to BRIDGE_SHUTDOWN_TIMEOUT,
-//     flushes its checkpoint and exits.
+//     watching, publishes what it holds, flushes its checkpoint, closes
+//     its connections and exits, all within BRIDGE_SHUTDOWN_TIMEOUT of the
+//     signal (see package shutdown for how the stages share it).
 //   - A second one of them stops it at once: what it has not published is
 //     abandoned, and the number is logged. It was never checkpointed, so
 //     the next start publishes it; nothing is lost. The checkpoint is

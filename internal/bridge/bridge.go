@@ -1,20 +1,23 @@
 // Package bridge wires a source, a pipeline, a sink and a checkpoint into
 // one process with one lifecycle.
 //
-// Run blocks until its context ends, then shuts down in two stages: the
-// informers stop, deltas already queued are published for up to
-// ShutdownTimeout or until the hard-stop context ends (the soft stage; see
-// WithHardStop), anything still unpublished is abandoned and counted (the
-// hard stage; it was never checkpointed, so the next start publishes it),
-// and finally the checkpoint is flushed. A bridge stopped this way and
-// started again publishes nothing twice.
+// Run blocks until its context ends, then shuts down within one budget,
+// ShutdownTimeout from the moment its context ended (see package
+// shutdown): the informers stop, deltas already queued are published until
+// the drain's share of the budget ends or the hard-stop context does (the
+// soft stage; see WithHardStop), anything still unpublished is abandoned
+// and counted (the hard stage; it was never checkpointed, so the next
+// start publishes it), the checkpoint is flushed within the flush's share,
+// and the store and the sink are closed within the exit's; Run has
+// returned by then. A bridge stopped this way and started again publishes
+// nothing twice.
 //
 // A checkpoint store found damaged while running (checkpoint.IsTerminal,
 // such as a file whose pages were overwritten) ends Run with the store's
 // error, which names the file and says what to do: nothing published from
 // then on could be checkpointed. The informers stop at once; the deletes
-// and updates already queued are still published, for up to
-// ShutdownTimeout, as they need no checkpoint and would otherwise be lost
+// and updates already queued are still published, within the drain's
+// share of ShutdownTimeout, as they need no checkpoint and would otherwise be lost
 // (the next start refuses the damaged file, and a fresh start no longer
 // knows what was deleted); the creations queued are abandoned, as none is
 // published before the checkpoint holds its intent. Their positions are
@@ -98,11 +101,11 @@ func WithMetrics(m *metrics.Metrics) Option { return func(b *Bridge) { b.metrics
 func WithBudget(budget *shutdown.Budget) Option { return func(b *Bridge) { b.budget = budget } }
 
 // WithHardStop ends the soft stage of the shutdown when hard ends, rather
-// than at ShutdownTimeout: what is not yet published is abandoned at once,
-// the number abandoned is logged, and the checkpoint is still flushed.
-// hard ending does not end Run on its own: make Run's context a child of
-// hard, or end both. Without this option only ShutdownTimeout ends the
-// soft stage.
+// than at the drain's deadline: what is not yet published is abandoned at
+// once, the number abandoned is logged, and the checkpoint is still
+// flushed. hard ending does not end Run on its own: make Run's context a
+// child of hard, or end both. Without this option only the drain's
+// deadline ends the soft stage.
 func WithHardStop(hard context.Context) Option { return func(b *Bridge) { b.hard = hard } }
 
 // New returns a bridge for cfg that talks to the API server rc points at.
