@@ -121,7 +121,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 	srvCtx, stopServer := context.WithCancel(context.Background())
 	// The HTTP server shuts down last, until the budget's end at the
 	// latest: a request still in flight then is cut by the exit.
-	defer func() { stopServer(); waitWithin(budget, wg.Wait) }()
+	defer func() { stopServer(); budget.Wait(shutdown.Exit, wg.Wait) }()
 	if cfg.MetricsAddr != "" {
 		srv, err := httpserver.New(cfg.MetricsAddr, m.Registry, ready, log)
 		if err != nil {
@@ -185,22 +185,6 @@ func run(args []string, environ []string, stderr io.Writer) int {
 	}
 	m.Leader(true)
 	return exitCode(log, b.Run(ctx))
-}
-
-// waitWithin calls wait and returns when it does, or at the end of
-// budget once the stop has begun, whichever comes first.
-func waitWithin(budget *shutdown.Budget, wait func()) {
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		wait()
-	}()
-	t := time.NewTimer(time.Until(budget.Deadline(shutdown.Exit)))
-	defer t.Stop()
-	select {
-	case <-done:
-	case <-t.C:
-	}
 }
 
 func exitCode(log *slog.Logger, err error) int {

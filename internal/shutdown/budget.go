@@ -114,6 +114,23 @@ func (b *Budget) Deadline(s Stage) time.Time {
 	return b.Began().Add(time.Duration(float64(b.total) * s.share()))
 }
 
+// Wait calls wait and returns when it does, or at stage s's deadline,
+// whichever comes first; wait then goes on, unwaited for. The stop begins
+// now if it had not.
+func (b *Budget) Wait(s Stage, wait func()) {
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		wait()
+	}()
+	t := time.NewTimer(time.Until(b.Deadline(s)))
+	defer t.Stop()
+	select {
+	case <-done:
+	case <-t.C:
+	}
+}
+
 // Context returns a context that ends at stage s's deadline. It carries
 // parent's values, but not its end: the stages of a stop run after the
 // context that started the stop has ended.

@@ -84,3 +84,36 @@ func TestBudgetContext(t *testing.T) {
 		}
 	})
 }
+
+// Wait ends when what it waits for does, or at the stage's deadline,
+// whichever comes first.
+func TestBudgetWait(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		work time.Duration // how long what it waits for takes
+		want time.Duration // how long after the stop Wait returns
+	}{
+		{"done early", time.Second, time.Second},
+		{"given up at the exit's deadline", time.Hour, 19 * time.Second},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			synctest.Test(t, func(t *testing.T) {
+				ctx, stop := context.WithCancel(t.Context())
+				b := Watch(ctx, 20*time.Second)
+				stop()
+				synctest.Wait()
+				release := make(chan struct{})
+				defer close(release)
+				b.Wait(Exit, func() {
+					select {
+					case <-time.After(c.work):
+					case <-release:
+					}
+				})
+				if got := time.Since(b.Began()); got != c.want {
+					t.Errorf("Wait returned %s after the stop, want %s", got, c.want)
+				}
+			})
+		})
+	}
+}
