@@ -14,8 +14,6 @@ const (
 	// DefaultInterval is the flush interval NewWriter uses when given a
 	// non-positive one.
 	DefaultInterval = time.Second
-	// finalFlushTimeout bounds the flush Run makes after its context is done.
-	finalFlushTimeout = 10 * time.Second
 )
 
 var errNoStore = errors.New("checkpoint: writer has no store")
@@ -164,16 +162,16 @@ func (w *Writer) commit(ctx context.Context, batch map[pendingKey]pendingRecord)
 	return w.store.Commit(ctx, recs)
 }
 
-// Run flushes every interval until ctx is done, then makes a final flush
-// bounded by a short timeout of its own and returns. Failed interval flushes
-// are logged and retried on the next tick. Run returns nil on a clean
-// shutdown or the final flush's error, in which case the records still
-// pending are lost unless Flush is called again.
+// Run flushes every interval until ctx is done, then returns nil. It makes
+// no final flush: the caller makes it with Flush once Run has returned,
+// under the deadline its shutdown leaves for it (see the bridge's
+// shutdown budget), since only the caller knows how long that is. Failed
+// interval flushes are logged and retried on the next tick.
 //
 // A flush that fails with an error no retry can fix (IsTerminal: the store
-// is damaged) ends Run at once with that error, before ctx is done and
-// without a final flush: the caller must stop, since nothing it publishes
-// from then on can be checkpointed.
+// is damaged) ends Run at once with that error, before ctx is done: the
+// caller must stop, since nothing it publishes from then on can be
+// checkpointed, and must not try a final flush.
 func (w *Writer) Run(ctx context.Context) error {
 	t := time.NewTicker(w.interval)
 	defer t.Stop()
@@ -193,18 +191,10 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			if err != nil && ctx.Err() == nil {
 				w.logger.Warn("checkpoint: flush failed, will retry",
-					"err", err, "pending", w.Stats().Pending, "retryIn", w.interval)
+					"err", err, "pending", w.Stats().Pending, "retry_in", w.interval)
 			}
 		case <-ctx.Done():
 			w.logDropped(dropped)
-			fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), finalFlushTimeout)
-			defer cancel()
-			if err := w.Flush(fctx); err != nil {
-				w.logger.Error("checkpoint: final flush failed",
-					"err", err, "pending", w.Stats().Pending)
-				return err
-			}
-			w.logger.Debug("checkpoint: final flush done", "recordsTotal", w.Stats().Records)
 			return nil
 		}
 	}

@@ -307,15 +307,22 @@ func TestWriterRunInterval(t *testing.T) {
 			t.Fatalf("commits after retry = %d, want 2", n)
 		}
 
-		// Cancel: Run makes a final flush at once and returns nil.
+		// Cancel: Run returns nil at once, with no final flush; the
+		// caller's Flush makes it.
 		w.Record(put("configmaps", "ns/c", "uc", "3"))
 		time.Sleep(interval / 2)
 		cancel()
 		if err := <-done; err != nil {
 			t.Fatalf("Run = %v, want nil", err)
 		}
+		if n := commits(); n != 2 {
+			t.Fatalf("commits after cancel = %d, want 2: Run made a final flush", n)
+		}
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatalf("final Flush = %v", err)
+		}
 		if n := commits(); n != 3 {
-			t.Fatalf("commits after cancel = %d, want 3", n)
+			t.Fatalf("commits after the final Flush = %d, want 3", n)
 		}
 		if got, want := w.Stats(), (WriterStats{Flushes: 3, Records: 3, Failures: 1, Dropped: 1}); got != want {
 			t.Errorf("final Stats = %+v, want %+v", got, want)
@@ -348,7 +355,7 @@ func TestWriterRunFile(t *testing.T) {
 		})
 	})
 
-	t.Run("flushes on cancel", func(t *testing.T) {
+	t.Run("leaves the final flush to the caller", func(t *testing.T) {
 		f, _ := openTemp(t)
 		w := NewWriter(f, time.Hour, nil)
 		ctx, cancel := context.WithCancel(t.Context())
@@ -360,6 +367,10 @@ func TestWriterRunFile(t *testing.T) {
 		if err := <-done; err != nil {
 			t.Fatalf("Run = %v, want nil", err)
 		}
+		assertSnapshot(t, mustLoad(t, f, "configmaps"), Snapshot{Objects: map[string]Position{}})
+		if err := w.Flush(t.Context()); err != nil {
+			t.Fatalf("final Flush = %v", err)
+		}
 		assertSnapshot(t, mustLoad(t, f, "configmaps"), Snapshot{
 			Objects:             map[string]Position{"ns/a": {UID: "ua", ResourceVersion: "7"}},
 			LastResourceVersion: "8",
@@ -368,15 +379,12 @@ func TestWriterRunFile(t *testing.T) {
 
 	t.Run("final flush error", func(t *testing.T) {
 		store := newFakeStore(Discard())
+		deadline := time.Now().Add(time.Minute)
 		var hookErr atomic.Value
 		store.setHook(func(ctx context.Context, _ []Record) error {
-			// The final flush gets a live context with a deadline of its own.
-			deadline, ok := ctx.Deadline()
-			switch {
-			case ctx.Err() != nil:
-				hookErr.Store(fmt.Errorf("final flush context is done: %w", ctx.Err()))
-			case !ok || time.Until(deadline) > finalFlushTimeout:
-				hookErr.Store(fmt.Errorf("final flush context deadline = %v, %v", deadline, ok))
+			// The final flush runs under the caller's deadline, no other.
+			if got, ok := ctx.Deadline(); !ok || !got.Equal(deadline) {
+				hookErr.Store(fmt.Errorf("final flush context deadline = %v, %v; want the caller's %v", got, ok, deadline))
 			}
 			return errBoom
 		})
@@ -384,8 +392,13 @@ func TestWriterRunFile(t *testing.T) {
 		ctx, cancel := context.WithCancel(t.Context())
 		cancel()
 		w.Record(put("configmaps", "ns/a", "ua", "7"))
-		if err := w.Run(ctx); !errors.Is(err, errBoom) {
-			t.Fatalf("Run = %v, want %v", err, errBoom)
+		if err := w.Run(ctx); err != nil {
+			t.Fatalf("Run = %v, want nil", err)
+		}
+		fctx, fcancel := context.WithDeadline(context.Background(), deadline)
+		defer fcancel()
+		if err := w.Flush(fctx); !errors.Is(err, errBoom) {
+			t.Fatalf("final Flush = %v, want %v", err, errBoom)
 		}
 		if err, _ := hookErr.Load().(error); err != nil {
 			t.Error(err)
@@ -497,6 +510,9 @@ func TestWriterConcurrent(t *testing.T) {
 	if err := <-runDone; err != nil {
 		t.Fatalf("Run = %v", err)
 	}
+	if err := w.Flush(t.Context()); err != nil {
+		t.Fatalf("final Flush = %v", err)
+	}
 
 	wantSnap := map[string]Snapshot{"configmaps": {Objects: map[string]Position{}}, "secrets": {Objects: map[string]Position{}}}
 	for _, recs := range want {
@@ -513,7 +529,7 @@ func TestWriterConcurrent(t *testing.T) {
 		assertSnapshot(t, mustLoad(t, f, resource), snap)
 	}
 	st := w.Stats()
-	// A flush in progress when ctx is canceled may fail; the final flush
+	// A flush in progress when ctx is canceled may fail; the final Flush
 	// then commits its records.
 	if st.Pending != 0 || st.Records == 0 || st.Records > writers*perWriter || st.Failures > 1 {
 		t.Errorf("Stats = %+v", st)

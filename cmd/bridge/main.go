@@ -15,8 +15,9 @@
 // Signals:
 //
 //   - SIGTERM, SIGINT and SIGHUP stop the bridge gracefully: it stops
-//     watching, publishes what it holds for up to BRIDGE_SHUTDOWN_TIMEOUT,
-//     flushes its checkpoint and exits.
+//     watching, publishes what it holds, flushes its checkpoint, closes
+//     its connections and exits, all within BRIDGE_SHUTDOWN_TIMEOUT of the
+//     signal (see package shutdown for how the stages share it).
 //   - A second one of them stops it at once: what it has not published is
 //     abandoned, and the number is logged. It was never checkpointed, so
 //     the next start publishes it; nothing is lost. The checkpoint is
@@ -35,6 +36,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"time"
 
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 	"k8s.io/client-go/kubernetes"
@@ -49,6 +51,7 @@ import (
 	"github.com/kubebus/bridge/internal/httpserver"
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
+	"github.com/kubebus/bridge/internal/shutdown"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -95,9 +98,13 @@ func run(args []string, environ []string, stderr io.Writer) int {
 
 	ctx, hard, release := onStopSignals(log)
 	defer release()
+	// One budget from the stop signal to the exit, which the bridge's
+	// drain, flush and closes, the lease's release and the HTTP server's
+	// shutdown share (see package shutdown).
+	budget := shutdown.Watch(ctx, cfg.ShutdownTimeout)
 
 	m := metrics.New()
-	b := bridge.New(cfg, rc, log, bridge.WithMetrics(m), bridge.WithHardStop(hard))
+	b := bridge.New(cfg, rc, log, bridge.WithMetrics(m), bridge.WithHardStop(hard), bridge.WithBudget(budget))
 	var role leader.Role
 	ready := b.Readiness
 	if cfg.LeaderElection {
@@ -106,7 +113,9 @@ func run(args []string, environ []string, stderr io.Writer) int {
 
 	var wg sync.WaitGroup
 	srvCtx, stopServer := context.WithCancel(context.Background())
-	defer func() { stopServer(); wg.Wait() }()
+	// The HTTP server shuts down last, until the budget's end at the
+	// latest: a request still in flight then is cut by the exit.
+	defer func() { stopServer(); budget.Wait(shutdown.Exit, wg.Wait) }()
 	if cfg.MetricsAddr != "" {
 		srv, err := httpserver.New(cfg.MetricsAddr, m.Registry, ready, log)
 		if err != nil {
@@ -136,10 +145,36 @@ func run(args []string, environ []string, stderr io.Writer) int {
 			log.Error("kubernetes client", "err", err)
 			return 1
 		}
-		err = leader.Run(ctx, kc, le, log.With("component", "leader"), b.Run, func(l bool) {
-			role.Set(l)
-			m.Leader(l)
-		})
+		// The lease is released after the bridge has stopped, within what
+		// is left of the budget; one not released by its end expires by
+		// itself after BRIDGE_LEADER_ELECTION_LEASE_DURATION.
+		worked := make(chan error, 1)
+		work := func(ctx context.Context) error {
+			err := b.Run(ctx)
+			worked <- err
+			return err
+		}
+		elected := make(chan error, 1)
+		go func() {
+			defer utilruntime.HandleCrash()
+			elected <- leader.Run(ctx, kc, le, log.With("component", "leader"), work, func(l bool) {
+				role.Set(l)
+				m.Leader(l)
+			})
+		}()
+		select {
+		case err = <-elected:
+		case <-ctx.Done():
+			select {
+			case err = <-elected:
+			case <-time.After(time.Until(budget.Deadline(shutdown.Exit))):
+				log.Warn("the lease was not released within BRIDGE_SHUTDOWN_TIMEOUT; exiting: it expires by itself", "component", "leader")
+				select {
+				case err = <-worked:
+				default: // still stopping: it logs what it left
+				}
+			}
+		}
 		return exitCode(log, err)
 	}
 	m.Leader(true)

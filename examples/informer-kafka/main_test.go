@@ -29,7 +29,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	podphasestest.Run(t, s, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, options{brokers: c.Addrs(), cluster: podphasestest.Cluster, interval: 20 * time.Millisecond}, out, slog.New(slog.DiscardHandler))
 	})

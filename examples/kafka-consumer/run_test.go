@@ -48,7 +48,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer s.Close()
+	defer s.Close(context.Background())
 	msg := func(name, action string, rv int) *sink.Message {
 		return &sink.Message{
 			ID: fmt.Sprint(name, rv), Source: "/clusters/c/api/v1/configmaps", Type: "io.kubebus.object." + action, Subject: "ns/" + name,

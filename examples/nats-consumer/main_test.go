@@ -98,7 +98,7 @@ func TestRun(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
+		defer s.Close(context.Background())
 		if err := s.Publish(t.Context(), msgs); err != nil {
 			t.Fatal(err)
 		}

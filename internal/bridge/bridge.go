@@ -1,20 +1,23 @@
 // Package bridge wires a source, a pipeline, a sink and a checkpoint into
 // one process with one lifecycle.
 //
-// Run blocks until its context ends, then shuts down in two stages: the
-// informers stop, deltas already queued are published for up to
-// ShutdownTimeout or until the hard-stop context ends (the soft stage; see
-// WithHardStop), anything still unpublished is abandoned and counted (the
-// hard stage; it was never checkpointed, so the next start publishes it),
-// and finally the checkpoint is flushed. A bridge stopped this way and
-// started again publishes nothing twice.
+// Run blocks until its context ends, then shuts down within one budget,
+// ShutdownTimeout from the moment its context ended (see package
+// shutdown): the informers stop, deltas already queued are published until
+// the drain's share of the budget ends or the hard-stop context does (the
+// soft stage; see WithHardStop), anything still unpublished is abandoned
+// and counted (the hard stage; it was never checkpointed, so the next
+// start publishes it), the checkpoint is flushed within the flush's share,
+// and the store and the sink are closed within the exit's; Run has
+// returned by then. A bridge stopped this way and started again publishes
+// nothing twice.
 //
 // A checkpoint store found damaged while running (checkpoint.IsTerminal,
 // such as a file whose pages were overwritten) ends Run with the store's
 // error, which names the file and says what to do: nothing published from
 // then on could be checkpointed. The informers stop at once; the deletes
-// and updates already queued are still published, for up to
-// ShutdownTimeout, as they need no checkpoint and would otherwise be lost
+// and updates already queued are still published, within the drain's
+// share of ShutdownTimeout, as they need no checkpoint and would otherwise be lost
 // (the next start refuses the damaged file, and a fresh start no longer
 // knows what was deleted); the creations queued are abandoned, as none is
 // published before the checkpoint holds its intent. Their positions are
@@ -49,6 +52,7 @@ import (
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/internal/pipeline"
+	"github.com/kubebus/bridge/internal/shutdown"
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
@@ -70,6 +74,7 @@ type Bridge struct {
 	store   checkpoint.Store
 	metrics *metrics.Metrics
 	hard    context.Context
+	budget  *shutdown.Budget
 	ready   chan struct{}
 	// src is the running set of sources, for Readiness; nil before Run
 	// makes it.
@@ -89,12 +94,19 @@ func WithStore(s checkpoint.Store) Option { return func(b *Bridge) { b.store = s
 // WithMetrics records the bridge's metrics in m.
 func WithMetrics(m *metrics.Metrics) Option { return func(b *Bridge) { b.metrics = m } }
 
+// WithBudget counts the shutdown's stages from the stop budget measures
+// (see package shutdown), so that the caller's own last stages (the
+// lease's release, the HTTP server's shutdown) share the same deadline.
+// Without this option Run measures BRIDGE_SHUTDOWN_TIMEOUT from the end
+// of its context.
+func WithBudget(budget *shutdown.Budget) Option { return func(b *Bridge) { b.budget = budget } }
+
 // WithHardStop ends the soft stage of the shutdown when hard ends, rather
-// than at ShutdownTimeout: what is not yet published is abandoned at once,
-// the number abandoned is logged, and the checkpoint is still flushed.
-// hard ending does not end Run on its own: make Run's context a child of
-// hard, or end both. Without this option only ShutdownTimeout ends the
-// soft stage.
+// than at the drain's deadline: what is not yet published is abandoned at
+// once, the number abandoned is logged, and the checkpoint is still
+// flushed. hard ending does not end Run on its own: make Run's context a
+// child of hard, or end both. Without this option only the drain's
+// deadline ends the soft stage.
 func WithHardStop(hard context.Context) Option { return func(b *Bridge) { b.hard = hard } }
 
 // New returns a bridge for cfg that talks to the API server rc points at.
@@ -141,6 +153,10 @@ func (b *Bridge) Readiness() error {
 // Run runs the bridge until ctx ends. Errors that come from the
 // configuration wrap source.ErrUnknownResource or source.ErrBadSelector.
 func (b *Bridge) Run(ctx context.Context) error {
+	budget := b.budget
+	if budget == nil {
+		budget = shutdown.Watch(ctx, b.cfg.ShutdownTimeout)
+	}
 	dc, err := discovery.NewDiscoveryClientForConfig(b.rest)
 	if err != nil {
 		return fmt.Errorf("bridge: discovery client: %w", err)
@@ -237,16 +253,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 		b.sink = s
 	}
-	defer b.sink.Close()
+	// Whatever way Run ends, the store and the sink are closed last,
+	// within the exit's share of the budget.
+	releaseStore := func() {}
+	defer func() { b.release(ctx, budget, releaseStore) }()
 	if b.store == nil {
 		store, closeStore, err := b.openStore(ctx)
 		if err != nil {
 			return err
 		}
-		defer closeStore()
-		b.store = store
+		b.store, releaseStore = store, closeStore
 	}
-	defer b.store.Close()
 
 	writer = checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
 	pipe = pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName, KeepManagedFields: b.cfg.KeepManagedFields}, writer, pipeline.Options{
@@ -301,7 +318,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 	defer stopSrc(nil)
 	var writerErr error
 	// writerBroke: the writer stopped on its own, before stopWriter, on a
-	// damaged store (checkpoint.IsTerminal); it made no final flush.
+	// damaged store (checkpoint.IsTerminal); no final flush is made.
 	var writerBroke bool
 	var writerWG sync.WaitGroup
 	writerWG.Go(func() {
@@ -334,14 +351,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}()
 
 	srcErr := src.Run(srcCtx)
+	// The stop began when ctx ended, or now, on a damaged store: every
+	// stage's deadline counts from then (see package shutdown).
+	budget.Begin()
 
-	// Soft stop: publish what is queued, up to the deadline or the hard
-	// stop; unless the lease was lost, when another replica is about to
-	// publish and this one must stop at once. On a damaged checkpoint
+	// Soft stop: publish what is queued, up to the drain's deadline or the
+	// hard stop; unless the lease was lost, when another replica is about
+	// to publish and this one must stop at once. On a damaged checkpoint
 	// store the pipeline abandons the creations (they need an intent in
 	// the checkpoint) and publishes the deletes and updates, which would
 	// otherwise be lost.
-	start := time.Now()
+	start := budget.Began()
 	hard := false
 	broken := errors.Is(context.Cause(srcCtx), errCheckpointBroken)
 	switch {
@@ -350,13 +370,15 @@ func (b *Bridge) Run(ctx context.Context) error {
 	case b.hard.Err() != nil:
 		hard = true
 	default:
+		drainCtx, cancel := budget.Context(ctx, shutdown.Drain)
+		left := time.Until(budget.Deadline(shutdown.Drain)).Round(time.Millisecond).String()
 		if broken {
 			b.log.Error("the checkpoint store is damaged: stopping; publishing the deletes and updates already queued, whose positions cannot be recorded, and abandoning the creations",
-				"objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+				"objects", pipe.Stats().Pending, "timeout", left)
 		} else {
-			b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", b.cfg.ShutdownTimeout.String())
+			b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", left,
+				"shutdownTimeout", budget.Total().String())
 		}
-		drainCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.ShutdownTimeout)
 		stopOnHard := context.AfterFunc(b.hard, cancel)
 		drainErr := pipe.Drain(drainCtx)
 		stopOnHard()
@@ -383,6 +405,17 @@ func (b *Bridge) Run(ctx context.Context) error {
 	}
 	stopWriter()
 	writerWG.Wait()
+	// The final flush: everything acknowledged, within the flush's share
+	// of the budget; never on a damaged store.
+	var flushErr error
+	if !writerBroke {
+		flushCtx, cancel := budget.Context(ctx, shutdown.Flush)
+		flushErr = writer.Flush(flushCtx)
+		cancel()
+		if flushErr != nil {
+			b.log.Error("checkpoint: final flush failed", "err", flushErr, "pending", writer.Stats().Pending)
+		}
+	}
 
 	st := pipe.Stats()
 	ws := writer.Stats()
@@ -390,22 +423,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		"published", st.Published, "contentOmitted", st.Omitted, "skipped", st.Skipped, "retried", st.Retried,
 		"coalesced", st.Coalesced, "abandoned", st.Abandoned, "relists", src.Relists(),
 		"checkpointFlushes", ws.Flushes)
-	if broken {
-		return fmt.Errorf("bridge: %w", writerErr)
-	}
-	if srcErr != nil {
-		return fmt.Errorf("bridge: %w", srcErr)
-	}
-	if pipeErr != nil && !errors.Is(pipeErr, pipeline.ErrAbandoned) {
-		return fmt.Errorf("bridge: %w", pipeErr)
-	}
-	if writerBroke {
-		return fmt.Errorf("bridge: the checkpoint store was found damaged while draining; no final flush was made: %w", writerErr)
-	}
-	if writerErr != nil {
-		return fmt.Errorf("bridge: final checkpoint flush: %w", writerErr)
-	}
-	return nil
+	return stopError(srcErr, pipeErr, writerErr, flushErr, broken, writerBroke)
 }
 
 // loaderFunc adapts a function to source.Loader.

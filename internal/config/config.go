@@ -86,7 +86,7 @@ type Config struct {
 	// reports a dead connection or a revoked permission within minutes.
 	WatchStallTimeout time.Duration `env:"BRIDGE_WATCH_STALL_TIMEOUT" envDefault:"2m" help:"how long a watch may hear nothing from the API server (no event, bookmark, part of a list's answer, or watch ended by the server; an opened or dropped watch is not enough), or keep failing, before it is logged, counted in bridge_watch_healthy and makes /readyz fail; a silent watch, or a list whose answer stops coming for it (at least a minute), is then cut and retried. Watches are reopened at least every half of it"`
 	// Within Kubernetes' default 30s grace period, leaving time to flush.
-	ShutdownTimeout time.Duration `env:"BRIDGE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"how long a shutdown waits for messages in flight before it stops anyway"`
+	ShutdownTimeout time.Duration `env:"BRIDGE_SHUTDOWN_TIMEOUT" envDefault:"25s" help:"the whole graceful stop, from the signal to the exit: the drain, the final checkpoint flush and the closes share it (see docs/operations.md); keep it below the pod's grace period"`
 
 	// Prometheus' customary exporter port range starts at 9090.
 	MetricsAddr string `env:"BRIDGE_METRICS_ADDR" envDefault:":9090" help:"address of the HTTP server for /metrics, /healthz and /readyz; empty turns it off"`

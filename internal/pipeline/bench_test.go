@@ -16,7 +16,7 @@ import (
 type acceptAll struct{}
 
 func (acceptAll) Publish(context.Context, []*sink.Message) error { return nil }
-func (acceptAll) Close() error                                   { return nil }
+func (acceptAll) Close(context.Context) error                    { return nil }
 
 // discardRecorder drops what it is given.
 type discardRecorder struct{}

@@ -135,7 +135,7 @@ func (s *testSink) Publish(ctx context.Context, msgs []*sink.Message) error {
 	return err
 }
 
-func (s *testSink) Close() error {
+func (s *testSink) Close(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.closed = true

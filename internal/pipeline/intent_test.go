@@ -72,7 +72,7 @@ func (s *checkingSink) Publish(_ context.Context, msgs []*sink.Message) error {
 	return nil
 }
 
-func (s *checkingSink) Close() error { return nil }
+func (s *checkingSink) Close(context.Context) error { return nil }
 
 // Before an object's creation is published, the checkpoint durably holds
 // an intent for it (its uid, no resourceVersion); updates need none.

@@ -66,7 +66,7 @@ func newSink(t *testing.T, cfg Config, resources ...schema.GroupVersionResource)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 

@@ -58,7 +58,7 @@ func newLayoutSink(t *testing.T, cfg Config, r *compactionReports, logs *syncBuf
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	t.Cleanup(func() { s.Close() })
+	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
 }
 

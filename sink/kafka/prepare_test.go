@@ -26,7 +26,7 @@ func TestPrepareAddsTheTopicOfAResource(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer s.Close()
+		defer s.Close(context.Background())
 		if c.Partitions("kube.widgets.example.com") != 0 {
 			t.Fatal("the topic of widgets exists before Prepare")
 		}

@@ -1,6 +1,7 @@
 package kafka
 
 import (
+	"context"
 	"strings"
 	"testing"
 
@@ -62,7 +63,7 @@ func TestSecurity(t *testing.T) {
 			s, err := New(t.Context(), cfg, []schema.GroupVersionResource{configmaps}, testLogger(t))
 			if tt.fails {
 				if err == nil {
-					s.Close()
+					s.Close(context.Background())
 					t.Fatal("New succeeded, want it to fail")
 				}
 				t.Logf("New: %v", err)
@@ -76,7 +77,7 @@ func TestSecurity(t *testing.T) {
 			if err != nil {
 				t.Fatalf("New: %v", err)
 			}
-			t.Cleanup(func() { s.Close() })
+			t.Cleanup(func() { s.Close(context.Background()) })
 			if err := s.Health(); err != nil {
 				t.Errorf("Health: %v", err)
 			}

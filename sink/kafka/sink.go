@@ -54,6 +54,7 @@ type Sink struct {
 	health health
 
 	closeOnce sync.Once
+	closeErr  error
 }
 
 var (
@@ -245,17 +246,31 @@ func (s *Sink) client(timeout time.Duration) *kafkago.Client {
 	return &kafkago.Client{Addr: s.addr, Transport: s.transport, Timeout: timeout}
 }
 
-// Close waits for writes in flight and releases the connections. Calling
-// it more than once is harmless.
-func (s *Sink) Close() error {
+// Close waits for writes in flight and releases the connections. It
+// waits until they end or ctx does, whichever comes first: kafka-go's
+// writers cannot be cut short, so at ctx's end Close stops waiting for
+// them, releases what it can and says so. A write still in flight then
+// was never confirmed to the pipeline, so it was never checkpointed: the
+// next start publishes it again. Calling Close more than once is harmless;
+// later calls return the first's error.
+func (s *Sink) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		if s.w != nil {
-			_ = s.w.Close() // kafka-go's Close always returns nil
-			_ = s.alone.Close()
+			done := make(chan struct{})
+			go func() {
+				defer close(done)
+				_ = s.w.Close() // kafka-go's Close always returns nil
+				_ = s.alone.Close()
+			}()
+			select {
+			case <-done:
+			case <-ctx.Done():
+				s.closeErr = fmt.Errorf("kafka sink: close: writes still in flight at the deadline, left unconfirmed: %w", context.Cause(ctx))
+			}
 		}
 		s.closeTransport()
 	})
-	return nil
+	return s.closeErr
 }
 
 func (s *Sink) closeTransport() {

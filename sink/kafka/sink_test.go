@@ -260,10 +260,10 @@ func TestHealthAndClose(t *testing.T) {
 	if err := s.Publish(ctx, []*sink.Message{message(configmaps, "ns", "a", "added", 1)}); err == nil || sink.IsTerminal(err) {
 		t.Errorf("Publish to a stopped cluster: %v, want a retryable error", err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Errorf("Close: %v", err)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Errorf("second Close: %v", err)
 	}
 }

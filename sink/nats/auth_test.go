@@ -2,6 +2,7 @@ package nats
 
 import (
 	"bytes"
+	"context"
 	"log/slog"
 	"strings"
 	"sync"
@@ -99,7 +100,7 @@ func TestAuthentication(t *testing.T) {
 				if err := s.Publish(t.Context(), []*sink.Message{message("auth", 0, 0)}); err != nil {
 					t.Errorf("Publish: %v", err)
 				}
-				if err := s.Close(); err != nil {
+				if err := s.Close(context.Background()); err != nil {
 					t.Errorf("Close: %v", err)
 				}
 			}

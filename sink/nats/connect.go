@@ -18,7 +18,7 @@ const (
 	// default of four.
 	pingInterval = 20 * time.Second
 	maxPingsOut  = 3
-	// drainTimeout bounds Close.
+	// drainTimeout bounds the drain of Close when its context allows more.
 	drainTimeout = 10 * time.Second
 	// reconnectInitialWait is the first wait of a reconnect backoff, once
 	// every server has been tried.

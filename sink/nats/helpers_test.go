@@ -57,7 +57,7 @@ func newSink(t testing.TB, cfg Config) *Sink {
 		t.Fatalf("New: %v", err)
 	}
 	t.Cleanup(func() {
-		if err := s.Close(); err != nil {
+		if err := s.Close(context.Background()); err != nil {
 			t.Errorf("Close: %v", err)
 		}
 	})

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -258,22 +257,23 @@ func publishError(subject string, err error) error {
 }
 
 // Close drains the connection: what was published is flushed, then the
-// connection closes. It waits at most about drainTimeout and may be
-// called more than once.
-func (s *Sink) Close() error {
+// connection closes. It waits until the drain ends (at most about
+// drainTimeout) or ctx does, whichever comes first; at ctx's end it closes
+// the connection at once and says so. A message whose ack had not come is
+// not lost: the pipeline never counted it as delivered. Close may be
+// called more than once; later calls return the first's error.
+func (s *Sink) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
 		if err := s.nc.Drain(); err != nil && !errors.Is(err, nats.ErrConnectionClosed) {
 			s.nc.Close()
 			s.closeErr = fmt.Errorf("nats sink: close: %w", err)
 			return
 		}
-		t := time.NewTimer(drainTimeout + time.Second)
-		defer t.Stop()
 		select {
 		case <-s.closed:
-		case <-t.C:
+		case <-ctx.Done():
 			s.nc.Close()
-			s.closeErr = errors.New("nats sink: close: drain did not finish in time")
+			s.closeErr = fmt.Errorf("nats sink: close: the drain did not finish in time: %w", context.Cause(ctx))
 		}
 	})
 	return s.closeErr

@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"context"
 	"errors"
 	"reflect"
 	"testing"
@@ -115,7 +116,7 @@ func TestExistingStateStreamLimits(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
-				s.Close()
+				s.Close(context.Background())
 				return
 			}
 			if err == nil || !containsAll(err.Error(), "does not fit BRIDGE_NATS_LAYOUT=state", tc.want) {

@@ -109,8 +109,10 @@ func marshalLine(m *sink.Message) ([]byte, error) {
 	return m.MarshalJSON()
 }
 
-// Close flushes anything buffered. It does not close the writer.
-func (s *Sink) Close() error {
+// Close flushes anything buffered. It does not close the writer. A write
+// to a writer that blocks is not cut short: the flush is one write of at
+// most the buffer, to a local file or pipe.
+func (s *Sink) Close(context.Context) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if err := s.buf.Flush(); err != nil && !errors.Is(err, os.ErrClosed) {

@@ -97,7 +97,7 @@ func TestPublishWritesOneLinePerMessageInOrder(t *testing.T) {
 	if got[3].Subject != "ns/b" || got[3].ResourceVersion != "0" || string(got[3].Data) != `{"object":{"n":2}}` {
 		t.Errorf("line 4 decoded to %+v", got[3])
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Errorf("Close: %v", err)
 	}
 }
@@ -303,7 +303,7 @@ func TestPublishToFile(t *testing.T) {
 	if got := ids(decodeLines(t, b)); strings.Join(got, ",") != "ns/a#0,ns/a#1" {
 		t.Errorf("file holds %v", got)
 	}
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		t.Errorf("Close: %v", err)
 	}
 	// Close does not close the writer.

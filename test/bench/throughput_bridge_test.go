@@ -101,6 +101,9 @@ func runPipeline(b *testing.B, cfg *config.Config, s sink.Sink, deltas []source.
 	pipeWG.Wait()
 	stopWriter()
 	writerWG.Wait()
+	if writerErr == nil {
+		writerErr = writer.Flush(context.Background())
+	}
 	if drainErr != nil {
 		b.Fatalf("pipeline: %v", drainErr)
 	}

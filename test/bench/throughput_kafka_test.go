@@ -81,7 +81,7 @@ func (kb *kafkaBus) Bridge(b *testing.B, wl *workload, verify bool) runResult {
 	cfg := kafkaConfig(b, c)
 	s := newKafkaSink(b, cfg)
 	r := runPipeline(b, cfg, s, wl.deltas, wl.via)
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	checkKafkaCount(b, c, kb.recs[0].Topic, len(kb.recs))
@@ -101,7 +101,7 @@ func (kb *kafkaBus) Baseline(b *testing.B, _ *workload) runResult {
 	cfg := kafkaConfig(b, c)
 	// The bridge's own code creates the topics, so that both sides write
 	// to the same kind of topic.
-	if err := newKafkaSink(b, cfg).Close(); err != nil {
+	if err := newKafkaSink(b, cfg).Close(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	ctx, stop := context.WithCancel(context.Background())

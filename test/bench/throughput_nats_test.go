@@ -77,7 +77,7 @@ func (nb *natsBus) Bridge(b *testing.B, wl *workload, verify bool) runResult {
 	cfg := natsConfig(b, srv)
 	s := newNATSSink(b, cfg)
 	r := runPipeline(b, cfg, s, wl.deltas, wl.via)
-	if err := s.Close(); err != nil {
+	if err := s.Close(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	st := natsStream(b, srv, cfg, len(nb.msgs))
@@ -97,7 +97,7 @@ func (nb *natsBus) Baseline(b *testing.B, _ *workload) runResult {
 	cfg := natsConfig(b, srv)
 	// The bridge's own code creates the stream, so that both sides write
 	// to the same kind of stream.
-	if err := newNATSSink(b, cfg).Close(); err != nil {
+	if err := newNATSSink(b, cfg).Close(context.Background()); err != nil {
 		b.Fatal(err)
 	}
 	nc, err := nats.Connect(srv.URL())

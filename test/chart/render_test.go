@@ -62,6 +62,7 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_NAMESPACES", c.Namespaces, []string{"team-a", "team-b"})
 			want(t, "BRIDGE_LABEL_SELECTOR", c.LabelSelector, "app.kubernetes.io/part-of=shop")
 			want(t, "BRIDGE_CHECKPOINT_INTERVAL", c.CheckpointInterval, 2*time.Second)
+			want(t, "BRIDGE_SHUTDOWN_TIMEOUT", c.ShutdownTimeout, 90*time.Second)
 			want(t, "BRIDGE_CHECKPOINT_FRESH_START", c.CheckpointFreshStart, true)
 			want(t, "BRIDGE_LOG_LEVEL", c.LogLevel, "debug")
 			want(t, "BRIDGE_LOG_FORMAT", c.LogFormat, "text")
@@ -177,7 +178,21 @@ func TestRender(t *testing.T) {
 				t.Fatalf("the bridge refuses the chart's environment: %v\n%s", err, strings.Join(environ, "\n"))
 			}
 			rc.config(t, c)
+			checkGrace(t, d, c)
 		})
+	}
+}
+
+// checkGrace checks that the pod's grace period exceeds the bridge's
+// whole shutdown budget (BRIDGE_SHUTDOWN_TIMEOUT, from SIGTERM to exit),
+// so that the kubelet never kills it inside it.
+func checkGrace(t *testing.T, d *appsv1.Deployment, c *config.Config) {
+	t.Helper()
+	grace := d.Spec.Template.Spec.TerminationGracePeriodSeconds
+	if grace == nil {
+		t.Errorf("no terminationGracePeriodSeconds, want more than BRIDGE_SHUTDOWN_TIMEOUT=%s", c.ShutdownTimeout)
+	} else if time.Duration(*grace)*time.Second <= c.ShutdownTimeout {
+		t.Errorf("terminationGracePeriodSeconds %d, want more than BRIDGE_SHUTDOWN_TIMEOUT=%s", *grace, c.ShutdownTimeout)
 	}
 }
 

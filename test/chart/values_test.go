@@ -135,6 +135,8 @@ func TestChartRefuses(t *testing.T) {
 			[]string{`watch.exclude: "apps.*" is neither a resource (<plural> or <plural>.<group>) nor a group wildcard (*.<group>)`}},
 		{"exclusion by short name, without the schema", []string{"--skip-schema-validation", "--set", "watch.all=true", "--set", "watch.exclude={ev}"},
 			[]string{`watch.exclude: "ev" is not a core resource`}},
+		{"grace period inside the shutdown budget", []string{"--set", "pipeline.shutdownTimeout=1m", "--set", "terminationGracePeriodSeconds=60"},
+			[]string{"terminationGracePeriodSeconds=60 must exceed pipeline.shutdownTimeout (60s)"}},
 		{"every problem at once", []string{"--set", "replicaCount=3", "--set", "watch.resources={nodes}", "--set", "sink=kafka"},
 			[]string{"checkpoint.type=file cannot be used with replicaCount=3", "nodes is cluster-scoped", "kafka.brokers is required"}},
 	}

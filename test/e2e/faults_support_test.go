@@ -236,7 +236,14 @@ func explainMismatch(t *testing.T, ns string, msgs []*sink.Message, ends []time.
 // b.env(ns) holds for configmaps. Call it while no bridge writes to it.
 func readCheckpoint(t *testing.T, b bus, ns string) checkpoint.Snapshot {
 	t.Helper()
-	cfg, err := config.Load(procEnv(b.env(ns)))
+	return readCheckpointOf(t, b, b.env(ns))
+}
+
+// readCheckpointOf is readCheckpoint for a bridge on b configured by env,
+// whose checkpoint may also be a file.
+func readCheckpointOf(t *testing.T, b bus, env map[string]string) checkpoint.Snapshot {
+	t.Helper()
+	cfg, err := config.Load(procEnv(env))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,6 +264,11 @@ func readCheckpoint(t *testing.T, b bus, ns string) checkpoint.Snapshot {
 		}
 	case config.CheckpointKafka:
 		store, err = kafkastore.Open(ctx, cfg.Kafka, name, nil)
+		if err != nil {
+			t.Fatalf("checkpoint: %v", err)
+		}
+	case config.CheckpointFile:
+		store, err = checkpoint.OpenFile(name)
 		if err != nil {
 			t.Fatalf("checkpoint: %v", err)
 		}

@@ -60,7 +60,7 @@ func (s *memSink) Publish(_ context.Context, msgs []*sink.Message) error {
 	return nil
 }
 
-func (s *memSink) Close() error { return nil }
+func (s *memSink) Close(context.Context) error { return nil }
 
 func (s *memSink) all() []*sink.Message {
 	s.mu.Lock()

@@ -158,7 +158,7 @@ func (s *limitedSink) Publish(_ context.Context, msgs []*sink.Message) error {
 	return nil
 }
 
-func (s *limitedSink) Close() error { return nil }
+func (s *limitedSink) Close(context.Context) error { return nil }
 
 func (s *limitedSink) all() (accepted, attempts []*sink.Message) {
 	s.mu.Lock()

@@ -3,6 +3,7 @@ package e2e
 import (
 	"io"
 	"net"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -16,23 +17,38 @@ func (p *cutProxy) hold() {
 	p.held.CompareAndSwap(nil, &ch)
 }
 
+// holdRequests is hold in one direction: what clients send is held, what
+// the target sends still goes through, as a server that stopped reading
+// its connections: answers to what it had read still come.
+func (p *cutProxy) holdRequests() {
+	ch := make(chan struct{})
+	p.heldRequests.CompareAndSwap(nil, &ch)
+}
+
 // release ends a hold.
 func (p *cutProxy) release() {
-	if ch := p.held.Swap(nil); ch != nil {
-		close(*ch)
+	for _, held := range []*atomic.Pointer[chan struct{}]{&p.held, &p.heldRequests} {
+		if ch := held.Swap(nil); ch != nil {
+			close(*ch)
+		}
 	}
 }
 
 // holdingReader reads from a connection of the proxy, and waits while the
-// proxy holds before it hands on what it read.
+// proxy holds before it hands on what it read. request is true on a
+// client's connection.
 type holdingReader struct {
-	r io.Reader
-	p *cutProxy
+	r       io.Reader
+	p       *cutProxy
+	request bool
 }
 
 func (h holdingReader) Read(b []byte) (int, error) {
 	n, err := h.r.Read(b)
 	if ch := h.p.held.Load(); ch != nil {
+		<-*ch
+	}
+	if ch := h.p.heldRequests.Load(); ch != nil && h.request {
 		<-*ch
 	}
 	return n, err

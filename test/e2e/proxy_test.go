@@ -32,6 +32,8 @@ type cutProxy struct {
 	// held, while set, stops forwarding without closing anything (see
 	// hold); release closes it.
 	held atomic.Pointer[chan struct{}]
+	// heldRequests is held for what clients send only (holdRequests).
+	heldRequests atomic.Pointer[chan struct{}]
 }
 
 // startCutProxy forwards a new loopback address to target until the test
@@ -87,7 +89,7 @@ func (p *cutProxy) forward(c net.Conn) {
 
 	done := make(chan struct{}, 2)
 	copyTo := func(dst, src net.Conn) {
-		_, _ = io.Copy(dst, holdingReader{src, p})
+		_, _ = io.Copy(dst, holdingReader{src, p, src == c})
 		done <- struct{}{}
 	}
 	go copyTo(up, c)

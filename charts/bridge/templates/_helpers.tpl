@@ -106,3 +106,33 @@ app.kubernetes.io/part-of: kubebus
 {{- define "bridge.usesKafka" -}}
 {{- if or (eq .Values.sink "kafka") (eq .Values.checkpoint.type "kafka") }}true{{ end }}
 {{- end }}
+
+{{/*
+bridge.shutdownSeconds is pipeline.shutdownTimeout (BRIDGE_SHUTDOWN_TIMEOUT;
+"" is the bridge's default, 25s) in whole seconds, rounded up: the one
+budget from SIGTERM to the bridge's exit.
+*/}}
+{{- define "bridge.shutdownSeconds" -}}
+{{- $units := dict "ns" 0.000000001 "us" 0.000001 "µs" 0.000001 "ms" 0.001 "s" 1.0 "m" 60.0 "h" 3600.0 }}
+{{- $total := 0.0 }}
+{{- range $part := regexFindAll "[0-9.]+(ns|us|µs|ms|s|m|h)" (default "25s" .Values.pipeline.shutdownTimeout) -1 }}
+{{- $n := regexFind "^[0-9.]+" $part }}
+{{- $total = addf $total (mulf (float64 $n) (get $units (trimPrefix $n $part))) }}
+{{- end }}
+{{- ceil $total | int }}
+{{- end }}
+
+{{/*
+bridge.terminationGracePeriodSeconds is terminationGracePeriodSeconds, or
+when it is unset the shutdown budget plus 5 s: the kubelet's and the
+container runtime's own time to deliver SIGTERM and reap the process, so
+that the bridge is never killed inside its budget (in the middle of its
+final checkpoint flush).
+*/}}
+{{- define "bridge.terminationGracePeriodSeconds" -}}
+{{- if kindIs "invalid" .Values.terminationGracePeriodSeconds }}
+{{- add (include "bridge.shutdownSeconds" . | int) 5 }}
+{{- else }}
+{{- .Values.terminationGracePeriodSeconds }}
+{{- end }}
+{{- end }}

@@ -133,6 +133,11 @@ values.schema.json cannot see, each naming the value at fault.
 {{- $errs = append $errs "serviceAccount.name is required when serviceAccount.create is false" }}
 {{- end }}
 
+{{- $budget := include "bridge.shutdownSeconds" . | int }}
+{{- if and (not (kindIs "invalid" $v.terminationGracePeriodSeconds)) (le (int $v.terminationGracePeriodSeconds) $budget) }}
+{{- $errs = append $errs (printf "terminationGracePeriodSeconds=%v must exceed pipeline.shutdownTimeout (%ds), the bridge's whole budget from SIGTERM to exit, or the kubelet kills it during its final checkpoint flush; leave it unset to have the chart add a margin" $v.terminationGracePeriodSeconds $budget) }}
+{{- end }}
+
 {{- if $errs }}
 {{- fail (printf "invalid values:\n- %s" (join "\n- " $errs)) }}
 {{- end }}
