@@ -33,6 +33,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -86,7 +87,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 	crash.Install(log)
 	klog.SetSlogLogger(log.With("component", "client-go"))
 
-	rc, err := restConfig()
+	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		log.Error("no Kubernetes client configuration", "err", err)
 		return 2
@@ -196,8 +197,6 @@ func leaderConfig(cfg *config.Config) (leader.Config, error) {
 	return lc, nil
 }
 
-// restConfig uses KUBECONFIG when set; otherwise the in-cluster service
-// account, and failing that ~/.kube/config.
 // limitRate gives rc the bridge's own rate limit (see
 // config.Config.KubeQPS): one token bucket, which every client made from
 // rc, or from a copy of it, shares (discovery, the source's, the
@@ -209,13 +208,18 @@ func limitRate(rc *rest.Config, qps float32, burst int) {
 	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
-func restConfig() (*rest.Config, error) {
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
-		if rc, err := rest.InClusterConfig(); err == nil {
-			return rc, nil
-		}
-	}
+// restConfig uses kubeconfig (KUBECONFIG, from the environment run was
+// given, a list of files as kubectl takes it) when set; otherwise the
+// in-cluster service account, and failing that ~/.kube/config.
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	// The default rules read KUBECONFIG from the process's environment.
+	rules.Precedence = []string{clientcmd.RecommendedHomeFile}
+	if kubeconfig != "" {
+		rules.Precedence = filepath.SplitList(kubeconfig)
+	} else if rc, err := rest.InClusterConfig(); err == nil {
+		return rc, nil
+	}
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 
