@@ -78,10 +78,13 @@ func main() {
 
 // run consumes until ctx ends (or o.maxEvents changes were printed).
 func run(ctx context.Context, o options, out io.Writer) error {
-	dialer, err := kafka.NewDialer(o.kafka)
+	cfg := o.kafka
+	cfg.Brokers = o.brokers
+	set, err := cfg.Parse()
 	if err != nil {
 		return err
 	}
+	dialer := set.Conn().Dialer()
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:     o.brokers,
 		GroupID:     o.group,

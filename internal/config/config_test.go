@@ -10,14 +10,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/internal/envvar"
 )
 
-// vars lists the variable named by each *VarError in err, in order.
+// vars lists the variable named by each *envvar.Error in err, in order.
 func vars(err error) []string {
 	var out []string
 	var walk func(error)
 	walk = func(err error) {
-		var ve *VarError
+		var ve *envvar.Error
 		if errors.As(err, &ve) && ve == err {
 			out = append(out, ve.Var)
 			return
@@ -297,7 +299,7 @@ func TestLoadValid(t *testing.T) {
 			got, want := reflect.ValueOf(*c), reflect.ValueOf(tt.want)
 			for i := range got.NumField() {
 				f := got.Type().Field(i)
-				if f.Type.Kind() == reflect.Struct {
+				if f.Type.Kind() == reflect.Struct || !f.IsExported() {
 					continue
 				}
 				if !reflect.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {
@@ -483,8 +485,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	}
 
 	n := 0
-	for f := range envFields(reflect.TypeFor[Config]()) {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	for name, f := range envFields(reflect.TypeFor[Config]()) {
 		n++
 		t.Run(name, func(t *testing.T) {
 			row, ok := rows[name]
@@ -527,26 +528,29 @@ func TestHelpListsEveryVariable(t *testing.T) {
 }
 
 // envFields yields every field with an env tag in t and, depth first, in
-// the struct fields without one (such as a sink's own configuration).
-func envFields(t reflect.Type) iter.Seq[reflect.StructField] {
-	return func(yield func(reflect.StructField) bool) {
-		var walk func(t reflect.Type) bool
-		walk = func(t reflect.Type) bool {
+// the struct fields without one (such as a sink's own configuration), with
+// its variable's name: the env tag after the envPrefix tags of the structs
+// it is in.
+func envFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		var walk func(t reflect.Type, prefix string) bool
+		walk = func(t reflect.Type, prefix string) bool {
 			for f := range t.Fields() {
 				switch {
 				case f.Tag.Get("env") != "":
-					if !yield(f) {
+					name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+					if !yield(prefix+name, f) {
 						return false
 					}
 				case f.Type.Kind() == reflect.Struct:
-					if !walk(f.Type) {
+					if !walk(f.Type, prefix+f.Tag.Get("envPrefix")) {
 						return false
 					}
 				}
 			}
 			return true
 		}
-		walk(t)
+		walk(t, "")
 	}
 }
 

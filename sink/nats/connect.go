@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+
+	"github.com/kubebus/bridge/internal/envvar"
 )
 
 const (
@@ -30,14 +32,14 @@ const (
 // established. It fails when no server can be reached at first, so that a
 // wrong address or credentials is a clear error at start-up. The caller
 // closes the connection.
-func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, error) {
+func Connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, error) {
 	nc, _, err := connect(ctx, cfg, log)
 	return nc, err
 }
 
 // connect is Connect that also returns a channel closed once the
 // connection is closed.
-func connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -61,7 +63,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, <-c
 }
 
 // options turns the configuration into nats.go options.
-func (c *Config) options(log *slog.Logger, closed chan struct{}) ([]nats.Option, error) {
+func (c *Settings) options(log *slog.Logger, closed chan struct{}) ([]nats.Option, error) {
 	delay := &reconnectDelay{max: c.ReconnectMaxWait}
 	secrets := c.secrets()
 	opts := []nats.Option{
@@ -106,23 +108,20 @@ func (c *Config) options(log *slog.Logger, closed chan struct{}) ([]nats.Option,
 	}
 	switch {
 	case c.User != "":
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
+		opts = append(opts, nats.UserInfo(c.User, string(c.Password)))
 	case c.Token != "":
-		opts = append(opts, nats.Token(c.Token))
+		opts = append(opts, nats.Token(string(c.Token)))
 	case c.NKeySeedFile != "":
 		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
 		if err != nil {
-			return nil, fmt.Errorf("BRIDGE_NATS_NKEY_SEED_FILE: %w", err)
+			return nil, &envvar.Error{Var: "BRIDGE_NATS_NKEY_SEED_FILE", Err: err}
 		}
 		opts = append(opts, o)
 	case c.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
-	if c.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(c.TLSCAFile))
-	}
-	if c.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
+	if c.tls != nil {
+		opts = append(opts, nats.Secure(c.tls))
 	}
 	return opts, nil
 }

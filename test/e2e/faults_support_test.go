@@ -256,7 +256,7 @@ func readCheckpoint(t *testing.T, b bus, ns string) checkpoint.Snapshot {
 			t.Fatalf("checkpoint: %v", err)
 		}
 	case config.CheckpointKafka:
-		store, err = kafkastore.Open(ctx, cfg.Kafka, name, nil)
+		store, err = kafkastore.Open(ctx, cfg.KafkaSettings().Conn(), name, cfg.KafkaCheckpoint(), nil)
 		if err != nil {
 			t.Fatalf("checkpoint: %v", err)
 		}
