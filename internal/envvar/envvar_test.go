@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -58,15 +57,7 @@ func TestProblems(t *testing.T) {
 	if err.Error() != "A: must be positive\nB: b\nC: c" {
 		t.Errorf("message %q", err)
 	}
-	var names []string
-	for _, e := range Split(err) {
-		var ve *Error
-		if !errors.As(e, &ve) {
-			t.Fatalf("%v is not an *Error", e)
-		}
-		names = append(names, ve.Var)
-	}
-	if !slices.Equal(names, []string{"A", "B", "C"}) {
+	if names := vars(t, err); !slices.Equal(names, []string{"A", "B", "C"}) {
 		t.Errorf("variables %v", names)
 	}
 }
@@ -75,7 +66,7 @@ func TestProblems(t *testing.T) {
 // variable at fault, with the prefix.
 func TestTLSFiles(t *testing.T) {
 	pki := kafkatest.NewPKI(t)
-	notPEM := filepath.Join(t.TempDir(), "not.pem")
+	notPEM := t.TempDir() + "/not.pem"
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)
 	}
@@ -95,16 +86,8 @@ func TestTLSFiles(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			tc2, err := tc.files.Config("X_", "broker.example")
-			var got []string
-			for _, e := range Split(err) {
-				var ve *Error
-				if !errors.As(e, &ve) {
-					t.Fatalf("%v is not an *Error", e)
-				}
-				got = append(got, ve.Var)
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Fatalf("variables at fault %v, want %v (%v)", got, tc.want, err)
+			if got := vars(t, err); !slices.Equal(got, tc.want) {
+				t.Fatalf("variables at fault %v, want %v (%v)", vars(t, err), tc.want, err)
 			}
 			if err != nil {
 				return
@@ -114,4 +97,19 @@ func TestTLSFiles(t *testing.T) {
 			}
 		})
 	}
+}
+
+// vars lists the variables the *Errors joined in err name, failing t on
+// an error of another type.
+func vars(t *testing.T, err error) []string {
+	t.Helper()
+	var names []string
+	for _, e := range Split(err) {
+		var ve *Error
+		if !errors.As(e, &ve) {
+			t.Fatalf("%v is not an *Error", e)
+		}
+		names = append(names, ve.Var)
+	}
+	return names
 }
