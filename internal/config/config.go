@@ -61,7 +61,7 @@ type Config struct {
 	// cluster and nobody named it.
 	ClusterName string `env:"BRIDGE_CLUSTER_NAME" envDefault:"default" help:"the cluster's name in messages (event source and cluster attribute)"`
 
-	Sink string `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines), nats or kafka"`
+	Sink SinkKind `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines), nats or kafka"`
 	// A file next to the process survives restarts without extra services.
 	Checkpoint string `env:"BRIDGE_CHECKPOINT" envDefault:"file:bridge-checkpoint.db" help:"where published positions are kept: file:<path>, nats-kv:<bucket>, kafka:<topic> or none"`
 	// One second bounds the repeats after a crash to about a second of
@@ -160,19 +160,26 @@ func (v ViewConfig) Defined() bool {
 	return v.Filter != "" || v.Fields != "" || v.DropFields != ""
 }
 
-// Sinks the bridge can publish to.
+// SinkKind is a sink the bridge can publish to (BRIDGE_SINK).
+type SinkKind string
+
+// Sinks.
 const (
-	SinkStdout = "stdout"
-	SinkNATS   = "nats"
-	SinkKafka  = "kafka"
+	SinkStdout SinkKind = "stdout"
+	SinkNATS   SinkKind = "nats"
+	SinkKafka  SinkKind = "kafka"
 )
+
+// CheckpointKind is where the checkpoint is kept: the part of
+// BRIDGE_CHECKPOINT before its first ':'.
+type CheckpointKind string
 
 // Checkpoint kinds.
 const (
-	CheckpointFile   = "file"
-	CheckpointNATSKV = "nats-kv"
-	CheckpointKafka  = "kafka"
-	CheckpointNone   = "none"
+	CheckpointFile   CheckpointKind = "file"
+	CheckpointNATSKV CheckpointKind = "nats-kv"
+	CheckpointKafka  CheckpointKind = "kafka"
+	CheckpointNone   CheckpointKind = "none"
 )
 
 // Load reads the configuration from environ ("KEY=value" strings, as
@@ -441,12 +448,12 @@ func (v ViewConfig) set() []string {
 
 // CheckpointKind splits BRIDGE_CHECKPOINT into its kind and argument. The
 // kind is "" when the value is not understood.
-func (c *Config) CheckpointKind() (kind, arg string) {
-	if c.Checkpoint == CheckpointNone {
+func (c *Config) CheckpointKind() (kind CheckpointKind, arg string) {
+	if c.Checkpoint == string(CheckpointNone) {
 		return CheckpointNone, ""
 	}
-	for _, k := range []string{CheckpointFile, CheckpointNATSKV, CheckpointKafka} {
-		if arg, ok := strings.CutPrefix(c.Checkpoint, k+":"); ok {
+	for _, k := range []CheckpointKind{CheckpointFile, CheckpointNATSKV, CheckpointKafka} {
+		if arg, ok := strings.CutPrefix(c.Checkpoint, string(k)+":"); ok {
 			return k, arg
 		}
 	}

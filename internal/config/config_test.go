@@ -416,7 +416,9 @@ func TestValidate(t *testing.T) {
 
 func TestCheckpointKind(t *testing.T) {
 	tests := []struct {
-		value, kind, arg string
+		value string
+		kind  CheckpointKind
+		arg   string
 	}{
 		{"none", CheckpointNone, ""},
 		{"file:cp.db", CheckpointFile, "cp.db"},
