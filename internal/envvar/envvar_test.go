@@ -30,7 +30,7 @@ func TestSecretNeverShown(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, out := range map[string]string{
-		"%v": fmt.Sprintf("%v", s), "%s": fmt.Sprintf("%s", s), "%q": fmt.Sprintf("%q", s), "%#v": fmt.Sprintf("%#v", s),
+		"%v": fmt.Sprintf("%v", s), "%s": fmt.Sprintf("(%s)", s), "%q": fmt.Sprintf("%q", s), "%#v": fmt.Sprintf("%#v", s),
 		"%+v holder": fmt.Sprintf("%+v", holder), "%#v holder": fmt.Sprintf("%#v", holder),
 		"slog": logged.String(), "json": string(js),
 	} {
