@@ -48,7 +48,7 @@ func TestDefaultsAreValid(t *testing.T) {
 
 // Parse reports every problem, each an *envvar.Error that names its
 // variable.
-func TestParse(t *testing.T) {
+func TestParseNamesTheVariables(t *testing.T) {
 	pki := kafkatest.NewPKI(t)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {

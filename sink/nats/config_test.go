@@ -43,7 +43,7 @@ func TestDefaultsAreValid(t *testing.T) {
 
 // Parse reports every problem, each an *envvar.Error that names its
 // variable.
-func TestParse(t *testing.T) {
+func TestParseNamesTheVariables(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f.pem")
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
