@@ -3,9 +3,12 @@
 //
 // Every variable, its default and its meaning are declared in the struct
 // tags of Config, which is also where `bridge --help` reads them from.
-// Validate reports every problem at once, each naming its variable. No
-// value read here is ever logged as a whole, so that later secrets (broker
-// passwords, tokens) cannot leak through it.
+// Load reports every problem at once, each an *envvar.Error naming its
+// variable, and parses what needs parsing once: the selection, the view,
+// and the sinks' settings (NATSSettings, KafkaSettings), TLS files read
+// and all, which the sinks and checkpoint stores take as they are. No
+// value read here is ever logged as a whole, and passwords and tokens are
+// envvar.Secrets, so that no secret can leak through it.
 package config
 
 import (
