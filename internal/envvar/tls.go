@@ -11,7 +11,7 @@ import (
 // <prefix>TLS_CERT_FILE and <prefix>TLS_KEY_FILE.
 type TLSFiles struct {
 	CAFile   string `env:"TLS_CA_FILE" help:"PEM file of the CAs that sign the servers' certificates; the system's CAs when unset. Setting it turns TLS on"`
-	CertFile string `env:"TLS_CERT_FILE" help:"PEM client certificate, for servers that require one (with the matching TLS_KEY_FILE)"`
+	CertFile string `env:"TLS_CERT_FILE" help:"PEM client certificate, for servers that require one; its key goes in the ..._TLS_KEY_FILE variable beside it"`
 	KeyFile  string `env:"TLS_KEY_FILE" help:"PEM private key of the client certificate"`
 }
 
