@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/kubebus/bridge/internal/envvar"
 )
 
@@ -110,6 +112,9 @@ type Settings struct {
 	servers []*url.URL
 	tmpl    *Template
 	tls     *tls.Config // nil: no TLS files (a tls:// URL still uses TLS)
+	// nkey authenticates with the NKey seed file; it reads the seed again
+	// for each signature, so that the seed is not kept in memory.
+	nkey nats.Option
 }
 
 // Parse checks c and parses it into Settings. It reports every problem,
@@ -146,12 +151,17 @@ func (c *Config) Parse() (*Settings, error) {
 	if len(methods) > 1 {
 		bad(methods[1], "set together with %s; choose one way to authenticate", strings.Join(append(methods[:1:1], methods[2:]...), " and "))
 	}
-	for _, f := range []struct{ name, path string }{
-		{"BRIDGE_NATS_NKEY_SEED_FILE", c.NKeySeedFile}, {"BRIDGE_NATS_CREDS_FILE", c.CredsFile},
-	} {
-		if err := checkFile(f.path); err != nil {
-			bad(f.name, "%v", err)
+	if err := checkFile(c.NKeySeedFile); err != nil {
+		bad("BRIDGE_NATS_NKEY_SEED_FILE", "%v", err)
+	} else if c.NKeySeedFile != "" {
+		if set.nkey, err = nats.NkeyOptionFromSeed(c.NKeySeedFile); err != nil {
+			bad("BRIDGE_NATS_NKEY_SEED_FILE", "%v", err)
 		}
+	}
+	// The credentials file is read at every connect, so that rotated
+	// credentials are taken up.
+	if err := checkFile(c.CredsFile); err != nil {
+		bad("BRIDGE_NATS_CREDS_FILE", "%v", err)
 	}
 	if c.TLSFiles.Set() {
 		// The server's name comes from the URL of each server.

@@ -61,6 +61,7 @@ func TestParseNamesTheVariables(t *testing.T) {
 		{"password without user", map[string]string{"BRIDGE_NATS_PASSWORD": "p4ss"}, []string{"BRIDGE_NATS_USER"}},
 		{"two ways to authenticate", map[string]string{"BRIDGE_NATS_USER": "u", "BRIDGE_NATS_PASSWORD": "p4ss", "BRIDGE_NATS_TOKEN": "t0ken"}, []string{"BRIDGE_NATS_TOKEN"}},
 		{"missing files", map[string]string{"BRIDGE_NATS_CREDS_FILE": filepath.Join(dir, "none.creds"), "BRIDGE_NATS_TLS_CA_FILE": dir}, []string{"BRIDGE_NATS_CREDS_FILE", "BRIDGE_NATS_TLS_CA_FILE"}},
+		{"NKey seed file without a seed", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": file}, []string{"BRIDGE_NATS_NKEY_SEED_FILE"}},
 		{"certificate without key", map[string]string{"BRIDGE_NATS_TLS_CERT_FILE": file}, []string{"BRIDGE_NATS_TLS_KEY_FILE"}},
 		{"TLS files that are not PEM", map[string]string{"BRIDGE_NATS_TLS_CA_FILE": file, "BRIDGE_NATS_TLS_CERT_FILE": file, "BRIDGE_NATS_TLS_KEY_FILE": file},
 			[]string{"BRIDGE_NATS_TLS_CA_FILE", "BRIDGE_NATS_TLS_CERT_FILE"}},

@@ -8,8 +8,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/kubebus/bridge/internal/envvar"
 )
 
 const (
@@ -48,11 +46,7 @@ func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, 
 		return nil, nil, fmt.Errorf("nats sink: connect to %s: %w", where, err)
 	}
 	closed := make(chan struct{})
-	opts, err := cfg.options(log, closed)
-	if err != nil {
-		return nil, nil, fmt.Errorf("nats sink: connect to %s: %w", where, scrub(err, cfg.secrets()))
-	}
-	nc, err := nats.Connect(cfg.serverList(), opts...)
+	nc, err := nats.Connect(cfg.serverList(), cfg.options(log, closed)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats sink: connect to %s: %w", where, scrub(err, cfg.secrets()))
 	}
@@ -63,7 +57,7 @@ func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, 
 }
 
 // options turns the configuration into nats.go options.
-func (c *Settings) options(log *slog.Logger, closed chan struct{}) ([]nats.Option, error) {
+func (c *Settings) options(log *slog.Logger, closed chan struct{}) []nats.Option {
 	delay := &reconnectDelay{max: c.ReconnectMaxWait}
 	secrets := c.secrets()
 	opts := []nats.Option{
@@ -111,19 +105,15 @@ func (c *Settings) options(log *slog.Logger, closed chan struct{}) ([]nats.Optio
 		opts = append(opts, nats.UserInfo(c.User, string(c.Password)))
 	case c.Token != "":
 		opts = append(opts, nats.Token(string(c.Token)))
-	case c.NKeySeedFile != "":
-		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
-		if err != nil {
-			return nil, &envvar.Error{Var: "BRIDGE_NATS_NKEY_SEED_FILE", Err: err}
-		}
-		opts = append(opts, o)
+	case c.nkey != nil:
+		opts = append(opts, c.nkey)
 	case c.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
 	if c.tls != nil {
 		opts = append(opts, nats.Secure(c.tls))
 	}
-	return opts, nil
+	return opts
 }
 
 // connectedURL is the URL of the server nc is connected to, for logs.
