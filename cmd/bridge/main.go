@@ -48,6 +48,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/crash"
+	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/httpserver"
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
@@ -183,14 +184,14 @@ func leaderConfig(cfg *config.Config) (leader.Config, error) {
 	if lc.Namespace == "" {
 		ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 		if err != nil {
-			return lc, fmt.Errorf("BRIDGE_LEADER_ELECTION_NAMESPACE: not set, and not running in a pod: %w", err)
+			return lc, &envvar.Error{Var: "BRIDGE_LEADER_ELECTION_NAMESPACE", Err: fmt.Errorf("not set, and not running in a pod: %w", err)}
 		}
 		lc.Namespace = strings.TrimSpace(string(ns))
 	}
 	if lc.Identity == "" {
 		host, err := os.Hostname()
 		if err != nil {
-			return lc, fmt.Errorf("BRIDGE_LEADER_ELECTION_IDENTITY: not set, and no host name: %w", err)
+			return lc, &envvar.Error{Var: "BRIDGE_LEADER_ELECTION_IDENTITY", Err: fmt.Errorf("not set, and no host name: %w", err)}
 		}
 		lc.Identity = host
 	}
