@@ -87,7 +87,8 @@ var _ checkpoint.Store = (*Store)(nil)
 // partition, cleanup.policy=compact, cfg.ReplicationFactor) when it is
 // absent and cfg.CreateTopic allows; a missing topic is otherwise an error
 // that names it. It then reads every partition up to the end offsets it
-// finds, so that Load can answer from memory.
+// finds, so that Load can answer from memory. conn is the parsed
+// connection the sink uses too (kafka sink's Settings.Conn).
 func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, log *slog.Logger, opts ...Option) (*Store, error) {
 	if err := kafkaconn.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)

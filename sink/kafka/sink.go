@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -70,7 +71,12 @@ var (
 // In the state layout (BRIDGE_KAFKA_LAYOUT) topics it creates are
 // compacted; an existing topic that is not is used as it is, with a
 // warning (and a report, see [WithTopicCompaction]).
+//
+// cfg is what Config.Parse returned; New checks none of it again.
 func New(ctx context.Context, cfg *Settings, resources []schema.GroupVersionResource, log *slog.Logger, opts ...Option) (*Sink, error) {
+	if cfg == nil || cfg.conn == nil {
+		return nil, errors.New("kafka sink: settings not made by Config.Parse")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,7 +30,7 @@ const (
 // credentials and TLS of cfg, reconnecting forever with backoff once it is
 // established. It fails when no server can be reached at first, so that a
 // wrong address or credentials is a clear error at start-up. The caller
-// closes the connection.
+// closes the connection. cfg is what Config.Parse returned.
 func Connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, error) {
 	nc, _, err := connect(ctx, cfg, log)
 	return nc, err
@@ -38,6 +39,9 @@ func Connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, 
 // connect is Connect that also returns a channel closed once the
 // connection is closed.
 func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	if cfg == nil || len(cfg.servers) == 0 {
+		return nil, nil, errors.New("nats sink: settings not made by Config.Parse")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

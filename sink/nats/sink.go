@@ -43,8 +43,12 @@ var (
 // subjects, creating it when it is missing and
 // BRIDGE_NATS_CREATE_STREAM=true. It never changes an existing stream. It
 // fails if no server can be reached, if the stream is missing and may not
-// be created, or if it does not fit the layout.
+// be created, or if it does not fit the layout. cfg is what Config.Parse
+// returned; New checks none of it again.
 func New(ctx context.Context, cfg *Settings, log *slog.Logger) (*Sink, error) {
+	if cfg == nil || cfg.tmpl == nil {
+		return nil, errors.New("nats sink: settings not made by Config.Parse")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
