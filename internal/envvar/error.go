@@ -32,11 +32,11 @@ func (p Problems) Err() error { return errors.Join(p...) }
 // Split lists the errors errors.Join joined in err, or err alone; none
 // when err is nil.
 func Split(err error) []error {
-	if err == nil {
+	switch e := err.(type) {
+	case nil:
 		return nil
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
+	case interface{ Unwrap() []error }:
+		return e.Unwrap()
 	}
 	return []error{err}
 }
