@@ -111,7 +111,10 @@ type Settings struct {
 	Config
 	servers []*url.URL
 	tmpl    *Template
-	tls     *tls.Config // nil: no TLS files (a tls:// URL still uses TLS)
+	// tls is the TLS files read by Parse, nil without them (a tls:// URL
+	// still uses TLS). Connections read the files again at every connect
+	// to take up renewed certificates (see options).
+	tls *tls.Config
 	// nkey authenticates with the NKey seed file; it reads the seed again
 	// for each signature, so that the seed is not kept in memory.
 	nkey nats.Option

@@ -116,6 +116,15 @@ func (c *Settings) options(log *slog.Logger, closed chan struct{}) []nats.Option
 	}
 	if c.tls != nil {
 		opts = append(opts, nats.Secure(c.tls))
+		// Parse read the files to report their problems at start-up; these
+		// have nats.go read them again at every connect, so that
+		// certificates renewed on disk are taken up at the next reconnect.
+		if c.TLSFiles.CAFile != "" {
+			opts = append(opts, nats.RootCAs(c.TLSFiles.CAFile))
+		}
+		if c.TLSFiles.CertFile != "" {
+			opts = append(opts, nats.ClientCert(c.TLSFiles.CertFile, c.TLSFiles.KeyFile))
+		}
 	}
 	return opts
 }

@@ -61,7 +61,10 @@
 //
 // Config.Parse checks the BRIDGE_NATS_* variables once, reporting every
 // problem with the variable it names, and reads the TLS files; New and
-// Connect take the Settings it returns and check nothing again.
+// Connect take the Settings it returns and check nothing again. The TLS
+// and credentials files are read again at every connect, so that a
+// certificate or credentials renewed on disk are taken up at the next
+// reconnect.
 //
 // The connection reconnects forever, with exponential backoff, once it has
 // been established; New fails if no server can be reached at start-up.
