@@ -78,13 +78,14 @@ func main() {
 
 // run consumes until ctx ends (or o.maxEvents changes were printed).
 func run(ctx context.Context, o options, out io.Writer) error {
-	cfg := o.kafka
+	// Only the connection's variables matter here, not the sink's.
+	cfg := o.kafka.Config
 	cfg.Brokers = o.brokers
-	set, err := cfg.Parse()
+	conn, err := cfg.Parse()
 	if err != nil {
 		return err
 	}
-	dialer := set.Conn().Dialer()
+	dialer := conn.Dialer()
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:     o.brokers,
 		GroupID:     o.group,
