@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"reflect"
@@ -59,6 +61,10 @@ func TestLoadInvalid(t *testing.T) {
 		{name: "unknown checkpoint", env: []string{"BRIDGE_CHECKPOINT=weird"}, wantVars: []string{"BRIDGE_CHECKPOINT"}, wantText: []string{`"weird"`}},
 		{name: "file checkpoint without a path", env: []string{"BRIDGE_CHECKPOINT=file:"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
 		{name: "checkpoint kind in upper case", env: []string{"BRIDGE_CHECKPOINT=NONE"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
+		{name: "kafka sink without brokers", env: []string{"BRIDGE_SINK=kafka", "BRIDGE_KAFKA_LAYOUT=latest"}, wantVars: []string{"BRIDGE_KAFKA_BROKERS", "BRIDGE_KAFKA_LAYOUT"}, wantText: []string{"required", `"latest"`}},
+		{name: "kafka checkpoint topic", env: []string{"BRIDGE_CHECKPOINT=kafka:a/b", "BRIDGE_KAFKA_BROKERS=kafka:9092"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
+		{name: "nats-kv checkpoint's connection", env: []string{"BRIDGE_CHECKPOINT=nats-kv:cp", "BRIDGE_NATS_URL=http://nats:4222", "BRIDGE_NATS_TLS_CA_FILE=/nonexistent/ca.pem"},
+			wantVars: []string{"BRIDGE_NATS_URL", "BRIDGE_NATS_TLS_CA_FILE"}},
 		{name: "checkpoint interval zero", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=0s"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}, wantText: []string{"positive"}},
 		{name: "checkpoint interval negative", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=-1s"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}},
 		{name: "checkpoint interval unparsable", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=soon"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}, wantText: []string{"not a valid"}},
@@ -565,5 +571,72 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errWrite }
 func TestHelpWriteError(t *testing.T) {
 	if err := Help(failingWriter{}); !errors.Is(err, errWrite) {
 		t.Errorf("Help = %v, want the writer's error", err)
+	}
+}
+
+// Load parses the settings of the sinks and checkpoints in use, once, and
+// leaves those of the others unchecked.
+func TestLoadParsesSinkSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		env         []string
+		nats, kafka bool // whether Load parsed them
+	}{
+		{"stdout ignores the buses' settings", []string{"BRIDGE_NATS_URL=http://x", "BRIDGE_KAFKA_LAYOUT=latest"}, false, false},
+		{"nats sink", []string{"BRIDGE_SINK=nats"}, true, false},
+		{"kafka sink", []string{"BRIDGE_SINK=kafka", "BRIDGE_KAFKA_BROKERS=kafka:9092"}, false, true},
+		{"nats sink, kafka checkpoint", []string{"BRIDGE_SINK=nats", "BRIDGE_CHECKPOINT=kafka:cp", "BRIDGE_KAFKA_BROKERS=kafka:9092"}, true, true},
+		{"nats-kv checkpoint", []string{"BRIDGE_CHECKPOINT=nats-kv:cp"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(append([]string{"BRIDGE_RESOURCES=configmaps"}, tc.env...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.NATSSettings() != nil) != tc.nats || (c.KafkaSettings() != nil) != tc.kafka {
+				t.Errorf("NATS parsed %v, Kafka parsed %v; want %v, %v", c.NATSSettings() != nil, c.KafkaSettings() != nil, tc.nats, tc.kafka)
+			}
+			if tc.kafka {
+				want := c.KafkaSettings()
+				if got := c.KafkaCheckpoint(); !got.CreateTopic || got.ReplicationFactor != want.ReplicationFactor ||
+					got.MaxMessageBytes != want.MaxMessageBytes || got.BatchTimeout != want.BatchTimeout {
+					t.Errorf("checkpoint store's settings %+v differ from the sink's", got)
+				}
+			}
+		})
+	}
+}
+
+// Printing, logging or marshalling the whole configuration shows no
+// password or token, whichever bus they are for.
+func TestFormattedConfigHidesSecrets(t *testing.T) {
+	const natsPW, natsToken, kafkaPW = "nats-pa55word", "nats-t0ken", "kafka-pa55word"
+	c, err := Load([]string{
+		"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=kafka", "BRIDGE_CHECKPOINT=nats-kv:cp",
+		"BRIDGE_NATS_URL=nats://bridge:" + natsPW + "@nats:4222", "BRIDGE_NATS_USER=bridge", "BRIDGE_NATS_PASSWORD=" + natsPW,
+		"BRIDGE_KAFKA_BROKERS=kafka:9092", "BRIDGE_KAFKA_SASL_MECHANISM=plain", "BRIDGE_KAFKA_SASL_USERNAME=bridge", "BRIDGE_KAFKA_SASL_PASSWORD=" + kafkaPW,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withToken := *c
+	withToken.NATS.User, withToken.NATS.Password, withToken.NATS.Token = "", "", natsToken
+	var logged bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewJSONHandler(&logged, nil), slog.NewTextHandler(&logged, nil)} {
+		slog.New(h).Info("config", "config", c, "withToken", withToken, "nats", c.NATSSettings(), "kafka", c.KafkaSettings())
+	}
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{
+		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c), "%+v with a token": fmt.Sprintf("%+v", withToken),
+		"settings": fmt.Sprintf("%+v %+v", c.NATSSettings(), c.KafkaSettings()), "slog": logged.String(), "json": string(js),
+	} {
+		for _, secret := range []string{natsPW, natsToken, kafkaPW} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s shows %s:\n%s", name, secret, out)
+			}
+		}
 	}
 }

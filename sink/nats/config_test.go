@@ -184,8 +184,12 @@ func TestConfigStringHidesSecrets(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	cj, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for name, s := range map[string]string{
-		"String": c.String(), "%v": fmt.Sprintf("%v", c), "%+v outer": fmt.Sprintf("%+v", outer), "%#v": fmt.Sprintf("%#v", c),
+		"json": string(cj), "String": c.String(), "%v": fmt.Sprintf("%v", c), "%+v outer": fmt.Sprintf("%+v", outer), "%#v": fmt.Sprintf("%#v", c),
 		"settings %v": fmt.Sprintf("%v", set), "settings %+v": fmt.Sprintf("%+v", set), "slog": logged.String(),
 	} {
 		if containsAny(s, "url-pa55", "url-t0ken", "pa55word", "t0ken@", "t0ken ", `t0ken"`) || !strings.Contains(s, "h2:4222") {

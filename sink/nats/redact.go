@@ -1,6 +1,7 @@
 package nats
 
 import (
+	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -85,6 +86,15 @@ func (c Config) String() string {
 
 // GoString keeps %#v from showing the URL's credentials.
 func (c Config) GoString() string { return c.String() }
+
+// MarshalJSON keeps encoders, slog's JSON handler among them, from showing
+// the URL's credentials.
+func (c Config) MarshalJSON() ([]byte, error) {
+	shown := c
+	shown.URL = c.redactedURL()
+	type plain Config // without these methods
+	return json.Marshal(plain(shown))
+}
 
 // LogValue keeps slog from showing the URL's credentials.
 func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }
