@@ -25,7 +25,7 @@ func TestSecuredCluster(t *testing.T) {
 		checkpoint.Snapshot{Objects: map[string]checkpoint.Position{"ns/a": {UID: "u", ResourceVersion: "3"}}, LastResourceVersion: "4"})
 
 	cfg.SASLPassword = "wrong-password"
-	if s, err := Open(t.Context(), cfg, topic, nil); err == nil {
+	if s, err := openStore(t.Context(), t, cfg, topic); err == nil {
 		s.Close()
 		t.Error("Open with a wrong password succeeded")
 	} else if strings.Contains(err.Error(), "wrong-password") {

@@ -35,12 +35,24 @@ func config(t *testing.T, c *kafkatest.Cluster, vars map[string]string) kafka.Co
 	return cfg
 }
 
+// openStore parses cfg and opens the store on topic with it, as the
+// bridge does.
+func openStore(ctx context.Context, t *testing.T, cfg kafka.Config, topic string, opts ...Option) (*Store, error) {
+	t.Helper()
+	set, err := cfg.Parse()
+	if err != nil {
+		t.Fatalf("parse config: %v", err)
+	}
+	store := Config{CreateTopic: set.CreateTopics, ReplicationFactor: set.ReplicationFactor, MaxMessageBytes: set.MaxMessageBytes, BatchTimeout: set.BatchTimeout}
+	return Open(ctx, set.Conn(), topic, store, slog.New(slog.NewTextHandler(t.Output(), nil)), opts...)
+}
+
 // open opens the store on topic and closes it when the test ends.
 func open(t *testing.T, cfg kafka.Config, topic string, opts ...Option) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := Open(ctx, cfg, topic, slog.New(slog.NewTextHandler(t.Output(), nil)), opts...)
+	s, err := openStore(ctx, t, cfg, topic, opts...)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", topic, err)
 	}

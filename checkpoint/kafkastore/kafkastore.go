@@ -15,7 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/bounded"
-	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/internal/kafkaconn"
 )
 
 const (
@@ -32,6 +32,22 @@ const (
 	// one record per object changed since the last one: thousands at most.
 	batchSize = 5000
 )
+
+// Config is how Open makes and writes the topic; the bridge takes it from
+// the BRIDGE_KAFKA_* variables the sink reads too.
+type Config struct {
+	// CreateTopic creates a missing topic (BRIDGE_KAFKA_CREATE_TOPICS).
+	CreateTopic bool
+	// ReplicationFactor of a topic Open creates; -1 is the broker's
+	// default (BRIDGE_KAFKA_REPLICATION_FACTOR).
+	ReplicationFactor int
+	// MaxMessageBytes bounds a record and a produce request
+	// (BRIDGE_KAFKA_MAX_MESSAGE_BYTES).
+	MaxMessageBytes int
+	// BatchTimeout is how long a partial batch waits for more records
+	// (BRIDGE_KAFKA_BATCH_TIMEOUT); it must be positive.
+	BatchTimeout time.Duration
+}
 
 // Store is a checkpoint.Store kept in a compacted Kafka topic. It is safe
 // for concurrent use; Commits are applied one at a time, and Load does not
@@ -68,32 +84,22 @@ func WithDropped(f func(resource string)) Option { return func(s *Store) { s.dro
 var _ checkpoint.Store = (*Store)(nil)
 
 // Open makes sure topic exists and is compacted, creating it (one
-// partition, cleanup.policy=compact, BRIDGE_KAFKA_REPLICATION_FACTOR) when
-// it is absent and BRIDGE_KAFKA_CREATE_TOPICS allows; a missing topic is
-// otherwise an error that names it. It then reads every partition up to
-// the end offsets it finds, so that Load can answer from memory.
-func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger, opts ...Option) (*Store, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("checkpoint: kafka: %w", err)
-	}
-	if err := kafka.CheckTopicName(topic); err != nil {
+// partition, cleanup.policy=compact, cfg.ReplicationFactor) when it is
+// absent and cfg.CreateTopic allows; a missing topic is otherwise an error
+// that names it. It then reads every partition up to the end offsets it
+// finds, so that Load can answer from memory. conn is the parsed
+// connection the sink uses too (kafka sink's Settings.Conn).
+func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, log *slog.Logger, opts ...Option) (*Store, error) {
+	if err := kafkaconn.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	dialer, err := kafka.NewDialer(cfg)
-	if err != nil {
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
 	// The transport outlives Open's context: the final flush runs after
 	// the bridge's context has ended.
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	transport, err := kafka.NewTransport(tctx, cfg, []string{topic})
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("checkpoint: %w", err)
-	}
+	transport := conn.Transport(tctx, []string{topic})
 	s := &Store{
 		topic:     topic,
 		log:       log,
@@ -112,13 +118,13 @@ func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger,
 		defer cancel()
 	}
 	start := time.Now()
-	records, err := s.load(ctx, cfg, dialer)
+	records, err := s.load(ctx, conn, cfg)
 	if err != nil {
 		s.closeTransport()
 		return nil, fmt.Errorf("checkpoint: kafka: topic %s: %w", topic, err)
 	}
 	s.w = &kafkago.Writer{
-		Addr:         kafka.Addr(cfg),
+		Addr:         conn.Addr(),
 		Transport:    transport,
 		Balancer:     kafkago.Murmur2Balancer{Consistent: true},
 		RequiredAcks: kafkago.RequireAll, // a checkpoint must survive a broker
@@ -135,8 +141,8 @@ func Open(ctx context.Context, cfg kafka.Config, topic string, log *slog.Logger,
 
 // load ensures the topic and reads it to its end, returning the number of
 // records read.
-func (s *Store) load(ctx context.Context, cfg kafka.Config, dialer *kafkago.Dialer) (int, error) {
-	client := &kafkago.Client{Addr: kafka.Addr(cfg), Transport: s.transport}
+func (s *Store) load(ctx context.Context, conn *kafkaconn.Conn, cfg Config) (int, error) {
+	client := &kafkago.Client{Addr: conn.Addr(), Transport: s.transport}
 	if err := ensureTopic(ctx, client, cfg, s.topic, s.log); err != nil {
 		return 0, err
 	}
@@ -145,8 +151,9 @@ func (s *Store) load(ctx context.Context, cfg kafka.Config, dialer *kafkago.Dial
 		return 0, err
 	}
 	n := 0
+	dialer := conn.Dialer()
 	for _, sp := range sps {
-		err := readSpan(ctx, dialer, cfg.BrokerList(), s.topic, sp, func(m kafkago.Message) error {
+		err := readSpan(ctx, dialer, conn.Brokers(), s.topic, sp, func(m kafkago.Message) error {
 			n++
 			p, err := parse(m.Key, m.Value)
 			if err != nil {

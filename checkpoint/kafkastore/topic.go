@@ -8,7 +8,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/internal/kafkaconn"
 )
 
 // topicPartitions is the partition count of a checkpoint topic the store
@@ -18,11 +18,11 @@ import (
 const topicPartitions = 1
 
 // ensureTopic makes sure topic exists and is compacted. A missing topic is
-// created with cleanup.policy=compact when cfg allows it. An existing topic
+// created with cleanup.policy=compact when cfg.CreateTopic allows it. An existing topic
 // that is not compacted is an error: its records would expire, and a delete
 // that happened while the bridge was down would go unnoticed.
-func ensureTopic(ctx context.Context, client *kafkago.Client, cfg kafka.Config, topic string, log *slog.Logger) error {
-	created, err := kafka.EnsureTopics(ctx, client, cfg.CreateTopics, []kafkago.TopicConfig{{
+func ensureTopic(ctx context.Context, client *kafkago.Client, cfg Config, topic string, log *slog.Logger) error {
+	created, err := kafkaconn.EnsureTopics(ctx, client, cfg.CreateTopic, []kafkago.TopicConfig{{
 		Topic:             topic,
 		NumPartitions:     topicPartitions,
 		ReplicationFactor: cfg.ReplicationFactor,

@@ -3,7 +3,6 @@ package kafkastore
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"strconv"
 	"strings"
 	"testing"
@@ -19,7 +18,7 @@ func TestOpenTopic(t *testing.T) {
 	c := kafkatest.Start(t)
 	openErr := func(t *testing.T, vars map[string]string, topic string) error {
 		t.Helper()
-		s, err := Open(t.Context(), config(t, c, vars), topic, slog.New(slog.NewTextHandler(t.Output(), nil)))
+		s, err := openStore(t.Context(), t, config(t, c, vars), topic)
 		if err == nil {
 			s.Close()
 		}

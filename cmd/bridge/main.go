@@ -34,6 +34,7 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -48,6 +49,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/crash"
+	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/httpserver"
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
@@ -88,7 +90,7 @@ func run(args []string, environ []string, stderr io.Writer) int {
 	crash.Install(log)
 	klog.SetSlogLogger(log.With("component", "client-go"))
 
-	rc, err := restConfig()
+	rc, err := restConfig(cfg.Kubeconfig)
 	if err != nil {
 		log.Error("no Kubernetes client configuration", "err", err)
 		return 2
@@ -211,22 +213,20 @@ func leaderConfig(cfg *config.Config) (leader.Config, error) {
 	if lc.Namespace == "" {
 		ns, err := os.ReadFile("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
 		if err != nil {
-			return lc, fmt.Errorf("BRIDGE_LEADER_ELECTION_NAMESPACE: not set, and not running in a pod: %w", err)
+			return lc, &envvar.Error{Var: "BRIDGE_LEADER_ELECTION_NAMESPACE", Err: fmt.Errorf("not set, and not running in a pod: %w", err)}
 		}
 		lc.Namespace = strings.TrimSpace(string(ns))
 	}
 	if lc.Identity == "" {
 		host, err := os.Hostname()
 		if err != nil {
-			return lc, fmt.Errorf("BRIDGE_LEADER_ELECTION_IDENTITY: not set, and no host name: %w", err)
+			return lc, &envvar.Error{Var: "BRIDGE_LEADER_ELECTION_IDENTITY", Err: fmt.Errorf("not set, and no host name: %w", err)}
 		}
 		lc.Identity = host
 	}
 	return lc, nil
 }
 
-// restConfig uses KUBECONFIG when set; otherwise the in-cluster service
-// account, and failing that ~/.kube/config.
 // limitRate gives rc the bridge's own rate limit (see
 // config.Config.KubeQPS): one token bucket, which every client made from
 // rc, or from a copy of it, shares (discovery, the source's, the
@@ -238,13 +238,18 @@ func limitRate(rc *rest.Config, qps float32, burst int) {
 	rc.RateLimiter = flowcontrol.NewTokenBucketRateLimiter(qps, burst)
 }
 
-func restConfig() (*rest.Config, error) {
-	if os.Getenv(clientcmd.RecommendedConfigPathEnvVar) == "" {
-		if rc, err := rest.InClusterConfig(); err == nil {
-			return rc, nil
-		}
-	}
+// restConfig uses kubeconfig (KUBECONFIG, from the environment run was
+// given, a list of files as kubectl takes it) when set; otherwise the
+// in-cluster service account, and failing that ~/.kube/config.
+func restConfig(kubeconfig string) (*rest.Config, error) {
 	rules := clientcmd.NewDefaultClientConfigLoadingRules()
+	// The default rules read KUBECONFIG from the process's environment.
+	rules.Precedence = []string{clientcmd.RecommendedHomeFile}
+	if kubeconfig != "" {
+		rules.Precedence = filepath.SplitList(kubeconfig)
+	} else if rc, err := rest.InClusterConfig(); err == nil {
+		return rc, nil
+	}
 	return clientcmd.NewNonInteractiveDeferredLoadingClientConfig(rules, &clientcmd.ConfigOverrides{}).ClientConfig()
 }
 

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"os"
+	"path/filepath"
 	"testing"
 
 	"k8s.io/client-go/discovery"
@@ -8,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/util/flowcontrol"
 
+	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -43,5 +46,33 @@ func TestClientsShareOneRateLimiter(t *testing.T) {
 	}
 	if q := rc.RateLimiter.QPS(); q != 7 {
 		t.Errorf("shared limiter's QPS %v; want 7", q)
+	}
+}
+
+// KUBECONFIG is read from the environment run is given, like every other
+// variable, not from the process's.
+func TestKubeconfigFromTheGivenEnvironment(t *testing.T) {
+	dir := t.TempDir()
+	write := func(name, server string) string {
+		path := filepath.Join(dir, name)
+		kc := "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: " + server + "}\n" +
+			"users:\n- name: u\n  user: {token: t}\ncontexts:\n- name: x\n  context: {cluster: c, user: u}\ncurrent-context: x\n"
+		if err := os.WriteFile(path, []byte(kc), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		return path
+	}
+	given := write("given", "https://given.example:6443")
+	t.Setenv("KUBECONFIG", write("process", "https://process.example:6443"))
+	cfg, err := config.Load([]string{"BRIDGE_RESOURCES=configmaps", "KUBECONFIG=" + given})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rc, err := restConfig(cfg.Kubeconfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rc.Host != "https://given.example:6443" {
+		t.Errorf("client configured for %s; want the server of the KUBECONFIG given to run", rc.Host)
 	}
 }

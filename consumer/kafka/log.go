@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/internal/kafkaconn"
 	sinkkafka "github.com/kubebus/bridge/sink/kafka"
 )
 
@@ -93,7 +94,7 @@ func NewLog(client *kgo.Client, cfg Config, opts consumer.Options) (*Log, error)
 		}
 		topic = sinkkafka.TopicFor(prefix, schema.GroupVersionResource{Group: opts.Resource.Group, Resource: opts.Resource.Resource})
 	}
-	if err := sinkkafka.CheckTopicName(topic); err != nil {
+	if err := kafkaconn.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("consumer/kafka: topic: %w", err)
 	}
 	logger := opts.Logger

@@ -60,7 +60,7 @@ func (e *env) createStream(deleteTTL time.Duration, mod func(*jetstream.StreamCo
 		AllowMsgTTL:       true,
 		Duplicates:        time.Minute,
 		Metadata: map[string]string{
-			natssink.MetadataLayout:    natssink.LayoutState,
+			natssink.MetadataLayout:    string(natssink.LayoutState),
 			natssink.MetadataDeleteTTL: deleteTTL.String(),
 		},
 	}

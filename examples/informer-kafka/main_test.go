@@ -21,11 +21,15 @@ import (
 func TestRun(t *testing.T) {
 	c := kafkatest.Start(t)
 	var cfg kafka.Config
-	vars := map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ","), "BRIDGE_KAFKA_LAYOUT": kafka.LayoutState}
+	vars := map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ","), "BRIDGE_KAFKA_LAYOUT": string(kafka.LayoutState)}
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := kafka.New(t.Context(), cfg, []schema.GroupVersionResource{podphasestest.Pods}, slog.New(slog.DiscardHandler))
+	set, err := cfg.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{podphasestest.Pods}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

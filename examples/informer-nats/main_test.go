@@ -20,12 +20,16 @@ import (
 func TestRun(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	vars := srv.Env()
-	vars["BRIDGE_NATS_LAYOUT"] = natssink.LayoutState
+	vars["BRIDGE_NATS_LAYOUT"] = string(natssink.LayoutState)
 	var cfg natssink.Config
 	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		t.Fatal(err)
 	}
-	s, err := natssink.New(t.Context(), cfg, slog.New(slog.DiscardHandler))
+	set, err := cfg.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := natssink.New(t.Context(), set, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -78,10 +78,14 @@ func main() {
 
 // run consumes until ctx ends (or o.maxEvents changes were printed).
 func run(ctx context.Context, o options, out io.Writer) error {
-	dialer, err := kafka.NewDialer(o.kafka)
+	// Only the connection's variables matter here, not the sink's.
+	cfg := o.kafka.Config
+	cfg.Brokers = o.brokers
+	conn, err := cfg.Parse()
 	if err != nil {
 		return err
 	}
+	dialer := conn.Dialer()
 	r := kafkago.NewReader(kafkago.ReaderConfig{
 		Brokers:     o.brokers,
 		GroupID:     o.group,

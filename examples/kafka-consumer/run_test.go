@@ -44,7 +44,11 @@ func TestRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	s, err := kafka.New(t.Context(), cfg, []schema.GroupVersionResource{cms}, slog.New(slog.DiscardHandler))
+	set, err := cfg.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{cms}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

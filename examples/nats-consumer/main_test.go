@@ -85,16 +85,20 @@ func event(ns, name, rv, action string) *sink.Message {
 // stream is of the history layout, which keeps every change.
 func TestRun(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
-	publish := func(mode string, msgs ...*sink.Message) {
+	publish := func(mode natssink.CEMode, msgs ...*sink.Message) {
 		t.Helper()
 		vars := srv.Env()
-		vars["BRIDGE_NATS_CE_MODE"] = mode
-		vars["BRIDGE_NATS_LAYOUT"] = natssink.LayoutHistory
+		vars["BRIDGE_NATS_CE_MODE"] = string(mode)
+		vars["BRIDGE_NATS_LAYOUT"] = string(natssink.LayoutHistory)
 		var cfg natssink.Config
 		if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 			t.Fatal(err)
 		}
-		s, err := natssink.New(t.Context(), cfg, nil)
+		set, err := cfg.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := natssink.New(t.Context(), set, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -450,7 +450,7 @@ func (b *Bridge) openSink(ctx context.Context, resources []source.Resource, foll
 	log := b.log.With("component", "sink")
 	switch b.cfg.Sink {
 	case config.SinkNATS:
-		return natssink.New(ctx, b.cfg.NATS, log)
+		return natssink.New(ctx, b.cfg.NATSSettings(), log)
 	case config.SinkKafka:
 		gvrs := make([]schema.GroupVersionResource, len(resources))
 		for i, r := range resources {
@@ -460,7 +460,7 @@ func (b *Bridge) openSink(ctx context.Context, resources []source.Resource, foll
 		if followed {
 			opts = append(opts, kafkasink.WithResourcesAdded())
 		}
-		return kafkasink.New(ctx, b.cfg.Kafka, gvrs, log, opts...)
+		return kafkasink.New(ctx, b.cfg.KafkaSettings(), gvrs, log, opts...)
 	default:
 		return stdout.New(os.Stdout), nil
 	}
@@ -486,7 +486,7 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 		if ns, ok := b.sink.(*natssink.Sink); ok {
 			nc = ns.Conn()
 		} else {
-			c, err := natssink.Connect(ctx, b.cfg.NATS, log)
+			c, err := natssink.Connect(ctx, b.cfg.NATSSettings(), log)
 			if err != nil {
 				return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 			}
@@ -500,7 +500,7 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 		}
 		return s, release, nil
 	case config.CheckpointKafka:
-		s, err := kafkastore.Open(ctx, b.cfg.Kafka, arg, log, kafkastore.WithDropped(b.metrics.CheckpointRecordDropped))
+		s, err := kafkastore.Open(ctx, b.cfg.KafkaSettings().Conn(), arg, b.cfg.KafkaCheckpoint(), log, kafkastore.WithDropped(b.metrics.CheckpointRecordDropped))
 		if err != nil {
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}

@@ -3,14 +3,16 @@
 //
 // Every variable, its default and its meaning are declared in the struct
 // tags of Config, which is also where `bridge --help` reads them from.
-// Validate reports every problem at once, each naming its variable. No
-// value read here is ever logged as a whole, so that later secrets (broker
-// passwords, tokens) cannot leak through it.
+// Load reports every problem at once, each an *envvar.Error naming its
+// variable, and parses what needs parsing once: the selection, the view,
+// and the sinks' settings (NATSSettings, KafkaSettings), TLS files read
+// and all, which the sinks and checkpoint stores take as they are. No
+// value read here is ever logged as a whole, and passwords and tokens are
+// envvar.Secrets, so that no secret can leak through it.
 package config
 
 import (
 	"errors"
-	"fmt"
 	"iter"
 	"log/slog"
 	"math"
@@ -24,8 +26,11 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
+	"github.com/kubebus/bridge/checkpoint/kafkastore"
 	"github.com/kubebus/bridge/checkpoint/natskv"
+	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/filter"
+	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink/kafka"
@@ -59,7 +64,7 @@ type Config struct {
 	// cluster and nobody named it.
 	ClusterName string `env:"BRIDGE_CLUSTER_NAME" envDefault:"default" help:"the cluster's name in messages (event source and cluster attribute)"`
 
-	Sink string `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines), nats or kafka"`
+	Sink SinkKind `env:"BRIDGE_SINK" envDefault:"stdout" help:"where messages go: stdout (JSON lines), nats or kafka"`
 	// A file next to the process survives restarts without extra services.
 	Checkpoint string `env:"BRIDGE_CHECKPOINT" envDefault:"file:bridge-checkpoint.db" help:"where published positions are kept: file:<path>, nats-kv:<bucket>, kafka:<topic> or none"`
 	// One second bounds the repeats after a crash to about a second of
@@ -120,7 +125,9 @@ type Config struct {
 	KubeQPS   float32 `env:"BRIDGE_KUBE_QPS" envDefault:"50" help:"requests a second the bridge sends the API server, on average (client-go's rate limiter); see docs/operations.md"`
 	KubeBurst int     `env:"BRIDGE_KUBE_BURST" envDefault:"100" help:"requests the bridge may send the API server at once before BRIDGE_KUBE_QPS applies"`
 
-	// Kubeconfig is read by client-go; it is listed here for --help.
+	// Kubeconfig is the kubeconfig file the bridge's Kubernetes client is
+	// made from, read from the environment given to Load like every
+	// other variable.
 	Kubeconfig string `env:"KUBECONFIG" help:"kubeconfig file; when unset, the in-cluster service account is used, then ~/.kube/config"`
 
 	// NATS configures the NATS sink and the nats-kv checkpoint.
@@ -132,6 +139,10 @@ type Config struct {
 	view view.Config
 	// selection is Resources and ExcludeResources parsed (Selection).
 	selection source.Selection
+	// nats is NATS parsed (NATSSettings), when something uses it.
+	nats *nats.Settings
+	// kafka is Kafka parsed (KafkaSettings), when something uses it.
+	kafka *kafka.Settings
 }
 
 // ViewConfig is the definition of the view the bridge publishes (see
@@ -152,19 +163,26 @@ func (v ViewConfig) Defined() bool {
 	return v.Filter != "" || v.Fields != "" || v.DropFields != ""
 }
 
-// Sinks the bridge can publish to.
+// SinkKind is a sink the bridge can publish to (BRIDGE_SINK).
+type SinkKind string
+
+// Sinks.
 const (
-	SinkStdout = "stdout"
-	SinkNATS   = "nats"
-	SinkKafka  = "kafka"
+	SinkStdout SinkKind = "stdout"
+	SinkNATS   SinkKind = "nats"
+	SinkKafka  SinkKind = "kafka"
 )
+
+// CheckpointKind is where the checkpoint is kept: the part of
+// BRIDGE_CHECKPOINT before its first ':'.
+type CheckpointKind string
 
 // Checkpoint kinds.
 const (
-	CheckpointFile   = "file"
-	CheckpointNATSKV = "nats-kv"
-	CheckpointKafka  = "kafka"
-	CheckpointNone   = "none"
+	CheckpointFile   CheckpointKind = "file"
+	CheckpointNATSKV CheckpointKind = "nats-kv"
+	CheckpointKafka  CheckpointKind = "kafka"
+	CheckpointNone   CheckpointKind = "none"
 )
 
 // Load reads the configuration from environ ("KEY=value" strings, as
@@ -186,44 +204,35 @@ func Load(environ []string) (*Config, error) {
 	c.View.blankIsUnset()
 	errs := perr
 	for _, e := range c.problems() {
-		if !slices.ContainsFunc(perr, func(p *VarError) bool { return p.Var == e.Var }) {
+		if !slices.ContainsFunc(perr, func(p error) bool { return varOfError(p) == varOfError(e) }) {
 			errs = append(errs, e)
 		}
 	}
-	if len(errs) > 0 {
-		return nil, join(errs)
+	if err := errs.Err(); err != nil {
+		return nil, err
 	}
 	return &c, nil
 }
 
-// VarError is a problem with one variable.
-type VarError struct {
-	Var string
-	Err error
-}
-
-func (e *VarError) Error() string { return e.Var + ": " + e.Err.Error() }
-func (e *VarError) Unwrap() error { return e.Err }
-
-func join(errs []*VarError) error {
-	out := make([]error, len(errs))
-	for i, e := range errs {
-		out[i] = e
-	}
-	return errors.Join(out...)
-}
-
-// Validate checks every setting and reports all problems, joined, each
-// naming its variable.
+// Validate checks every setting, parsing what Load parses, and reports all
+// problems, joined, each an *envvar.Error naming its variable.
 func (c *Config) Validate() error {
-	return join(c.problems())
+	return c.problems().Err()
 }
 
-func (c *Config) problems() []*VarError {
-	var errs []*VarError
-	bad := func(name string, format string, args ...any) {
-		errs = append(errs, &VarError{Var: name, Err: fmt.Errorf(format, args...)})
+// varOfError is the variable an *envvar.Error names, or "" for another
+// error.
+func varOfError(err error) string {
+	var ve *envvar.Error
+	if errors.As(err, &ve) {
+		return ve.Var
 	}
+	return ""
+}
+
+func (c *Config) problems() envvar.Problems {
+	var errs envvar.Problems
+	bad := errs.Add
 	if len(c.Resources) == 0 {
 		bad("BRIDGE_RESOURCES", "required: name at least one resource, for example configmaps, or * for every resource")
 	}
@@ -260,16 +269,22 @@ func (c *Config) problems() []*VarError {
 		}
 	}
 	if kind == CheckpointKafka && arg != "" {
-		if err := kafka.CheckTopicName(arg); err != nil {
+		if err := kafkaconn.CheckTopicName(arg); err != nil {
 			bad("BRIDGE_CHECKPOINT", "%v", err)
 		}
 	}
-	// A sink's settings are checked only when something uses them.
+	// A sink's settings are parsed, and checked, only when something uses
+	// them.
+	c.nats, c.kafka = nil, nil
 	if c.Sink == SinkNATS || kind == CheckpointNATSKV {
-		errs = append(errs, varErrors(c.NATS.Validate())...)
+		set, err := c.NATS.Parse()
+		errs.Join(err)
+		c.nats = set
 	}
 	if c.Sink == SinkKafka || kind == CheckpointKafka {
-		errs = append(errs, varErrors(c.Kafka.Validate())...)
+		set, err := c.Kafka.Parse()
+		errs.Join(err)
+		c.kafka = set
 	}
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
@@ -369,7 +384,7 @@ func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
 		return // reported as required
 	}
 	sel, err := source.NewSelection(c.Resources, c.ExcludeResources)
-	for _, e := range unjoin(err) {
+	for _, e := range envvar.Split(err) {
 		var se *source.SelectionError
 		switch {
 		case errors.As(e, &se) && se.Exclusion:
@@ -387,15 +402,25 @@ func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
 // select, parsed by Load.
 func (c *Config) Selection() source.Selection { return c.selection }
 
-// unjoin lists the errors errors.Join joined in err, or err alone.
-func unjoin(err error) []error {
-	if err == nil {
-		return nil
+// NATSSettings is the NATS configuration parsed by Load, for the NATS sink
+// and the nats-kv checkpoint; nil when neither is configured.
+func (c *Config) NATSSettings() *nats.Settings { return c.nats }
+
+// KafkaSettings is the Kafka configuration parsed by Load, for the Kafka
+// sink and the kafka checkpoint; nil when neither is configured.
+func (c *Config) KafkaSettings() *kafka.Settings { return c.kafka }
+
+// KafkaCheckpoint is what the kafka checkpoint store takes from the
+// BRIDGE_KAFKA_* variables besides the connection: it creates its topic
+// and sizes its records as the sink does. Only for a loaded Config whose
+// KafkaSettings is not nil.
+func (c *Config) KafkaCheckpoint() kafkastore.Config {
+	return kafkastore.Config{
+		CreateTopic:       c.kafka.CreateTopics,
+		ReplicationFactor: c.kafka.ReplicationFactor,
+		MaxMessageBytes:   c.kafka.MaxMessageBytes,
+		BatchTimeout:      c.kafka.BatchTimeout,
 	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		return j.Unwrap()
-	}
-	return []error{err}
 }
 
 // ViewDefinition is the view's definition, compiled and parsed by Load.
@@ -426,34 +451,16 @@ func (v ViewConfig) set() []string {
 
 // CheckpointKind splits BRIDGE_CHECKPOINT into its kind and argument. The
 // kind is "" when the value is not understood.
-func (c *Config) CheckpointKind() (kind, arg string) {
-	if c.Checkpoint == CheckpointNone {
+func (c *Config) CheckpointKind() (kind CheckpointKind, arg string) {
+	if c.Checkpoint == string(CheckpointNone) {
 		return CheckpointNone, ""
 	}
-	for _, k := range []string{CheckpointFile, CheckpointNATSKV, CheckpointKafka} {
-		if arg, ok := strings.CutPrefix(c.Checkpoint, k+":"); ok {
+	for _, k := range []CheckpointKind{CheckpointFile, CheckpointNATSKV, CheckpointKafka} {
+		if arg, ok := strings.CutPrefix(c.Checkpoint, string(k)+":"); ok {
 			return k, arg
 		}
 	}
 	return "", ""
-}
-
-// varErrors splits a sink configuration's joined errors, each of which
-// starts with "VARIABLE: ", into VarErrors.
-func varErrors(err error) []*VarError {
-	if err == nil {
-		return nil
-	}
-	list := []error{err}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		list = j.Unwrap()
-	}
-	var out []*VarError
-	for _, e := range list {
-		name, _, _ := strings.Cut(e.Error(), ":")
-		out = append(out, &VarError{Var: name, Err: errors.New(strings.TrimSpace(strings.TrimPrefix(e.Error(), name+":")))})
-	}
-	return out
 }
 
 // Level is BRIDGE_LOG_LEVEL as a slog level.
@@ -478,31 +485,30 @@ func clean(in []string) []string {
 // so that each names its variable instead. Only typed values (numbers,
 // durations, booleans) can fail to parse; secrets are plain strings, so a
 // parse error never quotes one.
-func parseErrors(err error) []*VarError {
+func parseErrors(err error) envvar.Problems {
 	if err == nil {
 		return nil
 	}
 	var agg env.AggregateError
 	if !errors.As(err, &agg) {
-		return []*VarError{{Var: "environment", Err: err}}
+		return envvar.Problems{&envvar.Error{Var: "environment", Err: err}}
 	}
-	var errs []*VarError
+	var errs envvar.Problems
 	for _, e := range agg.Errors {
 		var pe env.ParseError
 		if errors.As(e, &pe) {
-			errs = append(errs, &VarError{Var: varOf(pe.Name), Err: fmt.Errorf("not a valid %s: %v", pe.Type, pe.Err)})
+			errs.Add(varOf(pe.Name), "not a valid %s: %v", pe.Type, pe.Err)
 			continue
 		}
-		errs = append(errs, &VarError{Var: "environment", Err: e})
+		errs = append(errs, &envvar.Error{Var: "environment", Err: e})
 	}
 	return errs
 }
 
 // varOf finds the variable of a field, in Config or a struct it holds.
 func varOf(field string) string {
-	for f := range variables() {
+	for name, f := range variables() {
 		if f.Name == field {
-			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 			return name
 		}
 	}
@@ -510,22 +516,24 @@ func varOf(field string) string {
 }
 
 // variables yields every field of Config that is read from a variable,
-// descending into the sink configurations, in declaration order.
-func variables() iter.Seq[reflect.StructField] {
-	var walk func(t reflect.Type, yield func(reflect.StructField) bool) bool
-	walk = func(t reflect.Type, yield func(reflect.StructField) bool) bool {
+// with the variable's name, descending into the sink configurations (and
+// the prefix their envPrefix tags give) in declaration order.
+func variables() iter.Seq2[string, reflect.StructField] {
+	var walk func(t reflect.Type, prefix string, yield func(string, reflect.StructField) bool) bool
+	walk = func(t reflect.Type, prefix string, yield func(string, reflect.StructField) bool) bool {
 		for f := range t.Fields() {
 			if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" && f.Type.PkgPath() != "time" {
-				if !walk(f.Type, yield) {
+				if !walk(f.Type, prefix+f.Tag.Get("envPrefix"), yield) {
 					return false
 				}
 				continue
 			}
-			if f.Tag.Get("env") != "" && !yield(f) {
+			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+			if name != "" && !yield(prefix+name, f) {
 				return false
 			}
 		}
 		return true
 	}
-	return func(yield func(reflect.StructField) bool) { walk(reflect.TypeFor[Config](), yield) }
+	return func(yield func(string, reflect.StructField) bool) { walk(reflect.TypeFor[Config](), "", yield) }
 }

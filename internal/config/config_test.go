@@ -2,7 +2,9 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"reflect"
@@ -10,14 +12,16 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/internal/envvar"
 )
 
-// vars lists the variable named by each *VarError in err, in order.
+// vars lists the variable named by each *envvar.Error in err, in order.
 func vars(err error) []string {
 	var out []string
 	var walk func(error)
 	walk = func(err error) {
-		var ve *VarError
+		var ve *envvar.Error
 		if errors.As(err, &ve) && ve == err {
 			out = append(out, ve.Var)
 			return
@@ -57,6 +61,10 @@ func TestLoadInvalid(t *testing.T) {
 		{name: "unknown checkpoint", env: []string{"BRIDGE_CHECKPOINT=weird"}, wantVars: []string{"BRIDGE_CHECKPOINT"}, wantText: []string{`"weird"`}},
 		{name: "file checkpoint without a path", env: []string{"BRIDGE_CHECKPOINT=file:"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
 		{name: "checkpoint kind in upper case", env: []string{"BRIDGE_CHECKPOINT=NONE"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
+		{name: "kafka sink without brokers", env: []string{"BRIDGE_SINK=kafka", "BRIDGE_KAFKA_LAYOUT=latest"}, wantVars: []string{"BRIDGE_KAFKA_BROKERS", "BRIDGE_KAFKA_LAYOUT"}, wantText: []string{"required", `"latest"`}},
+		{name: "kafka checkpoint topic", env: []string{"BRIDGE_CHECKPOINT=kafka:a/b", "BRIDGE_KAFKA_BROKERS=kafka:9092"}, wantVars: []string{"BRIDGE_CHECKPOINT"}},
+		{name: "nats-kv checkpoint's connection", env: []string{"BRIDGE_CHECKPOINT=nats-kv:cp", "BRIDGE_NATS_URL=http://nats:4222", "BRIDGE_NATS_TLS_CA_FILE=/nonexistent/ca.pem"},
+			wantVars: []string{"BRIDGE_NATS_URL", "BRIDGE_NATS_TLS_CA_FILE"}},
 		{name: "checkpoint interval zero", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=0s"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}, wantText: []string{"positive"}},
 		{name: "checkpoint interval negative", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=-1s"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}},
 		{name: "checkpoint interval unparsable", env: []string{"BRIDGE_CHECKPOINT_INTERVAL=soon"}, wantVars: []string{"BRIDGE_CHECKPOINT_INTERVAL"}, wantText: []string{"not a valid"}},
@@ -297,7 +305,7 @@ func TestLoadValid(t *testing.T) {
 			got, want := reflect.ValueOf(*c), reflect.ValueOf(tt.want)
 			for i := range got.NumField() {
 				f := got.Type().Field(i)
-				if f.Type.Kind() == reflect.Struct {
+				if f.Type.Kind() == reflect.Struct || !f.IsExported() {
 					continue
 				}
 				if !reflect.DeepEqual(got.Field(i).Interface(), want.Field(i).Interface()) {
@@ -414,7 +422,9 @@ func TestValidate(t *testing.T) {
 
 func TestCheckpointKind(t *testing.T) {
 	tests := []struct {
-		value, kind, arg string
+		value string
+		kind  CheckpointKind
+		arg   string
 	}{
 		{"none", CheckpointNone, ""},
 		{"file:cp.db", CheckpointFile, "cp.db"},
@@ -483,8 +493,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 	}
 
 	n := 0
-	for f := range envFields(reflect.TypeFor[Config]()) {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	for name, f := range envFields(reflect.TypeFor[Config]()) {
 		n++
 		t.Run(name, func(t *testing.T) {
 			row, ok := rows[name]
@@ -527,26 +536,29 @@ func TestHelpListsEveryVariable(t *testing.T) {
 }
 
 // envFields yields every field with an env tag in t and, depth first, in
-// the struct fields without one (such as a sink's own configuration).
-func envFields(t reflect.Type) iter.Seq[reflect.StructField] {
-	return func(yield func(reflect.StructField) bool) {
-		var walk func(t reflect.Type) bool
-		walk = func(t reflect.Type) bool {
+// the struct fields without one (such as a sink's own configuration), with
+// its variable's name: the env tag after the envPrefix tags of the structs
+// it is in.
+func envFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		var walk func(t reflect.Type, prefix string) bool
+		walk = func(t reflect.Type, prefix string) bool {
 			for f := range t.Fields() {
 				switch {
 				case f.Tag.Get("env") != "":
-					if !yield(f) {
+					name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+					if !yield(prefix+name, f) {
 						return false
 					}
 				case f.Type.Kind() == reflect.Struct:
-					if !walk(f.Type) {
+					if !walk(f.Type, prefix+f.Tag.Get("envPrefix")) {
 						return false
 					}
 				}
 			}
 			return true
 		}
-		walk(t)
+		walk(t, "")
 	}
 }
 
@@ -559,5 +571,72 @@ func (failingWriter) Write([]byte) (int, error) { return 0, errWrite }
 func TestHelpWriteError(t *testing.T) {
 	if err := Help(failingWriter{}); !errors.Is(err, errWrite) {
 		t.Errorf("Help = %v, want the writer's error", err)
+	}
+}
+
+// Load parses the settings of the sinks and checkpoints in use, once, and
+// leaves those of the others unchecked.
+func TestLoadParsesSinkSettings(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		env         []string
+		nats, kafka bool // whether Load parsed them
+	}{
+		{"stdout ignores the buses' settings", []string{"BRIDGE_NATS_URL=http://x", "BRIDGE_KAFKA_LAYOUT=latest"}, false, false},
+		{"nats sink", []string{"BRIDGE_SINK=nats"}, true, false},
+		{"kafka sink", []string{"BRIDGE_SINK=kafka", "BRIDGE_KAFKA_BROKERS=kafka:9092"}, false, true},
+		{"nats sink, kafka checkpoint", []string{"BRIDGE_SINK=nats", "BRIDGE_CHECKPOINT=kafka:cp", "BRIDGE_KAFKA_BROKERS=kafka:9092"}, true, true},
+		{"nats-kv checkpoint", []string{"BRIDGE_CHECKPOINT=nats-kv:cp"}, true, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := Load(append([]string{"BRIDGE_RESOURCES=configmaps"}, tc.env...))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if (c.NATSSettings() != nil) != tc.nats || (c.KafkaSettings() != nil) != tc.kafka {
+				t.Errorf("NATS parsed %v, Kafka parsed %v; want %v, %v", c.NATSSettings() != nil, c.KafkaSettings() != nil, tc.nats, tc.kafka)
+			}
+			if tc.kafka {
+				want := c.KafkaSettings()
+				if got := c.KafkaCheckpoint(); !got.CreateTopic || got.ReplicationFactor != want.ReplicationFactor ||
+					got.MaxMessageBytes != want.MaxMessageBytes || got.BatchTimeout != want.BatchTimeout {
+					t.Errorf("checkpoint store's settings %+v differ from the sink's", got)
+				}
+			}
+		})
+	}
+}
+
+// Printing, logging or marshalling the whole configuration shows no
+// password or token, whichever bus they are for.
+func TestFormattedConfigHidesSecrets(t *testing.T) {
+	const natsPW, natsToken, kafkaPW = "nats-pa55word", "nats-t0ken", "kafka-pa55word"
+	c, err := Load([]string{
+		"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=kafka", "BRIDGE_CHECKPOINT=nats-kv:cp",
+		"BRIDGE_NATS_URL=nats://bridge:" + natsPW + "@nats:4222", "BRIDGE_NATS_USER=bridge", "BRIDGE_NATS_PASSWORD=" + natsPW,
+		"BRIDGE_KAFKA_BROKERS=kafka:9092", "BRIDGE_KAFKA_SASL_MECHANISM=plain", "BRIDGE_KAFKA_SASL_USERNAME=bridge", "BRIDGE_KAFKA_SASL_PASSWORD=" + kafkaPW,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	withToken := *c
+	withToken.NATS.User, withToken.NATS.Password, withToken.NATS.Token = "", "", natsToken
+	var logged bytes.Buffer
+	for _, h := range []slog.Handler{slog.NewJSONHandler(&logged, nil), slog.NewTextHandler(&logged, nil)} {
+		slog.New(h).Info("config", "config", c, "withToken", withToken, "nats", c.NATSSettings(), "kafka", c.KafkaSettings())
+	}
+	js, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, out := range map[string]string{
+		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c), "%+v with a token": fmt.Sprintf("%+v", withToken),
+		"settings": fmt.Sprintf("%+v %+v", c.NATSSettings(), c.KafkaSettings()), "slog": logged.String(), "json": string(js),
+	} {
+		for _, secret := range []string{natsPW, natsToken, kafkaPW} {
+			if strings.Contains(out, secret) {
+				t.Errorf("%s shows %s:\n%s", name, secret, out)
+			}
+		}
 	}
 }

@@ -3,7 +3,6 @@ package config
 import (
 	"fmt"
 	"io"
-	"strings"
 	"text/tabwriter"
 )
 
@@ -11,8 +10,7 @@ import (
 func Help(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	for f := range variables() {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	for name, f := range variables() {
 		def, ok := f.Tag.Lookup("envDefault")
 		if !ok {
 			def = "-"

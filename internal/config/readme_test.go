@@ -20,8 +20,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		}
 		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.Trim(strings.TrimSpace(cells[2]), "`")
 	}
-	for f := range variables() {
-		name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
+	for name, f := range variables() {
 		def, hasDefault := f.Tag.Lookup("envDefault")
 		got, ok := rows[name]
 		switch {

@@ -33,10 +33,10 @@ func benchMessage(b *testing.B, kind string) *sink.Message {
 // BenchmarkRecord builds the record of an event as Publish does: topic,
 // key, value and headers, in both content modes.
 func BenchmarkRecord(b *testing.B) {
-	for _, mode := range []string{ModeStructured, ModeBinary} {
+	for _, mode := range []CEMode{ModeStructured, ModeBinary} {
 		for _, kind := range []string{"ConfigMap", "Pod"} {
-			b.Run(mode+"/"+kind, func(b *testing.B) {
-				cfg := loadConfig(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092", "BRIDGE_KAFKA_CE_MODE": mode})
+			b.Run(string(mode)+"/"+kind, func(b *testing.B) {
+				cfg := settings(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092", "BRIDGE_KAFKA_CE_MODE": string(mode)})
 				s := &Sink{cfg: cfg}
 				m := benchMessage(b, kind)
 				b.ReportAllocs()
@@ -53,7 +53,7 @@ func BenchmarkRecord(b *testing.B) {
 // BenchmarkRounds turns a batch of 500 messages of distinct ConfigMaps
 // into the rounds of records Publish writes, without writing them.
 func BenchmarkRounds(b *testing.B) {
-	cfg := loadConfig(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092"})
+	cfg := settings(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092"})
 	s := &Sink{cfg: cfg}
 	msgs := make([]*sink.Message, 500)
 	for i := range msgs {

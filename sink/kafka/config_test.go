@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"maps"
@@ -11,16 +12,22 @@ import (
 	"testing"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/test/kafkatest"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
 	c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka:9092"})
-	if err := c.Validate(); err != nil {
+	set, err := c.Parse()
+	if err != nil {
 		t.Fatalf("defaults with a broker: %v", err)
 	}
 	want := Config{
-		Brokers: []string{"kafka:9092"}, ClientID: "kubebus-bridge", TopicPrefix: "kube", CreateTopics: true,
+		Config:      kafkaconn.Config{Brokers: []string{"kafka:9092"}, ClientID: "kubebus-bridge"},
+		TopicPrefix: "kube", CreateTopics: true,
 		Partitions: -1, ReplicationFactor: -1, Layout: LayoutState, DeleteRetention: 24 * time.Hour,
 		CEMode: ModeStructured, Tombstones: true, RequiredAcks: AcksAll,
 		BatchSize: 500, BatchTimeout: 10 * time.Millisecond, Compression: "none", MaxMessageBytes: 1048576,
@@ -28,15 +35,20 @@ func TestDefaultsAreValid(t *testing.T) {
 	if fmt.Sprintf("%#v", c) != fmt.Sprintf("%#v", want) {
 		t.Errorf("defaults:\n got %#v\nwant %#v", c, want)
 	}
-	if tc, err := c.TLSConfig(); tc != nil || err != nil {
-		t.Errorf("TLS is on by default: %v, %v", tc, err)
+	if set.Conn().TLS() {
+		t.Error("TLS is on by default")
 	}
-	if m, err := c.SASL(); m != nil || err != nil {
-		t.Errorf("SASL is on by default: %v, %v", m, err)
+	if m := set.Conn().SASLMechanism(); m != "" {
+		t.Errorf("SASL is on by default: %s", m)
+	}
+	if set.acks != kafkago.RequireAll || set.codec != 0 {
+		t.Errorf("parsed acks %v, codec %v; want all and none", set.acks, set.codec)
 	}
 }
 
-func TestValidate(t *testing.T) {
+// Parse reports every problem, each an *envvar.Error that names its
+// variable.
+func TestParseNamesTheVariables(t *testing.T) {
 	pki := kafkatest.NewPKI(t)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
@@ -45,7 +57,7 @@ func TestValidate(t *testing.T) {
 	tests := []struct {
 		name string
 		vars map[string]string
-		want []string // each error must start with one of these, in order
+		want []string // each error must start with one of these, in order, and name its variable
 	}{
 		{"valid everything", map[string]string{
 			"BRIDGE_KAFKA_TOPIC": "all-changes", "BRIDGE_KAFKA_PARTITIONS": "6", "BRIDGE_KAFKA_REPLICATION_FACTOR": "3",
@@ -103,16 +115,21 @@ func TestValidate(t *testing.T) {
 				vars[k] = v
 			}
 			c := loadConfig(t, vars)
-			err := c.Validate()
-			var got []string
-			if err != nil {
-				got = strings.Split(err.Error(), "\n")
+			set, err := c.Parse()
+			if (set == nil) == (err == nil) {
+				t.Fatalf("Parse = %v, %v: want settings or an error", set, err)
 			}
+			got := envvar.Split(err)
 			if len(got) != len(tt.want) {
-				t.Fatalf("Validate: %d errors, want %d:\n%v", len(got), len(tt.want), err)
+				t.Fatalf("Parse: %d errors, want %d:\n%v", len(got), len(tt.want), err)
 			}
 			for i, w := range tt.want {
-				if !strings.HasPrefix(got[i], w) {
+				var ve *envvar.Error
+				name, _, _ := strings.Cut(w, ":")
+				if !errors.As(got[i], &ve) || ve.Var != name {
+					t.Errorf("error %d: %v, want an *envvar.Error naming %s", i, got[i], name)
+				}
+				if !strings.HasPrefix(got[i].Error(), w) {
 					t.Errorf("error %d: %q, want it to start with %q", i, got[i], w)
 				}
 			}
@@ -123,7 +140,8 @@ func TestValidate(t *testing.T) {
 	}
 }
 
-// The password shows nowhere: not in fmt's verbs, slog or JSON.
+// The password shows nowhere: not in fmt's verbs, slog or JSON, whether
+// the Config, its parsed Settings or the connection is shown.
 func TestPasswordNeverShown(t *testing.T) {
 	const pw = "hunter2-very-secret"
 	c := loadConfig(t, map[string]string{
@@ -133,22 +151,28 @@ func TestPasswordNeverShown(t *testing.T) {
 	if string(c.SASLPassword) != pw {
 		t.Fatalf("password not read: %q", c.SASLPassword)
 	}
-	var logged strings.Builder
-	slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "config", c, "password", c.SASLPassword)
-	slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "config", c, "password", c.SASLPassword)
-	js, err := json.Marshal(c)
+	set, err := c.Parse()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, out := range map[string]string{
-		"%v": fmt.Sprintf("%v", c), "%+v": fmt.Sprintf("%+v", c), "%#v": fmt.Sprintf("%#v", c), "Sprint": fmt.Sprint(c.SASLPassword),
-		"slog": logged.String(), "json": string(js),
-	} {
-		if strings.Contains(out, pw) {
-			t.Errorf("%s shows the password: %s", name, out)
+	for name, v := range map[string]any{"config": c, "settings": set, "conn": set.Conn()} {
+		var logged strings.Builder
+		slog.New(slog.NewJSONHandler(&logged, nil)).Info("config", "config", v, "password", c.SASLPassword)
+		slog.New(slog.NewTextHandler(&logged, nil)).Info("config", "config", v, "password", c.SASLPassword)
+		js, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
 		}
-		if !strings.Contains(out, redacted) {
-			t.Errorf("%s does not say the password is redacted: %s", name, out)
+		for verb, out := range map[string]string{
+			"%v": fmt.Sprintf("%v", v), "%+v": fmt.Sprintf("%+v", v), "%#v": fmt.Sprintf("%#v", v), "Sprint": fmt.Sprint(c.SASLPassword),
+			"slog": logged.String(), "json": string(js),
+		} {
+			if strings.Contains(out, pw) {
+				t.Errorf("%s %s shows the password: %s", name, verb, out)
+			}
+			if name == "config" && !strings.Contains(out, envvar.Redacted) {
+				t.Errorf("%s %s does not say the password is redacted: %s", name, verb, out)
+			}
 		}
 	}
 }
@@ -205,12 +229,8 @@ func TestCreateConfigs(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			vars := map[string]string{"BRIDGE_KAFKA_BROKERS": "kafka:9092"}
 			maps.Copy(vars, tt.vars)
-			c := loadConfig(t, vars)
-			if err := c.Validate(); err != nil {
-				t.Fatal(err)
-			}
-			if got := configString(c.CreateConfigs()); got != tt.want {
-				t.Errorf("CreateConfigs() = %q, want %q", got, tt.want)
+			if got := configString(settings(t, vars).createConfig); got != tt.want {
+				t.Errorf("configs of created topics = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -21,12 +21,12 @@ func DecodeRecord(value []byte, headers map[string]string) (*sink.Message, error
 	m := &sink.Message{}
 	if strings.HasPrefix(headers[HeaderContentType], "application/cloudevents+json") {
 		if err := m.UnmarshalJSON(value); err != nil {
-			return nil, fmt.Errorf("kafka: %w", err)
+			return nil, fmt.Errorf("kafka sink: %w", err)
 		}
 		return m, nil
 	}
 	if headers[headerPrefix+"specversion"] == "" {
-		return nil, fmt.Errorf("kafka: not a CloudEvent: content-type %q and no %sspecversion header", headers[HeaderContentType], headerPrefix)
+		return nil, fmt.Errorf("kafka sink: not a CloudEvent: content-type %q and no %sspecversion header", headers[HeaderContentType], headerPrefix)
 	}
 	// Binary mode: put the attributes back into the structured form.
 	event := map[string]any{"data": json.RawMessage(value), "datacontenttype": headers[HeaderContentType]}
@@ -39,17 +39,17 @@ func DecodeRecord(value []byte, headers map[string]string) (*sink.Message, error
 		if attr == "snapshot" || attr == "contentomitted" {
 			b, err := strconv.ParseBool(v)
 			if err != nil {
-				return nil, fmt.Errorf("kafka: header %s: %w", name, err)
+				return nil, fmt.Errorf("kafka sink: header %s: %w", name, err)
 			}
 			event[attr] = b
 		}
 	}
 	b, err := json.Marshal(event)
 	if err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
 	if err := m.UnmarshalJSON(b); err != nil {
-		return nil, fmt.Errorf("kafka: %w", err)
+		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
 	return m, nil
 }

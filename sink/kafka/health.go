@@ -91,7 +91,7 @@ func (s *Sink) brokersError(err error) error {
 	if err == nil {
 		return nil
 	}
-	return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.BrokerList(), ","), err)
+	return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.conn.Brokers(), ","), err)
 }
 
 // recent returns the last outcome, and whether it is recent enough to

@@ -33,13 +33,25 @@ func loadConfig(t testing.TB, vars map[string]string) Config {
 	return c
 }
 
+// settings reads a Config from vars and parses it, failing t when it is
+// invalid.
+func settings(t testing.TB, vars map[string]string) *Settings {
+	t.Helper()
+	c := loadConfig(t, vars)
+	s, err := c.Parse()
+	if err != nil {
+		t.Fatalf("parse config: %v", err)
+	}
+	return s
+}
+
 // clusterConfig is the default configuration for c's brokers, with vars
-// on top.
-func clusterConfig(t *testing.T, c *kafkatest.Cluster, vars map[string]string) Config {
+// on top, parsed.
+func clusterConfig(t *testing.T, c *kafkatest.Cluster, vars map[string]string) *Settings {
 	t.Helper()
 	all := map[string]string{"BRIDGE_KAFKA_BROKERS": joinAddrs(c.Addrs())}
 	maps.Copy(all, vars)
-	return loadConfig(t, all)
+	return settings(t, all)
 }
 
 func joinAddrs(addrs []string) string {
@@ -58,7 +70,7 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // newSink starts a sink that the end of t closes.
-func newSink(t *testing.T, cfg Config, resources ...schema.GroupVersionResource) *Sink {
+func newSink(t *testing.T, cfg *Settings, resources ...schema.GroupVersionResource) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

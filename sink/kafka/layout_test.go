@@ -49,7 +49,7 @@ func (s *syncBuffer) String() string {
 
 // newLayoutSink starts a sink that reports compaction to r and logs to
 // logs as well as the test's output.
-func newLayoutSink(t *testing.T, cfg Config, r *compactionReports, logs *syncBuffer, resources ...schema.GroupVersionResource) *Sink {
+func newLayoutSink(t *testing.T, cfg *Settings, r *compactionReports, logs *syncBuffer, resources ...schema.GroupVersionResource) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()

@@ -1,13 +1,14 @@
 package kafka
 
 import (
-	"fmt"
 	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kubebus/bridge/internal/envvar"
 )
 
 // minDeleteRetention is the shortest BRIDGE_KAFKA_DELETE_RETENTION: a
@@ -22,32 +23,32 @@ const (
 	configDeleteRetention = "delete.retention.ms"
 )
 
-// layoutProblems reports a layout that is not one, and, in the state
-// layout, every setting that contradicts it. Each error names the variable
-// at fault and BRIDGE_KAFKA_LAYOUT.
-func (c *Config) layoutProblems() []error {
+// checkLayout reports a layout that is not one, and, in the state layout,
+// every setting that contradicts it, extra (BRIDGE_KAFKA_TOPIC_CONFIGS
+// parsed) included when parsed is true. Each problem names the variable at
+// fault and BRIDGE_KAFKA_LAYOUT.
+func (c *Config) checkLayout(p *envvar.Problems, extra []kafkago.ConfigEntry, parsed bool) {
 	switch c.Layout {
 	case LayoutState:
 	case LayoutHistory:
-		return nil
+		return
 	default:
-		return []error{fmt.Errorf("BRIDGE_KAFKA_LAYOUT: %q is not a layout; use state or history", c.Layout)}
+		p.Add("BRIDGE_KAFKA_LAYOUT", "%q is not a layout; use state or history", c.Layout)
+		return
 	}
-	var errs []error
 	if c.DeleteRetention < minDeleteRetention || c.DeleteRetention%time.Millisecond != 0 {
-		errs = append(errs, fmt.Errorf("BRIDGE_KAFKA_DELETE_RETENTION: must be whole milliseconds and at least %s, got %s", minDeleteRetention, c.DeleteRetention))
+		p.Add("BRIDGE_KAFKA_DELETE_RETENTION", "must be whole milliseconds and at least %s, got %s", minDeleteRetention, c.DeleteRetention)
 	}
 	if !c.Tombstones {
-		errs = append(errs, fmt.Errorf("BRIDGE_KAFKA_TOMBSTONES: false contradicts BRIDGE_KAFKA_LAYOUT=state: without tombstones a deleted object's last record stays in the compacted topic for good, and consumers take the object for live; set BRIDGE_KAFKA_TOMBSTONES=true, or BRIDGE_KAFKA_LAYOUT=history"))
+		p.Add("BRIDGE_KAFKA_TOMBSTONES", "false contradicts BRIDGE_KAFKA_LAYOUT=state: without tombstones a deleted object's last record stays in the compacted topic for good, and consumers take the object for live; set BRIDGE_KAFKA_TOMBSTONES=true, or BRIDGE_KAFKA_LAYOUT=history")
 	}
-	entries, err := ParseTopicConfigs(c.TopicConfigs)
-	if err != nil {
-		return errs // Validate reports it
+	if !parsed {
+		return // reported by Parse
 	}
 	contradicts := func(e kafkago.ConfigEntry, why string) {
-		errs = append(errs, fmt.Errorf("BRIDGE_KAFKA_TOPIC_CONFIGS: %s=%s contradicts BRIDGE_KAFKA_LAYOUT=state: %s", e.ConfigName, e.ConfigValue, why))
+		p.Add("BRIDGE_KAFKA_TOPIC_CONFIGS", "%s=%s contradicts BRIDGE_KAFKA_LAYOUT=state: %s", e.ConfigName, e.ConfigValue, why)
 	}
-	for _, e := range entries {
+	for _, e := range extra {
 		switch e.ConfigName {
 		case configCleanupPolicy:
 			if !hasPolicy(e.ConfigValue, "compact") {
@@ -61,16 +62,14 @@ func (c *Config) layoutProblems() []error {
 			contradicts(e, "set how long tombstones stay with BRIDGE_KAFKA_DELETE_RETENTION instead")
 		}
 	}
-	return errs
 }
 
-// CreateConfigs is the configs of the topics the bridge creates. In the
-// state layout they are cleanup.policy=compact, retention.ms=-1 and
-// delete.retention.ms of BRIDGE_KAFKA_DELETE_RETENTION, with
-// BRIDGE_KAFKA_TOPIC_CONFIGS on top (Validate has made sure they agree); in
-// the history layout BRIDGE_KAFKA_TOPIC_CONFIGS alone. c must be valid.
-func (c *Config) CreateConfigs() []kafkago.ConfigEntry {
-	extra, _ := ParseTopicConfigs(c.TopicConfigs) // checked by Validate
+// createConfigs is the configs of the topics the bridge creates, given
+// extra, BRIDGE_KAFKA_TOPIC_CONFIGS parsed. In the state layout they are
+// cleanup.policy=compact, retention.ms=-1 and delete.retention.ms of
+// BRIDGE_KAFKA_DELETE_RETENTION, with extra on top (checkLayout has made
+// sure they agree); in the history layout extra alone.
+func (c *Config) createConfigs(extra []kafkago.ConfigEntry) []kafkago.ConfigEntry {
 	if c.Layout != LayoutState {
 		return extra
 	}

@@ -18,7 +18,7 @@ func TestEncodeDecode(t *testing.T) {
 	left := message(configmaps, "ns", "left", "deleted", 11)
 	left.Reason = "left-filter"
 	tests := []struct {
-		mode    string
+		mode    CEMode
 		msg     *sink.Message
 		headers map[string]string // must be present with these values
 		absent  []string
@@ -42,8 +42,8 @@ func TestEncodeDecode(t *testing.T) {
 		{ModeBinary, left, map[string]string{"ce_reason": "left-filter", "ce_type": "io.kubebus.object.deleted"}, nil},
 	}
 	for _, tt := range tests {
-		t.Run(tt.mode+"/"+tt.msg.Subject, func(t *testing.T) {
-			s := &Sink{cfg: loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092", "BRIDGE_KAFKA_CE_MODE": tt.mode})}
+		t.Run(string(tt.mode)+"/"+tt.msg.Subject, func(t *testing.T) {
+			s := &Sink{cfg: settings(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092", "BRIDGE_KAFKA_CE_MODE": string(tt.mode)})}
 			rec, err := s.encode(tt.msg, "kube.configmaps", []byte(tt.msg.Key()))
 			if err != nil {
 				t.Fatal(err)

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net"
@@ -13,6 +14,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/sink"
 )
 
@@ -36,7 +39,7 @@ const (
 // Publish writes its own batch, and batches of different goroutines share
 // produce requests when they go to the same partition at the same time.
 type Sink struct {
-	cfg  Config
+	cfg  *Settings
 	log  *slog.Logger
 	addr net.Addr
 
@@ -71,9 +74,11 @@ var (
 // In the state layout (BRIDGE_KAFKA_LAYOUT) topics it creates are
 // compacted; an existing topic that is not is used as it is, with a
 // warning (and a report, see [WithTopicCompaction]).
-func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResource, log *slog.Logger, opts ...Option) (*Sink, error) {
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("kafka sink: %w", err)
+//
+// cfg is what Config.Parse returned; New checks none of it again.
+func New(ctx context.Context, cfg *Settings, resources []schema.GroupVersionResource, log *slog.Logger, opts ...Option) (*Sink, error) {
+	if cfg == nil || cfg.conn == nil {
+		return nil, errors.New("kafka sink: settings not made by Config.Parse")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
@@ -82,12 +87,10 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 	for _, opt := range opts {
 		opt(&o)
 	}
-	topics, err := topicsOf(&cfg, resources)
+	topics, err := topicsOf(&cfg.Config, resources)
 	if err != nil {
 		return nil, fmt.Errorf("kafka sink: %w", err)
 	}
-	acks, _ := cfg.requiredAcks()
-	codec, _ := cfg.compression()
 
 	// The transport outlives New's context: the pipeline drains after the
 	// bridge's context has ended. Its metadata covers the sink's topics,
@@ -97,12 +100,9 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 		metadataTopics = nil
 	}
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
-	transport, err := NewTransport(tctx, cfg, metadataTopics)
-	if err != nil {
-		stop()
-		return nil, fmt.Errorf("kafka sink: %w", err)
-	}
-	s := &Sink{cfg: cfg, log: log, addr: Addr(cfg), transport: transport, stop: stop, opts: o}
+	conn := cfg.Conn()
+	transport := conn.Transport(tctx, metadataTopics)
+	s := &Sink{cfg: cfg, log: log, addr: conn.Addr(), transport: transport, stop: stop, opts: o}
 
 	sctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()
@@ -111,24 +111,23 @@ func New(ctx context.Context, cfg Config, resources []schema.GroupVersionResourc
 		return nil, err
 	}
 
-	s.w = s.writer(acks, codec, cfg.BatchSize, cfg.BatchTimeout)
-	s.alone = s.writer(acks, codec, 1, cfg.BatchTimeout)
-	if acks != kafkago.RequireAll {
+	s.w = s.writer(cfg.BatchSize)
+	s.alone = s.writer(1)
+	if cfg.acks != kafkago.RequireAll {
 		log.Warn("BRIDGE_KAFKA_REQUIRED_ACKS is not all: a broker failure can lose changes the bridge counted as delivered", "acks", cfg.RequiredAcks)
 	}
-	tlsConfig, _ := cfg.TLSConfig()
-	if cfg.saslMechanism() == SASLPlain && tlsConfig == nil {
+	if conn.SASLMechanism() == kafkaconn.SASLPlain && !conn.TLS() {
 		log.Warn("SASL PLAIN without TLS sends the password in clear text; set BRIDGE_KAFKA_TLS=true")
 	}
-	log.Info("kafka sink ready", "brokers", cfg.BrokerList(), "topics", topics, "layout", cfg.Layout, "mode", cfg.CEMode,
+	log.Info("kafka sink ready", "brokers", conn.Brokers(), "topics", topics, "layout", cfg.Layout, "mode", cfg.CEMode,
 		"tombstones", cfg.Tombstones, "acks", cfg.RequiredAcks, "compression", cfg.Compression,
-		"tls", tlsConfig != nil, "sasl", cfg.saslMechanism())
+		"tls", conn.TLS(), "sasl", conn.SASLMechanism())
 	return s, nil
 }
 
 // ensureTopics makes sure topics exist, as New says, and records them.
 func (s *Sink) ensureTopics(ctx context.Context, topics []string) error {
-	configs := s.cfg.CreateConfigs()
+	configs := s.cfg.createConfig
 	specs := make([]kafkago.TopicConfig, len(topics))
 	for i, t := range topics {
 		specs[i] = kafkago.TopicConfig{
@@ -138,9 +137,9 @@ func (s *Sink) ensureTopics(ctx context.Context, topics []string) error {
 			ConfigEntries:     configs,
 		}
 	}
-	created, err := EnsureTopics(ctx, s.client(startTimeout), s.cfg.CreateTopics, specs)
+	created, err := kafkaconn.EnsureTopics(ctx, s.client(startTimeout), s.cfg.CreateTopics, specs)
 	if err != nil {
-		return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.BrokerList(), ","), err)
+		return fmt.Errorf("kafka sink: brokers %s: %w", strings.Join(s.cfg.conn.Brokers(), ","), err)
 	}
 	for _, t := range created {
 		s.log.Info("created topic", "topic", t, "layout", s.cfg.Layout, "partitions", s.cfg.Partitions, "replicationFactor", s.cfg.ReplicationFactor,
@@ -171,7 +170,7 @@ func (s *Sink) ensureTopics(ctx context.Context, topics []string) error {
 // resources it is given (creating it when BRIDGE_KAFKA_CREATE_TOPICS is
 // true). A resource New was not given needs WithResourcesAdded.
 func (s *Sink) Prepare(ctx context.Context, resource schema.GroupVersionResource) error {
-	topics, err := topicsOf(&s.cfg, []schema.GroupVersionResource{resource})
+	topics, err := topicsOf(&s.cfg.Config, []schema.GroupVersionResource{resource})
 	if err != nil {
 		return fmt.Errorf("kafka sink: %w", err)
 	}
@@ -200,14 +199,11 @@ func configString(configs []kafkago.ConfigEntry) string {
 }
 
 // topicsOf lists the topics of resources, each once: the single
-// BRIDGE_KAFKA_TOPIC, or one per resource.
+// BRIDGE_KAFKA_TOPIC (checked by Parse), or one per resource.
 func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, error) {
 	var topics []string
 	if cfg.Topic != "" {
 		topics = append(topics, cfg.Topic)
-		if err := CheckTopicName(cfg.Topic); err != nil {
-			return nil, fmt.Errorf("BRIDGE_KAFKA_TOPIC: %w", err)
-		}
 	}
 	for _, r := range resources {
 		t := cfg.TopicOf(r)
@@ -216,8 +212,8 @@ func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, e
 		}
 		// A custom resource's group may be 253 characters, which with the
 		// prefix and the resource passes Kafka's limit.
-		if err := CheckTopicName(t); err != nil {
-			return nil, fmt.Errorf("BRIDGE_KAFKA_TOPIC_PREFIX: resource %s: %w; use a shorter prefix, or one topic for every resource (BRIDGE_KAFKA_TOPIC)", r.GroupResource(), err)
+		if err := kafkaconn.CheckTopicName(t); err != nil {
+			return nil, &envvar.Error{Var: "BRIDGE_KAFKA_TOPIC_PREFIX", Err: fmt.Errorf("resource %s: %w; use a shorter prefix, or one topic for every resource (BRIDGE_KAFKA_TOPIC)", r.GroupResource(), err)}
 		}
 		topics = append(topics, t)
 	}
@@ -225,17 +221,17 @@ func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, e
 }
 
 // writer returns a kafka-go writer with the sink's delivery settings.
-func (s *Sink) writer(acks kafkago.RequiredAcks, codec kafkago.Compression, batchSize int, batchTimeout time.Duration) *kafkago.Writer {
+func (s *Sink) writer(batchSize int) *kafkago.Writer {
 	return &kafkago.Writer{
 		Addr:         s.addr,
 		Balancer:     balancer,
 		MaxAttempts:  writeAttempts,
 		BatchSize:    batchSize,
 		BatchBytes:   int64(s.cfg.MaxMessageBytes),
-		BatchTimeout: batchTimeout,
+		BatchTimeout: s.cfg.BatchTimeout,
 		WriteTimeout: writeTimeout,
-		RequiredAcks: acks,
-		Compression:  codec,
+		RequiredAcks: s.cfg.acks,
+		Compression:  s.cfg.codec,
 		Transport:    s.transport,
 		Logger:       logger(s.log, slog.LevelDebug),
 		ErrorLogger:  logger(s.log, slog.LevelWarn),

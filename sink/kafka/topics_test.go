@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/sink"
 )
 
@@ -25,7 +26,7 @@ func TestTopicFor(t *testing.T) {
 			if got := TopicFor(tt.prefix, tt.gvr); got != tt.want {
 				t.Errorf("TopicFor(%q, %v) = %q, want %q", tt.prefix, tt.gvr, got, tt.want)
 			}
-			if err := CheckTopicName(tt.want); err != nil {
+			if err := kafkaconn.CheckTopicName(tt.want); err != nil {
 				t.Errorf("CheckTopicName(%q): %v", tt.want, err)
 			}
 		})
@@ -55,30 +56,17 @@ func TestTopicAndKeyOf(t *testing.T) {
 	}
 }
 
-func TestCheckTopicName(t *testing.T) {
-	for _, bad := range []string{"", ".", "..", "a/b", "a b", "ü", strings.Repeat("x", 250)} {
-		if CheckTopicName(bad) == nil {
-			t.Errorf("CheckTopicName(%q) = nil, want an error", bad)
-		}
-	}
-	for _, good := range []string{"kube", "a.b_c-D9", strings.Repeat("x", 249)} {
-		if err := CheckTopicName(good); err != nil {
-			t.Errorf("CheckTopicName(%q): %v", good, err)
-		}
-	}
-}
-
 // A resource whose topic would pass Kafka's 249 characters, such as a
 // custom resource with a long group, is a start-up error that names the
 // resource and its topic's length; a topic of exactly 249 is fine.
 func TestTopicOfLongGroup(t *testing.T) {
 	c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092"})
 	group := func(n int) string { return strings.Repeat("g", n-len(".example.com")) + ".example.com" }
-	fits := schema.GroupVersionResource{Group: group(maxTopicName - len("kube.widgets.")), Version: "v1", Resource: "widgets"}
-	if topics, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, fits}); err != nil || len(topics[1]) != maxTopicName {
+	fits := schema.GroupVersionResource{Group: group(kafkaconn.MaxTopicName - len("kube.widgets.")), Version: "v1", Resource: "widgets"}
+	if topics, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, fits}); err != nil || len(topics[1]) != kafkaconn.MaxTopicName {
 		t.Fatalf("topic of %d characters: %v, %v", len(TopicFor("kube", fits)), topics, err)
 	}
-	long := schema.GroupVersionResource{Group: group(maxTopicName - len("kube.widgets.") + 1), Version: "v1", Resource: "widgets"}
+	long := schema.GroupVersionResource{Group: group(kafkaconn.MaxTopicName - len("kube.widgets.") + 1), Version: "v1", Resource: "widgets"}
 	_, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, long})
 	if err == nil || !strings.Contains(err.Error(), "widgets."+long.Group[:20]) || !strings.Contains(err.Error(), "250 characters") {
 		t.Fatalf("topic of 250 characters: %v, want an error naming the resource and the length", err)

@@ -93,7 +93,7 @@ func TestAuthentication(t *testing.T) {
 			}
 			publish := func(vars map[string]string) {
 				t.Helper()
-				s, err := New(t.Context(), parseEnv(t, vars), log)
+				s, err := New(t.Context(), parse(t, parseEnv(t, vars)), log)
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
@@ -115,7 +115,7 @@ func TestAuthentication(t *testing.T) {
 
 			vars := srv.Env()
 			tc.wrong(vars)
-			_, err := New(t.Context(), parseEnv(t, vars), log)
+			_, err := New(t.Context(), parse(t, parseEnv(t, vars)), log)
 			if err == nil {
 				t.Fatal("New with wrong credentials succeeded")
 			}

@@ -45,16 +45,16 @@ func benchMessages(b *testing.B) []struct {
 // BenchmarkEncode builds the NATS message of an event: subject, headers
 // and body, in both content modes.
 func BenchmarkEncode(b *testing.B) {
-	for _, mode := range []string{CEStructured, CEBinary} {
+	for _, mode := range []CEMode{CEStructured, CEBinary} {
 		for _, bm := range benchMessages(b) {
-			b.Run(mode+"/"+bm.name, func(b *testing.B) {
+			b.Run(string(mode)+"/"+bm.name, func(b *testing.B) {
 				cfg := defaults(b)
 				cfg.CEMode = mode
 				tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 				if err != nil {
 					b.Fatal(err)
 				}
-				s := &Sink{cfg: cfg, tmpl: tmpl}
+				s := &Sink{cfg: &Settings{Config: cfg}, tmpl: tmpl}
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := s.encode(bm.msg); err != nil {

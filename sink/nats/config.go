@@ -1,53 +1,64 @@
 package nats
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/kubebus/bridge/internal/envvar"
 )
 
-// Delivery modes (BRIDGE_NATS_MODE).
+// Mode is a delivery mode (BRIDGE_NATS_MODE).
+type Mode string
+
+// Delivery modes.
 const (
 	// ModeJetStream publishes to a stream and waits for each message's
 	// PubAck: at least once, with repeats dropped by Nats-Msg-Id.
-	ModeJetStream = "jetstream"
+	ModeJetStream Mode = "jetstream"
 	// ModeCore publishes on core NATS: at most once.
-	ModeCore = "core"
+	ModeCore Mode = "core"
 )
 
-// CloudEvents content modes (BRIDGE_NATS_CE_MODE).
+// CEMode is a CloudEvents content mode (BRIDGE_NATS_CE_MODE).
+type CEMode string
+
+// CloudEvents content modes.
 const (
 	// CEStructured sends the whole event as JSON in the body.
-	CEStructured = "structured"
+	CEStructured CEMode = "structured"
 	// CEBinary sends the attributes as ce- headers and the data as body.
-	CEBinary = "binary"
+	CEBinary CEMode = "binary"
 )
 
 // Config is the NATS sink's part of the bridge configuration, read from
 // BRIDGE_NATS_* variables. Each field's env tag names its variable,
 // envDefault gives its default and help its meaning for `bridge --help`.
-// The connection settings also serve the nats-kv checkpoint.
+// The connection settings also serve the nats-kv checkpoint. Parse turns a
+// Config into the Settings that New and Connect take.
 type Config struct {
 	// The NATS default port on the local host, where a sidecar or a
 	// port-forward usually listens.
 	URL string `env:"BRIDGE_NATS_URL" envDefault:"nats://127.0.0.1:4222" help:"comma-separated server URLs (nats://, tls://, ws://, wss://); credentials in a URL are never logged"`
 
-	User         string `env:"BRIDGE_NATS_USER" help:"user name, with BRIDGE_NATS_PASSWORD"`
-	Password     string `env:"BRIDGE_NATS_PASSWORD" help:"password, with BRIDGE_NATS_USER (never logged)"`
-	Token        string `env:"BRIDGE_NATS_TOKEN" help:"authentication token (never logged)"`
-	NKeySeedFile string `env:"BRIDGE_NATS_NKEY_SEED_FILE" help:"file holding an NKey seed to authenticate with"`
-	CredsFile    string `env:"BRIDGE_NATS_CREDS_FILE" help:"credentials file (user JWT and NKey seed) to authenticate with"`
-	TLSCAFile    string `env:"BRIDGE_NATS_TLS_CA_FILE" help:"PEM file of the CAs that sign the server's certificate; setting it turns TLS on"`
-	TLSCertFile  string `env:"BRIDGE_NATS_TLS_CERT_FILE" help:"PEM client certificate for mutual TLS, with BRIDGE_NATS_TLS_KEY_FILE"`
-	TLSKeyFile   string `env:"BRIDGE_NATS_TLS_KEY_FILE" help:"PEM private key of BRIDGE_NATS_TLS_CERT_FILE"`
+	User         string          `env:"BRIDGE_NATS_USER" help:"user name, with BRIDGE_NATS_PASSWORD"`
+	Password     envvar.Secret   `env:"BRIDGE_NATS_PASSWORD" help:"password, with BRIDGE_NATS_USER (never logged)"`
+	Token        envvar.Secret   `env:"BRIDGE_NATS_TOKEN" help:"authentication token (never logged)"`
+	NKeySeedFile string          `env:"BRIDGE_NATS_NKEY_SEED_FILE" help:"file holding an NKey seed to authenticate with"`
+	CredsFile    string          `env:"BRIDGE_NATS_CREDS_FILE" help:"credentials file (user JWT and NKey seed) to authenticate with"`
+	TLSFiles     envvar.TLSFiles `envPrefix:"BRIDGE_NATS_"`
 	// Ten seconds notices a recovered server quickly without a reconnect
 	// storm from many bridges after an outage.
 	ReconnectMaxWait time.Duration `env:"BRIDGE_NATS_RECONNECT_MAX_WAIT" envDefault:"10s" help:"longest wait between reconnect attempts; the bridge reconnects forever, backing off from 250ms"`
 
 	// JetStream is the mode that does not lose changes.
-	Mode string `env:"BRIDGE_NATS_MODE" envDefault:"jetstream" help:"jetstream (at least once: wait for each message's PubAck) or core (at most once)"`
+	Mode Mode `env:"BRIDGE_NATS_MODE" envDefault:"jetstream" help:"jetstream (at least once: wait for each message's PubAck) or core (at most once)"`
 	// "kube" says what the subjects carry and is short to type in
 	// subscriptions.
 	SubjectPrefix string `env:"BRIDGE_NATS_SUBJECT_PREFIX" envDefault:"kube" help:"first tokens of every subject; the stream the bridge creates captures <prefix>.>"`
@@ -57,12 +68,12 @@ type Config struct {
 	Subject string `env:"BRIDGE_NATS_SUBJECT" help:"subject layout: tokens separated by dots, each a fixed word or one of {prefix} (first), {cluster}, {group}, {version}, {resource}, {kind}, {namespace}, {name}, {action}. Default: {prefix}.{cluster}.{group}.{resource}.{namespace}.{name} in the state layout, which needs {group}, {resource}, {namespace} and {name} and refuses {version} and {action}; {prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name} in the history layout and in core mode"`
 	// Structured mode is what the stdout sink writes, so consumers read
 	// one format everywhere.
-	CEMode string `env:"BRIDGE_NATS_CE_MODE" envDefault:"structured" help:"CloudEvents content mode: structured (JSON event in the body) or binary (ce- headers, data in the body)"`
+	CEMode CEMode `env:"BRIDGE_NATS_CE_MODE" envDefault:"structured" help:"CloudEvents content mode: structured (JSON event in the body) or binary (ce- headers, data in the body)"`
 
 	// The state layout lets a consumer that starts at any time read the
 	// whole current state from the stream; history is the layout of
 	// earlier versions, kept for consumers that want every change.
-	Layout string `env:"BRIDGE_NATS_LAYOUT" envDefault:"state" help:"state (the stream keeps each object's latest message for as long as the object lives; a delete expires after BRIDGE_NATS_DELETE_TTL) or history (the stream keeps every message for BRIDGE_NATS_STREAM_MAX_AGE). An existing stream of the other layout is a start-up error, never changed"`
+	Layout Layout `env:"BRIDGE_NATS_LAYOUT" envDefault:"state" help:"state (the stream keeps each object's latest message for as long as the object lives; a delete expires after BRIDGE_NATS_DELETE_TTL) or history (the stream keeps every message for BRIDGE_NATS_STREAM_MAX_AGE). An existing stream of the other layout is a start-up error, never changed"`
 	// A day lets a consumer that was away for a night still see the
 	// deletes it missed; a consumer away longer reads the state again.
 	DeleteTTL time.Duration `env:"BRIDGE_NATS_DELETE_TTL" envDefault:"24h" help:"state layout: how long a deleted object's last message (the delete) stays in the stream before it expires; whole seconds, at least 1s"`
@@ -92,14 +103,30 @@ type Config struct {
 // tell when the state layout ignores a value set on purpose.
 const defaultStreamMaxAge = 168 * time.Hour
 
-// Validate reports every problem, joined; each error starts with the name
-// of the variable at fault ("BRIDGE_NATS_URL: ..."). No message quotes a
+// Settings is a Config parsed and checked by Parse: what New and Connect
+// take. The Config's fields read as they were given; what needed parsing
+// (the server URLs, the subject template, the TLS files) is parsed once,
+// here. Printed, it shows the Config with its secrets redacted.
+type Settings struct {
+	Config
+	servers []*url.URL
+	tmpl    *Template
+	// tls is the TLS files read by Parse, nil without them (a tls:// URL
+	// still uses TLS). Connections read the files again at every connect
+	// to take up renewed certificates (see options).
+	tls *tls.Config
+	// nkey authenticates with the NKey seed file; it reads the seed again
+	// for each signature, so that the seed is not kept in memory.
+	nkey nats.Option
+}
+
+// Parse checks c and parses it into Settings. It reports every problem,
+// joined, each an *envvar.Error naming its variable. No message quotes a
 // password, a token or a URL's credentials.
-func (c *Config) Validate() error {
-	var errs []error
-	bad := func(name, format string, args ...any) {
-		errs = append(errs, fmt.Errorf(name+": "+format, args...))
-	}
+func (c *Config) Parse() (*Settings, error) {
+	var p envvar.Problems
+	bad := p.Add
+	set := &Settings{Config: *c}
 
 	servers, err := c.servers()
 	if err != nil {
@@ -107,6 +134,7 @@ func (c *Config) Validate() error {
 	} else if len(servers) == 0 {
 		bad("BRIDGE_NATS_URL", "required: name at least one server, such as nats://127.0.0.1:4222")
 	}
+	set.servers = servers
 
 	switch {
 	case c.User != "" && c.Password == "":
@@ -116,7 +144,7 @@ func (c *Config) Validate() error {
 	}
 	var methods []string
 	for _, m := range []struct{ name, value string }{
-		{"BRIDGE_NATS_USER", c.User}, {"BRIDGE_NATS_TOKEN", c.Token},
+		{"BRIDGE_NATS_USER", c.User}, {"BRIDGE_NATS_TOKEN", string(c.Token)},
 		{"BRIDGE_NATS_NKEY_SEED_FILE", c.NKeySeedFile}, {"BRIDGE_NATS_CREDS_FILE", c.CredsFile},
 	} {
 		if m.value != "" {
@@ -126,20 +154,22 @@ func (c *Config) Validate() error {
 	if len(methods) > 1 {
 		bad(methods[1], "set together with %s; choose one way to authenticate", strings.Join(append(methods[:1:1], methods[2:]...), " and "))
 	}
-	for _, f := range []struct{ name, path string }{
-		{"BRIDGE_NATS_NKEY_SEED_FILE", c.NKeySeedFile}, {"BRIDGE_NATS_CREDS_FILE", c.CredsFile},
-		{"BRIDGE_NATS_TLS_CA_FILE", c.TLSCAFile}, {"BRIDGE_NATS_TLS_CERT_FILE", c.TLSCertFile},
-		{"BRIDGE_NATS_TLS_KEY_FILE", c.TLSKeyFile},
-	} {
-		if err := checkFile(f.path); err != nil {
-			bad(f.name, "%v", err)
+	if err := checkFile(c.NKeySeedFile); err != nil {
+		bad("BRIDGE_NATS_NKEY_SEED_FILE", "%v", err)
+	} else if c.NKeySeedFile != "" {
+		if set.nkey, err = nats.NkeyOptionFromSeed(c.NKeySeedFile); err != nil {
+			bad("BRIDGE_NATS_NKEY_SEED_FILE", "%v", err)
 		}
 	}
-	switch {
-	case c.TLSCertFile != "" && c.TLSKeyFile == "":
-		bad("BRIDGE_NATS_TLS_KEY_FILE", "required with BRIDGE_NATS_TLS_CERT_FILE")
-	case c.TLSCertFile == "" && c.TLSKeyFile != "":
-		bad("BRIDGE_NATS_TLS_CERT_FILE", "required with BRIDGE_NATS_TLS_KEY_FILE")
+	// The credentials file is read at every connect, so that rotated
+	// credentials are taken up.
+	if err := checkFile(c.CredsFile); err != nil {
+		bad("BRIDGE_NATS_CREDS_FILE", "%v", err)
+	}
+	if c.TLSFiles.Set() {
+		// The server's name comes from the URL of each server.
+		set.tls, err = c.TLSFiles.Config("BRIDGE_NATS_", "")
+		p.Join(err)
 	}
 	if c.ReconnectMaxWait <= 0 {
 		bad("BRIDGE_NATS_RECONNECT_MAX_WAIT", "must be positive, got %s", c.ReconnectMaxWait)
@@ -156,10 +186,13 @@ func (c *Config) Validate() error {
 		bad("BRIDGE_NATS_SUBJECT_PREFIX", "%q: %v", c.SubjectPrefix, err)
 	} else if t, err := ParseTemplate(c.SubjectLayout(), c.SubjectPrefix); err != nil {
 		bad("BRIDGE_NATS_SUBJECT", "%q: %v", c.SubjectLayout(), err)
-	} else if c.Layout == LayoutState && c.Mode == ModeJetStream {
+	} else {
+		set.tmpl = t
 		// Core NATS keeps nothing, so no subject has to hold a state.
-		if err := t.servesState(); err != nil {
-			bad("BRIDGE_NATS_SUBJECT", "%q cannot serve BRIDGE_NATS_LAYOUT=state: %v", c.SubjectLayout(), err)
+		if c.Layout == LayoutState && c.Mode == ModeJetStream {
+			if err := t.servesState(); err != nil {
+				bad("BRIDGE_NATS_SUBJECT", "%q cannot serve BRIDGE_NATS_LAYOUT=state: %v", c.SubjectLayout(), err)
+			}
 		}
 	}
 	switch {
@@ -194,7 +227,10 @@ func (c *Config) Validate() error {
 	if c.AckTimeout <= 0 {
 		bad("BRIDGE_NATS_ACK_TIMEOUT", "must be positive, got %s", c.AckTimeout)
 	}
-	return errors.Join(errs...)
+	if err := p.Err(); err != nil {
+		return nil, err
+	}
+	return set, nil
 }
 
 // SubjectLayout is the subject layout in use: BRIDGE_NATS_SUBJECT, or when

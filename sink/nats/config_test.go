@@ -1,18 +1,22 @@
 package nats
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/internal/envvar"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
 	c := defaults(t)
-	if err := c.Validate(); err != nil {
+	if _, err := c.Parse(); err != nil {
 		t.Fatalf("defaults: %v", err)
 	}
 	if !c.CreateStream || c.Mode != ModeJetStream || c.CEMode != CEStructured || c.Layout != LayoutState ||
@@ -37,7 +41,9 @@ func TestDefaultsAreValid(t *testing.T) {
 	}
 }
 
-func TestValidate(t *testing.T) {
+// Parse reports every problem, each an *envvar.Error that names its
+// variable.
+func TestParseNamesTheVariables(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "f.pem")
 	if err := os.WriteFile(file, []byte("x"), 0o600); err != nil {
@@ -55,8 +61,10 @@ func TestValidate(t *testing.T) {
 		{"password without user", map[string]string{"BRIDGE_NATS_PASSWORD": "p4ss"}, []string{"BRIDGE_NATS_USER"}},
 		{"two ways to authenticate", map[string]string{"BRIDGE_NATS_USER": "u", "BRIDGE_NATS_PASSWORD": "p4ss", "BRIDGE_NATS_TOKEN": "t0ken"}, []string{"BRIDGE_NATS_TOKEN"}},
 		{"missing files", map[string]string{"BRIDGE_NATS_CREDS_FILE": filepath.Join(dir, "none.creds"), "BRIDGE_NATS_TLS_CA_FILE": dir}, []string{"BRIDGE_NATS_CREDS_FILE", "BRIDGE_NATS_TLS_CA_FILE"}},
+		{"NKey seed file without a seed", map[string]string{"BRIDGE_NATS_NKEY_SEED_FILE": file}, []string{"BRIDGE_NATS_NKEY_SEED_FILE"}},
 		{"certificate without key", map[string]string{"BRIDGE_NATS_TLS_CERT_FILE": file}, []string{"BRIDGE_NATS_TLS_KEY_FILE"}},
-		{"TLS files", map[string]string{"BRIDGE_NATS_TLS_CA_FILE": file, "BRIDGE_NATS_TLS_CERT_FILE": file, "BRIDGE_NATS_TLS_KEY_FILE": file}, nil},
+		{"TLS files that are not PEM", map[string]string{"BRIDGE_NATS_TLS_CA_FILE": file, "BRIDGE_NATS_TLS_CERT_FILE": file, "BRIDGE_NATS_TLS_KEY_FILE": file},
+			[]string{"BRIDGE_NATS_TLS_CA_FILE", "BRIDGE_NATS_TLS_CERT_FILE"}},
 		{"mode", map[string]string{"BRIDGE_NATS_MODE": "streaming"}, []string{"BRIDGE_NATS_MODE"}},
 		{"core mode", map[string]string{"BRIDGE_NATS_MODE": "core"}, nil},
 		// Core NATS stores nothing: the state layout's subject rule does not apply.
@@ -84,16 +92,18 @@ func TestValidate(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := parseEnv(t, tc.vars)
-			err := c.Validate()
+			set, err := c.Parse()
+			if (set == nil) == (err == nil) {
+				t.Fatalf("Parse = %v, %v: want settings or an error", set, err)
+			}
 			var got []string
-			if err != nil {
-				for _, e := range err.(interface{ Unwrap() []error }).Unwrap() {
-					name, _, ok := strings.Cut(e.Error(), ": ")
-					if !ok || !strings.HasPrefix(name, "BRIDGE_NATS_") {
-						t.Errorf("error %q does not start with a variable name", e)
-					}
-					got = append(got, name)
+			for _, e := range envvar.Split(err) {
+				var ve *envvar.Error
+				if !errors.As(e, &ve) || !strings.HasPrefix(e.Error(), ve.Var+": ") {
+					t.Errorf("error %q is not an *envvar.Error that starts with its variable", e)
+					continue
 				}
+				got = append(got, ve.Var)
 			}
 			if strings.Join(got, " ") != strings.Join(tc.want, " ") {
 				t.Errorf("variables at fault: %v, want %v (err: %v)", got, tc.want, err)
@@ -110,12 +120,12 @@ func TestValidateHidesSecrets(t *testing.T) {
 		"BRIDGE_NATS_PASSWORD": password,
 		"BRIDGE_NATS_TOKEN":    token,
 	})
-	err := c.Validate()
+	_, err := c.Parse()
 	if err == nil {
-		t.Fatal("Validate passed")
+		t.Fatal("Parse passed")
 	}
 	if msg := err.Error(); strings.Contains(msg, password) || strings.Contains(msg, token) {
-		t.Fatalf("Validate's message holds a secret: %s", msg)
+		t.Fatalf("Parse's message holds a secret: %s", msg)
 	}
 	if got := c.redactedURL(); strings.Contains(got, password) || strings.Contains(got, token) || !strings.Contains(got, "h:4222") {
 		t.Errorf("redactedURL = %q", got)
@@ -152,19 +162,42 @@ func TestReconnectDelay(t *testing.T) {
 	}
 }
 
-// Printing the configuration, alone or inside another struct, hides its
-// secrets.
+// Printing or logging the configuration or its parsed settings, alone or
+// inside another struct, hides its secrets: the password, the token and
+// those in URLs.
 func TestConfigStringHidesSecrets(t *testing.T) {
 	c := parseEnv(t, map[string]string{
 		"BRIDGE_NATS_URL":      "nats://u:url-pa55@h:4222,nats://url-t0ken@h2:4222",
 		"BRIDGE_NATS_PASSWORD": "pa55word",
 		"BRIDGE_NATS_TOKEN":    "t0ken",
 	})
+	if c.Password != "pa55word" || c.Token != "t0ken" {
+		t.Fatalf("secrets not read: %q, %q", string(c.Password), string(c.Token))
+	}
+	set := &Settings{Config: c}
 	outer := struct{ NATS Config }{c}
-	for _, s := range []string{c.String(), fmt.Sprintf("%v", c), fmt.Sprintf("%+v", outer)} {
-		if containsAny(s, "url-pa55", "url-t0ken", "pa55word", "t0ken@", "t0ken ") || !strings.Contains(s, "h2:4222") {
-			t.Errorf("printed: %s", s)
+	var logged strings.Builder
+	for _, h := range []slog.Handler{slog.NewJSONHandler(&logged, nil), slog.NewTextHandler(&logged, nil)} {
+		slog.New(h).Info("config", "config", c, "settings", set, "password", c.Password, "token", c.Token)
+	}
+	js, err := json.Marshal(struct{ P, T envvar.Secret }{c.Password, c.Token})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cj, err := json.Marshal(set)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, s := range map[string]string{
+		"json": string(cj), "String": c.String(), "%v": fmt.Sprintf("%v", c), "%+v outer": fmt.Sprintf("%+v", outer), "%#v": fmt.Sprintf("%#v", c),
+		"settings %v": fmt.Sprintf("%v", set), "settings %+v": fmt.Sprintf("%+v", set), "slog": logged.String(),
+	} {
+		if containsAny(s, "url-pa55", "url-t0ken", "pa55word", "t0ken@", "t0ken ", `t0ken"`) || !strings.Contains(s, "h2:4222") {
+			t.Errorf("%s printed: %s", name, s)
 		}
+	}
+	if s := string(js); containsAny(s, "pa55word", "t0ken") || !strings.Contains(s, envvar.Redacted) {
+		t.Errorf("JSON: %s", s)
 	}
 }
 
@@ -197,7 +230,7 @@ func TestStateLayoutSubject(t *testing.T) {
 	} {
 		t.Run(tc.subject, func(t *testing.T) {
 			c := parseEnv(t, map[string]string{"BRIDGE_NATS_SUBJECT": tc.subject})
-			err := c.Validate()
+			_, err := c.Parse()
 			if len(tc.want) == 0 {
 				if err != nil {
 					t.Fatalf("Validate: %v", err)
@@ -208,7 +241,7 @@ func TestStateLayoutSubject(t *testing.T) {
 				t.Fatalf("Validate: %v, want %q", err, tc.want)
 			}
 			h := parseEnv(t, map[string]string{"BRIDGE_NATS_SUBJECT": tc.subject, "BRIDGE_NATS_LAYOUT": "history"})
-			if err := h.Validate(); err != nil {
+			if _, err := h.Parse(); err != nil {
 				t.Errorf("history layout: %v", err)
 			}
 		})

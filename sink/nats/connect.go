@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -29,15 +30,18 @@ const (
 // credentials and TLS of cfg, reconnecting forever with backoff once it is
 // established. It fails when no server can be reached at first, so that a
 // wrong address or credentials is a clear error at start-up. The caller
-// closes the connection.
-func Connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, error) {
+// closes the connection. cfg is what Config.Parse returned.
+func Connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, error) {
 	nc, _, err := connect(ctx, cfg, log)
 	return nc, err
 }
 
 // connect is Connect that also returns a channel closed once the
 // connection is closed.
-func connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+	if cfg == nil || len(cfg.servers) == 0 {
+		return nil, nil, errors.New("nats sink: settings not made by Config.Parse")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -46,11 +50,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, <-c
 		return nil, nil, fmt.Errorf("nats sink: connect to %s: %w", where, err)
 	}
 	closed := make(chan struct{})
-	opts, err := cfg.options(log, closed)
-	if err != nil {
-		return nil, nil, fmt.Errorf("nats sink: connect to %s: %w", where, scrub(err, cfg.secrets()))
-	}
-	nc, err := nats.Connect(cfg.serverList(), opts...)
+	nc, err := nats.Connect(cfg.serverList(), cfg.options(log, closed)...)
 	if err != nil {
 		return nil, nil, fmt.Errorf("nats sink: connect to %s: %w", where, scrub(err, cfg.secrets()))
 	}
@@ -61,7 +61,7 @@ func connect(ctx context.Context, cfg Config, log *slog.Logger) (*nats.Conn, <-c
 }
 
 // options turns the configuration into nats.go options.
-func (c *Config) options(log *slog.Logger, closed chan struct{}) ([]nats.Option, error) {
+func (c *Settings) options(log *slog.Logger, closed chan struct{}) []nats.Option {
 	delay := &reconnectDelay{max: c.ReconnectMaxWait}
 	secrets := c.secrets()
 	opts := []nats.Option{
@@ -106,25 +106,27 @@ func (c *Config) options(log *slog.Logger, closed chan struct{}) ([]nats.Option,
 	}
 	switch {
 	case c.User != "":
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
+		opts = append(opts, nats.UserInfo(c.User, string(c.Password)))
 	case c.Token != "":
-		opts = append(opts, nats.Token(c.Token))
-	case c.NKeySeedFile != "":
-		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
-		if err != nil {
-			return nil, fmt.Errorf("BRIDGE_NATS_NKEY_SEED_FILE: %w", err)
-		}
-		opts = append(opts, o)
+		opts = append(opts, nats.Token(string(c.Token)))
+	case c.nkey != nil:
+		opts = append(opts, c.nkey)
 	case c.CredsFile != "":
 		opts = append(opts, nats.UserCredentials(c.CredsFile))
 	}
-	if c.TLSCAFile != "" {
-		opts = append(opts, nats.RootCAs(c.TLSCAFile))
+	if c.tls != nil {
+		opts = append(opts, nats.Secure(c.tls))
+		// Parse read the files to report their problems at start-up; these
+		// have nats.go read them again at every connect, so that
+		// certificates renewed on disk are taken up at the next reconnect.
+		if c.TLSFiles.CAFile != "" {
+			opts = append(opts, nats.RootCAs(c.TLSFiles.CAFile))
+		}
+		if c.TLSFiles.CertFile != "" {
+			opts = append(opts, nats.ClientCert(c.TLSFiles.CertFile, c.TLSFiles.KeyFile))
+		}
 	}
-	if c.TLSCertFile != "" {
-		opts = append(opts, nats.ClientCert(c.TLSCertFile, c.TLSKeyFile))
-	}
-	return opts, nil
+	return opts
 }
 
 // connectedURL is the URL of the server nc is connected to, for logs.

@@ -31,7 +31,7 @@
 //     state and expires after the TTL. Each subject names exactly one
 //     object for its whole life: ParseTemplate's layout must hold {group},
 //     {resource}, {namespace} and {name}, and must not hold {action} or
-//     {version} (Config.Validate refuses it).
+//     {version} (Config.Parse refuses it).
 //   - History: the stream keeps every message for
 //     BRIDGE_NATS_STREAM_MAX_AGE.
 //
@@ -59,8 +59,16 @@
 // mode. docs/nats.md describes the layout, the escaping, the stream
 // settings and both content modes.
 //
+// Config.Parse checks the BRIDGE_NATS_* variables once, reporting every
+// problem with the variable it names, and reads the TLS files; New and
+// Connect take the Settings it returns and check nothing again. The TLS
+// and credentials files are read again at every connect, so that a
+// certificate or credentials renewed on disk are taken up at the next
+// reconnect.
+//
 // The connection reconnects forever, with exponential backoff, once it has
 // been established; New fails if no server can be reached at start-up.
 // Passwords, tokens and credentials in URLs are never logged or returned
-// in errors.
+// in errors: the password and token are envvar.Secrets, and a Config or
+// Settings prints and logs its URLs without credentials.
 package nats

@@ -19,16 +19,16 @@ func TestEncodeModes(t *testing.T) {
 	left.Subject, left.Action, left.Type, left.Reason = "team-a/left", "deleted", "io.kubebus.object.deleted", "left-filter"
 	left.Snapshot = true // left the filter while the bridge was down
 
-	for _, mode := range []string{CEStructured, CEBinary} {
+	for _, mode := range []CEMode{CEStructured, CEBinary} {
 		for _, msg := range []*sink.Message{m, cluster, omitted, left} {
-			t.Run(mode+" "+msg.Subject, func(t *testing.T) {
+			t.Run(string(mode)+" "+msg.Subject, func(t *testing.T) {
 				cfg := defaults(t)
 				cfg.CEMode = mode
 				tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := &Sink{cfg: cfg, tmpl: tmpl}
+				s := &Sink{cfg: &Settings{Config: cfg}, tmpl: tmpl}
 				nm, err := s.encode(msg)
 				if err != nil {
 					t.Fatal(err)

@@ -49,10 +49,20 @@ func testLogger(t testing.TB) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelInfo}))
 }
 
+// parse parses c, failing t when it is invalid.
+func parse(t testing.TB, c Config) *Settings {
+	t.Helper()
+	s, err := c.Parse()
+	if err != nil {
+		t.Fatalf("parse configuration: %v", err)
+	}
+	return s
+}
+
 // newSink opens a sink for cfg and closes it when the test ends.
 func newSink(t testing.TB, cfg Config) *Sink {
 	t.Helper()
-	s, err := New(t.Context(), cfg, testLogger(t))
+	s, err := New(t.Context(), parse(t, cfg), testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

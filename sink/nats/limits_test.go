@@ -49,7 +49,11 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 	// the payload limit is another matter.
 	srv := natstest.Start(t, natstest.Options{MaxPayload: 8 << 20})
 	lengths := []int{10, 4097, 100_000, 524_216}
-	for _, mode := range []struct{ name, mode, ce string }{
+	for _, mode := range []struct {
+		name string
+		mode Mode
+		ce   CEMode
+	}{
 		{"jetstream structured", ModeJetStream, CEStructured},
 		{"jetstream binary", ModeJetStream, CEBinary},
 		{"core", ModeCore, CEStructured},
@@ -57,7 +61,7 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 		t.Run(mode.name, func(t *testing.T) {
 			prefix := strings.ReplaceAll(mode.name, " ", "-")
 			s := newSink(t, serverConfig(t, srv, map[string]string{
-				"BRIDGE_NATS_MODE": mode.mode, "BRIDGE_NATS_CE_MODE": mode.ce,
+				"BRIDGE_NATS_MODE": string(mode.mode), "BRIDGE_NATS_CE_MODE": string(mode.ce),
 				"BRIDGE_NATS_SUBJECT_PREFIX": prefix, "BRIDGE_NATS_STREAM": prefix,
 			}))
 			// Core mode keeps the subjects of before layouts, with the

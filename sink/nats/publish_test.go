@@ -23,7 +23,7 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 	const objects, versions, workers, batch = 100, 100, 4, 500
 	srv := natstest.Start(t, natstest.Options{})
 	// Every version is kept in the history layout only.
-	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": LayoutHistory}))
+	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": string(LayoutHistory)}))
 	nc := srv.Conn(t)
 
 	// Each worker owns a quarter of the objects, as the pipeline keys
@@ -94,22 +94,22 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 // it is.
 func TestCreateStream(t *testing.T) {
 	for _, tc := range []struct {
-		layout string
+		layout Layout
 		check  func(c jetstream.StreamConfig) bool
 	}{
 		{LayoutState, func(c jetstream.StreamConfig) bool {
 			return c.MaxAge == 0 && c.MaxMsgsPerSubject == 1 && c.MaxMsgs == -1 && c.MaxBytes == -1 && c.AllowMsgTTL &&
-				c.Metadata[MetadataLayout] == LayoutState && c.Metadata[MetadataDeleteTTL] == "1h30m0s"
+				c.Metadata[MetadataLayout] == string(LayoutState) && c.Metadata[MetadataDeleteTTL] == "1h30m0s"
 		}},
 		{LayoutHistory, func(c jetstream.StreamConfig) bool {
 			return c.MaxAge == 48*time.Hour && c.MaxMsgsPerSubject == -1 && !c.AllowMsgTTL &&
-				c.Metadata[MetadataLayout] == LayoutHistory && c.Metadata[MetadataDeleteTTL] == ""
+				c.Metadata[MetadataLayout] == string(LayoutHistory) && c.Metadata[MetadataDeleteTTL] == ""
 		}},
 	} {
-		t.Run(tc.layout, func(t *testing.T) {
+		t.Run(string(tc.layout), func(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
 			cfg := serverConfig(t, srv, map[string]string{
-				"BRIDGE_NATS_LAYOUT":           tc.layout,
+				"BRIDGE_NATS_LAYOUT":           string(tc.layout),
 				"BRIDGE_NATS_STREAM":           "CHANGES",
 				"BRIDGE_NATS_SUBJECT_PREFIX":   "acme.k8s",
 				"BRIDGE_NATS_STREAM_MAX_AGE":   "48h",
@@ -139,7 +139,7 @@ func TestExistingStream(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	cfg := serverConfig(t, srv, map[string]string{"BRIDGE_NATS_CREATE_STREAM": "false", "BRIDGE_NATS_STREAM": "MINE"})
 
-	_, err := New(t.Context(), cfg, testLogger(t))
+	_, err := New(t.Context(), parse(t, cfg), testLogger(t))
 	if err == nil || !containsAll(err.Error(), "stream MINE does not exist", "BRIDGE_NATS_CREATE_STREAM=false", "kube.>") {
 		t.Fatalf("missing stream: err = %v", err)
 	}
@@ -148,7 +148,7 @@ func TestExistingStream(t *testing.T) {
 	if _, err := js.CreateStream(t.Context(), streamConfigFor("MINE", "other.>")); err != nil {
 		t.Fatal(err)
 	}
-	_, err = New(t.Context(), cfg, testLogger(t))
+	_, err = New(t.Context(), parse(t, cfg), testLogger(t))
 	if err == nil || !containsAll(err.Error(), "stream MINE captures other.>", "kube.x.x.x.x.x") {
 		t.Fatalf("stream with other subjects: err = %v", err)
 	}
@@ -257,7 +257,7 @@ func TestTooLarge(t *testing.T) {
 // sink, and nothing published before is lost.
 func TestServerRestart(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
-	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_RECONNECT_MAX_WAIT": "200ms", "BRIDGE_NATS_LAYOUT": LayoutHistory}))
+	s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_RECONNECT_MAX_WAIT": "200ms", "BRIDGE_NATS_LAYOUT": string(LayoutHistory)}))
 	if err := s.Health(); err != nil {
 		t.Fatalf("Health while connected: %v", err)
 	}
@@ -302,7 +302,7 @@ func TestConnectRefused(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	cfg := serverConfig(t, srv, nil)
 	srv.Shutdown()
-	_, err := New(t.Context(), cfg, testLogger(t))
+	_, err := New(t.Context(), parse(t, cfg), testLogger(t))
 	if err == nil || !containsAll(err.Error(), "nats sink: connect to "+srv.URL()) {
 		t.Fatalf("err = %v", err)
 	}

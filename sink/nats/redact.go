@@ -1,7 +1,9 @@
 package nats
 
 import (
+	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net/url"
 	"strings"
 )
@@ -30,10 +32,9 @@ func redact(u *url.URL) string {
 
 // secrets lists every credential in the configuration, so that errors
 // from the client library can be scrubbed of them.
-func (c *Config) secrets() []string {
-	out := []string{c.Password, c.Token}
-	servers, _ := c.servers()
-	for _, u := range servers {
+func (c *Settings) secrets() []string {
+	out := []string{string(c.Password), string(c.Token)}
+	for _, u := range c.servers {
 		if u.User == nil {
 			continue
 		}
@@ -73,18 +74,27 @@ type scrubbed struct {
 func (e *scrubbed) Error() string { return e.msg }
 func (e *scrubbed) Unwrap() error { return e.err }
 
-// String shows the configuration with its password, token and URL
-// credentials redacted, so that printing it, even as part of a larger
-// struct, cannot leak them.
+// String shows the configuration with its URL credentials redacted (the
+// password and token are Secrets, which redact themselves), so that
+// printing it, even as part of a larger struct, cannot leak them.
 func (c Config) String() string {
 	shown := c
 	shown.URL = c.redactedURL()
-	if shown.Password != "" {
-		shown.Password = "REDACTED"
-	}
-	if shown.Token != "" {
-		shown.Token = "REDACTED"
-	}
-	type plain Config // without this method
+	type plain Config // without these methods
 	return fmt.Sprintf("%+v", plain(shown))
 }
+
+// GoString keeps %#v from showing the URL's credentials.
+func (c Config) GoString() string { return c.String() }
+
+// MarshalJSON keeps encoders, slog's JSON handler among them, from showing
+// the URL's credentials.
+func (c Config) MarshalJSON() ([]byte, error) {
+	shown := c
+	shown.URL = c.redactedURL()
+	type plain Config // without these methods
+	return json.Marshal(plain(shown))
+}
+
+// LogValue keeps slog from showing the URL's credentials.
+func (c Config) LogValue() slog.Value { return slog.StringValue(c.String()) }

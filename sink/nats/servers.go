@@ -38,10 +38,9 @@ func (c *Config) servers() ([]*url.URL, error) {
 }
 
 // serverList is BRIDGE_NATS_URL as nats.Connect takes it.
-func (c *Config) serverList() string {
-	servers, _ := c.servers()
-	parts := make([]string, len(servers))
-	for i, u := range servers {
+func (c *Settings) serverList() string {
+	parts := make([]string, len(c.servers))
+	for i, u := range c.servers {
 		parts[i] = u.String()
 	}
 	return strings.Join(parts, ",")

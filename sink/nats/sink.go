@@ -16,7 +16,7 @@ import (
 // Sink publishes messages to NATS. It is safe for concurrent use: Publish
 // may be called by several goroutines at once, and Health at any time.
 type Sink struct {
-	cfg    Config
+	cfg    *Settings
 	log    *slog.Logger
 	tmpl   *Template
 	nc     *nats.Conn
@@ -41,19 +41,17 @@ var (
 // exists, fits the layout (BRIDGE_NATS_LAYOUT) and captures the bridge's
 // subjects, creating it when it is missing and
 // BRIDGE_NATS_CREATE_STREAM=true. It never changes an existing stream. It
-// fails if cfg is invalid, if no server can be reached, if the stream is
-// missing and may not be created, or if it does not fit the layout.
-func New(ctx context.Context, cfg Config, log *slog.Logger) (*Sink, error) {
+// fails if no server can be reached, if the stream is missing and may not
+// be created, or if it does not fit the layout. cfg is what Config.Parse
+// returned; New checks none of it again.
+func New(ctx context.Context, cfg *Settings, log *slog.Logger) (*Sink, error) {
+	if cfg == nil || cfg.tmpl == nil {
+		return nil, errors.New("nats sink: settings not made by Config.Parse")
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	if err := cfg.Validate(); err != nil {
-		return nil, fmt.Errorf("nats sink: configuration: %w", err)
-	}
-	tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
-	if err != nil {
-		return nil, fmt.Errorf("nats sink: BRIDGE_NATS_SUBJECT: %w", err)
-	}
+	tmpl := cfg.tmpl
 	nc, closed, err := connect(ctx, cfg, log)
 	if err != nil {
 		return nil, err

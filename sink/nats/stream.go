@@ -28,7 +28,7 @@ func (c *Config) streamConfig() jetstream.StreamConfig {
 		MaxAge:      c.StreamMaxAge,
 		Replicas:    c.StreamReplicas,
 		Duplicates:  c.DuplicateWindow,
-		Metadata:    map[string]string{MetadataLayout: c.Layout},
+		Metadata:    map[string]string{MetadataLayout: string(c.Layout)},
 	}
 	if c.Layout == LayoutState {
 		sc.Description = "Kubernetes objects' latest states published by kubebus bridge"
@@ -52,7 +52,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if !s.cfg.CreateStream {
 			return fmt.Errorf("nats sink: stream %s does not exist and BRIDGE_NATS_CREATE_STREAM=false: create it with the subjects %s (for BRIDGE_NATS_LAYOUT=%s: %s), or let the bridge create it: %w",
-				name, StreamSubject(s.cfg.SubjectPrefix), s.cfg.Layout, layoutNeeds(s.cfg), err)
+				name, StreamSubject(s.cfg.SubjectPrefix), s.cfg.Layout, layoutNeeds(s.cfg.Config), err)
 		}
 		st, err = s.js.CreateStream(ctx, s.cfg.streamConfig())
 		created = err == nil
@@ -65,7 +65,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("nats sink: stream %s: %w", name, err)
 	}
 	cfg := st.CachedInfo().Config
-	if err := checkLayout(s.cfg, cfg); err != nil {
+	if err := checkLayout(s.cfg.Config, cfg); err != nil {
 		return fmt.Errorf("nats sink: stream %s does not fit BRIDGE_NATS_LAYOUT=%s, and the bridge never changes an existing stream: %w", name, s.cfg.Layout, err)
 	}
 	sample := s.sampleSubject()

@@ -20,7 +20,7 @@ func checkLayout(c Config, sc jetstream.StreamConfig) error {
 	if sc.Sealed {
 		bad("it is sealed and takes no publishes")
 	}
-	if l, ok := sc.Metadata[MetadataLayout]; ok && l != c.Layout {
+	if l, ok := sc.Metadata[MetadataLayout]; ok && Layout(l) != c.Layout {
 		bad("its metadata %s is %q", MetadataLayout, l)
 	}
 	if c.Layout == LayoutHistory {

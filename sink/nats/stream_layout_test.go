@@ -21,7 +21,7 @@ import (
 func TestExistingStreamOfOtherLayout(t *testing.T) {
 	for _, tc := range []struct {
 		name     string
-		had, now string
+		had, now Layout
 		earlier  bool // the stream is an earlier bridge's
 		want     []string
 	}{
@@ -52,14 +52,14 @@ func TestExistingStreamOfOtherLayout(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			first := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": tc.had}))
+			first := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": string(tc.had)}))
 			msgs := []*sink.Message{message("ns", 0, 0), message("ns", 0, 1), message("ns", 1, 0)}
 			if err := first.Publish(t.Context(), msgs); err != nil {
 				t.Fatal(err)
 			}
 			before := streamInfo(t, first, "KUBE")
 
-			_, err := New(t.Context(), serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": tc.now}), testLogger(t))
+			_, err := New(t.Context(), parse(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": string(tc.now)})), testLogger(t))
 			if err == nil || !containsAll(err.Error(), tc.want...) {
 				t.Fatalf("start in the other layout: %v\nwant it to say %q", err, tc.want)
 			}
@@ -70,7 +70,7 @@ func TestExistingStreamOfOtherLayout(t *testing.T) {
 			}
 
 			// The layout it was made for still works.
-			again := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": tc.had}))
+			again := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": string(tc.had)}))
 			if err := again.Publish(t.Context(), []*sink.Message{message("ns", 1, 1)}); err != nil {
 				t.Fatal(err)
 			}
@@ -102,7 +102,7 @@ func TestExistingStateStreamLimits(t *testing.T) {
 		{"delete TTL metadata longer than the bridge's", func(c *jetstream.StreamConfig) { c.Metadata[MetadataDeleteTTL] = "48h" },
 			"kubebus.io/delete-ttl=48h promises consumers that deletes stay longer than BRIDGE_NATS_DELETE_TTL=24h0m0s"},
 		{"bad delete TTL metadata", func(c *jetstream.StreamConfig) { c.Metadata[MetadataDeleteTTL] = "a day" }, `kubebus.io/delete-ttl="a day" is not a duration`},
-		{"history layout metadata", func(c *jetstream.StreamConfig) { c.Metadata[MetadataLayout] = LayoutHistory }, `metadata kubebus.io/layout is "history"`},
+		{"history layout metadata", func(c *jetstream.StreamConfig) { c.Metadata[MetadataLayout] = string(LayoutHistory) }, `metadata kubebus.io/layout is "history"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
@@ -111,7 +111,7 @@ func TestExistingStateStreamLimits(t *testing.T) {
 			if _, err := jetStream(t, srv).CreateStream(t.Context(), c); err != nil {
 				t.Fatal(err)
 			}
-			s, err := New(t.Context(), serverConfig(t, srv, nil), testLogger(t))
+			s, err := New(t.Context(), parse(t, serverConfig(t, srv, nil)), testLogger(t))
 			if tc.want == "" {
 				if err != nil {
 					t.Fatalf("New: %v", err)
@@ -130,10 +130,10 @@ func TestExistingStateStreamLimits(t *testing.T) {
 // delete carries the delete TTL and expires after it, while live objects'
 // messages stay, however old.
 func TestDeletesExpire(t *testing.T) {
-	for _, mode := range []string{CEStructured, CEBinary} {
-		t.Run(mode, func(t *testing.T) {
+	for _, mode := range []CEMode{CEStructured, CEBinary} {
+		t.Run(string(mode), func(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
-			s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_DELETE_TTL": "1s", "BRIDGE_NATS_CE_MODE": mode}))
+			s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_DELETE_TTL": "1s", "BRIDGE_NATS_CE_MODE": string(mode)}))
 			var msgs []*sink.Message
 			for o := range 4 {
 				msgs = append(msgs, message("ttl", o, 0), message("ttl", o, 1))

@@ -46,7 +46,7 @@ func kafkaConfig(b *testing.B, c *kafkatest.Cluster) *config.Config {
 // newKafkaSink opens the bridge's sink on c, which creates the topics.
 func newKafkaSink(b *testing.B, cfg *config.Config) *kafkasink.Sink {
 	b.Helper()
-	s, err := kafkasink.New(context.Background(), cfg.Kafka, kafkaResources, benchLogger(b))
+	s, err := kafkasink.New(context.Background(), cfg.KafkaSettings(), kafkaResources, benchLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -107,13 +107,11 @@ func (kb *kafkaBus) Baseline(b *testing.B, _ *workload) runResult {
 	ctx, stop := context.WithCancel(context.Background())
 	defer stop()
 	topic := kb.recs[0].Topic
-	transport, err := kafkasink.NewTransport(ctx, cfg.Kafka, []string{topic})
-	if err != nil {
-		b.Fatal(err)
-	}
+	conn := cfg.KafkaSettings().Conn()
+	transport := conn.Transport(ctx, []string{topic})
 	defer transport.CloseIdleConnections()
 	w := &kafkago.Writer{
-		Addr:         kafkasink.Addr(cfg.Kafka),
+		Addr:         conn.Addr(),
 		Balancer:     kafkago.Murmur2Balancer{Consistent: true},
 		MaxAttempts:  3,
 		BatchSize:    cfg.Kafka.BatchSize,

@@ -39,7 +39,7 @@ func natsConfig(b *testing.B, srv *natstest.Server) *config.Config {
 // newNATSSink opens the bridge's sink on srv, which creates the stream.
 func newNATSSink(b *testing.B, cfg *config.Config) *natssink.Sink {
 	b.Helper()
-	s, err := natssink.New(context.Background(), cfg.NATS, benchLogger(b))
+	s, err := natssink.New(context.Background(), cfg.NATSSettings(), benchLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -80,7 +80,7 @@ type natsBus struct {
 func newNATSBus(t *testing.T, o busOptions) *natsBus {
 	layout := o.natsLayout
 	if layout == "" {
-		layout = natssink.LayoutHistory
+		layout = string(natssink.LayoutHistory)
 	}
 	return &natsBus{srv: natstest.Start(t, natstest.Options{MaxPayload: int32(o.maxMessageBytes)}), layout: layout}
 }

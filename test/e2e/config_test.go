@@ -7,8 +7,11 @@ import (
 	"testing"
 )
 
+// secretValue is a password or token no output may show.
+const secretValue = "s3cr3t-of-the-config-test"
+
 // Every kind of invalid configuration exits with code 2 and names what is
-// at fault.
+// at fault, and shows no secret.
 func TestInvalidConfigExits2(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
@@ -32,6 +35,10 @@ func TestInvalidConfigExits2(t *testing.T) {
 		{"all at once", []string{"BRIDGE_SINK=x", "BRIDGE_LOG_FORMAT=x", "BRIDGE_BATCH_SIZE=many"}, []string{"BRIDGE_RESOURCES", "BRIDGE_SINK", "BRIDGE_LOG_FORMAT", "BRIDGE_BATCH_SIZE"}},
 		{"unknown resource", []string{"BRIDGE_RESOURCES=configmaps,nosuchthings"}, []string{"BRIDGE_RESOURCES", "nosuchthings"}},
 		{"old object with a view", []string{"BRIDGE_RESOURCES=cm", "BRIDGE_OLD_OBJECT=true", "BRIDGE_DROP_FIELDS=status"}, []string{"BRIDGE_OLD_OBJECT", "BRIDGE_DROP_FIELDS"}},
+		{"kafka TLS and SASL", []string{"BRIDGE_RESOURCES=cm", "BRIDGE_SINK=kafka", "BRIDGE_KAFKA_BROKERS=kafka:9092", "BRIDGE_KAFKA_TLS_CA_FILE=/nonexistent/ca.pem",
+			"BRIDGE_KAFKA_SASL_MECHANISM=gssapi", "BRIDGE_KAFKA_SASL_USERNAME=u", "BRIDGE_KAFKA_SASL_PASSWORD=" + secretValue}, []string{"BRIDGE_KAFKA_TLS_CA_FILE", "BRIDGE_KAFKA_SASL_MECHANISM"}},
+		{"nats TLS and credentials", []string{"BRIDGE_RESOURCES=cm", "BRIDGE_SINK=nats", "BRIDGE_NATS_TLS_KEY_FILE=/nonexistent/key.pem",
+			"BRIDGE_NATS_PASSWORD=" + secretValue, "BRIDGE_NATS_TOKEN=" + secretValue}, []string{"BRIDGE_NATS_TLS_CERT_FILE", "BRIDGE_NATS_USER"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			cmd := exec.Command(bridgeBin)
@@ -47,6 +54,9 @@ func TestInvalidConfigExits2(t *testing.T) {
 				if !strings.Contains(out.String(), name) {
 					t.Errorf("output does not name %s:\n%s", name, out.String())
 				}
+			}
+			if strings.Contains(out.String(), secretValue) {
+				t.Errorf("output shows a secret:\n%s", out.String())
 			}
 			if strings.Contains(out.String(), "panic") {
 				t.Errorf("output mentions a panic:\n%s", out.String())

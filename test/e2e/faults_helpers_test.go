@@ -160,9 +160,9 @@ func busSink(t *testing.T, env map[string]string) sink.Sink {
 	var s sink.Sink
 	switch cfg.Sink {
 	case config.SinkNATS:
-		s, err = natssink.New(t.Context(), cfg.NATS, log)
+		s, err = natssink.New(t.Context(), cfg.NATSSettings(), log)
 	case config.SinkKafka:
-		s, err = kafkasink.New(t.Context(), cfg.Kafka, []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}, log)
+		s, err = kafkasink.New(t.Context(), cfg.KafkaSettings(), []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}, log)
 	default:
 		t.Fatalf("no bus sink in BRIDGE_SINK=%q", cfg.Sink)
 	}

@@ -263,7 +263,7 @@ func readCheckpointOf(t *testing.T, b bus, env map[string]string) checkpoint.Sna
 			t.Fatalf("checkpoint: %v", err)
 		}
 	case config.CheckpointKafka:
-		store, err = kafkastore.Open(ctx, cfg.Kafka, name, nil)
+		store, err = kafkastore.Open(ctx, cfg.KafkaSettings().Conn(), name, cfg.KafkaCheckpoint(), nil)
 		if err != nil {
 			t.Fatalf("checkpoint: %v", err)
 		}

@@ -200,7 +200,7 @@ func openKafkaStore(t *testing.T, cfg *config.Config, topic string) *kafkastore.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := kafkastore.Open(ctx, cfg.Kafka, topic, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	s, err := kafkastore.Open(ctx, cfg.KafkaSettings().Conn(), topic, cfg.KafkaCheckpoint(), slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

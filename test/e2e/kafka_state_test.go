@@ -151,8 +151,8 @@ func TestKafkaStateOutlivesRetention(t *testing.T) {
 	}
 	stateTopic := kafka.TopicFor("state-"+ns, configMaps.gvr)
 	historyTopic := kafka.TopicFor("history-"+ns, configMaps.gvr)
-	bs := startBridge(t, env("state-"+ns, kafka.LayoutState), nil)
-	bh := startBridge(t, env("history-"+ns, kafka.LayoutHistory), nil)
+	bs := startBridge(t, env("state-"+ns, string(kafka.LayoutState)), nil)
+	bh := startBridge(t, env("history-"+ns, string(kafka.LayoutHistory)), nil)
 
 	ctx := t.Context()
 	cms := kube(t).CoreV1().ConfigMaps(ns)

@@ -25,7 +25,7 @@ func natsEnv(srv *natstest.Server, ns string, extra map[string]string) map[strin
 		"BRIDGE_RESOURCES":    "configmaps",
 		"BRIDGE_NAMESPACES":   ns,
 		"BRIDGE_CLUSTER_NAME": "e2e",
-		"BRIDGE_NATS_LAYOUT":  natssink.LayoutHistory,
+		"BRIDGE_NATS_LAYOUT":  string(natssink.LayoutHistory),
 	})
 	maps.Copy(env, extra)
 	return env
@@ -38,13 +38,13 @@ func natsSubjects(ns string) string { return natsKindSubjects(ns, []watchedKind{
 // natsStateSubjects is the subject filter of the ConfigMaps of ns, as the
 // state layout's default subject makes them.
 func natsStateSubjects(ns string) string {
-	return natsLayoutSubjects(natssink.LayoutState, ns, []watchedKind{configMaps})[0]
+	return natsLayoutSubjects(string(natssink.LayoutState), ns, []watchedKind{configMaps})[0]
 }
 
 // natsKindSubjects are the subject filters of the objects of kinds in ns,
 // as the history layout's default subject makes them.
 func natsKindSubjects(ns string, kinds []watchedKind) []string {
-	return natsLayoutSubjects(natssink.LayoutHistory, ns, kinds)
+	return natsLayoutSubjects(string(natssink.LayoutHistory), ns, kinds)
 }
 
 // natsLayoutSubjects are the subject filters of the objects of kinds in
@@ -57,7 +57,7 @@ func natsLayoutSubjects(layout, ns string, kinds []watchedKind) []string {
 			group = natssink.EscapeToken(k.gvr.Group)
 		}
 		version := "." + k.gvr.Version
-		if layout == natssink.LayoutState {
+		if layout == string(natssink.LayoutState) {
 			version = ""
 		}
 		out = append(out, "kube.e2e."+group+version+"."+k.gvr.Resource+"."+natssink.EscapeToken(ns)+".>")

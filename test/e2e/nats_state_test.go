@@ -39,7 +39,7 @@ func TestNATSStateDeletesExpire(t *testing.T) {
 		t.Fatal(err)
 	}
 	b := startBridge(t, natsEnv(srv, ns, map[string]string{
-		"BRIDGE_NATS_LAYOUT":     natssink.LayoutState,
+		"BRIDGE_NATS_LAYOUT":     string(natssink.LayoutState),
 		"BRIDGE_NATS_DELETE_TTL": ttl.String(),
 	}), nil)
 	defer b.stop(t)
@@ -115,8 +115,8 @@ func TestNATSStateOutlivesMaxAge(t *testing.T) {
 		layout string
 		kept   bool
 	}{
-		{natssink.LayoutState, true},
-		{natssink.LayoutHistory, false},
+		{string(natssink.LayoutState), true},
+		{string(natssink.LayoutHistory), false},
 	} {
 		t.Run(tc.layout, func(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
@@ -142,7 +142,7 @@ func TestNATSStateOutlivesMaxAge(t *testing.T) {
 				return st.LastSeq >= objects, fmt.Sprintf("%d of %d messages stored", st.LastSeq, objects)
 			})
 			b.stop(t)
-			if tc.layout == natssink.LayoutState && !strings.Contains(b.logs.String(), "BRIDGE_NATS_STREAM_MAX_AGE is ignored in the state layout") {
+			if tc.layout == string(natssink.LayoutState) && !strings.Contains(b.logs.String(), "BRIDGE_NATS_STREAM_MAX_AGE is ignored in the state layout") {
 				t.Error("the bridge did not warn that the state layout ignores BRIDGE_NATS_STREAM_MAX_AGE")
 			}
 			// Wait on the server's clock until the newest message is three

@@ -1,0 +1,63 @@
+package kafkaconn
+
+import (
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/test/kafkatest"
+)
+
+// Parse reads the TLS files and makes the SASL mechanism once: the
+// transport and the dialer made later share them, and need the files no
+// more.
+func TestParseReadsFilesOnce(t *testing.T) {
+	pki := kafkatest.NewPKI(t)
+	c := Config{
+		Brokers:       []string{" kafka-0:9092", "", "kafka-1:9092 "},
+		ClientID:      "bridge",
+		TLSFiles:      envvar.TLSFiles{CAFile: pki.CAFile, CertFile: pki.CertFile, KeyFile: pki.KeyFile},
+		SASLMechanism: "SCRAM-SHA-512", SASLUsername: "u", SASLPassword: "pw-of-the-conn",
+	}
+	conn, err := c.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range []string{pki.CAFile, pki.CertFile, pki.KeyFile} {
+		if err := os.Remove(f); err != nil {
+			t.Fatal(err)
+		}
+	}
+	tr, d := conn.Transport(t.Context(), nil), conn.Dialer()
+	if tr.TLS == nil || tr.TLS != d.TLS || len(tr.TLS.Certificates) != 1 || tr.TLS.RootCAs == nil {
+		t.Errorf("transport TLS %p, dialer TLS %p: want one configuration with the files' certificates", tr.TLS, d.TLS)
+	}
+	if tr.SASL == nil || tr.SASL != d.SASLMechanism || tr.SASL.Name() != "SCRAM-SHA-512" {
+		t.Errorf("transport SASL %v, dialer SASL %v: want one SCRAM-SHA-512 mechanism", tr.SASL, d.SASLMechanism)
+	}
+	if tr.ClientID != "bridge" || d.ClientID != "bridge" {
+		t.Errorf("client ids %q, %q", tr.ClientID, d.ClientID)
+	}
+	if got := strings.Join(conn.Brokers(), ","); got != "kafka-0:9092,kafka-1:9092" {
+		t.Errorf("brokers %s", got)
+	}
+	if s := conn.String(); strings.Contains(s, "pw-of-the-conn") || s != "brokers=kafka-0:9092,kafka-1:9092 tls=true sasl=scram-sha-512" {
+		t.Errorf("String() = %q", s)
+	}
+}
+
+// Without TLS or SASL settings the connection is plaintext and
+// unauthenticated.
+func TestParsePlain(t *testing.T) {
+	conn, err := (&Config{Brokers: []string{"kafka:9092"}}).Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr := conn.Transport(t.Context(), nil); tr.TLS != nil || tr.SASL != nil || conn.TLS() || conn.SASLMechanism() != "" {
+		t.Errorf("TLS %v, SASL %v", tr.TLS, tr.SASL)
+	}
+	if conn, err := (&Config{Brokers: []string{"kafka:9093"}, TLS: true}).Parse(); err != nil || !conn.TLS() {
+		t.Errorf("BRIDGE_KAFKA_TLS=true alone: %v, TLS %v", err, conn != nil && conn.TLS())
+	}
+}
