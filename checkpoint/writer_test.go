@@ -15,6 +15,8 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 var errBoom = errors.New("checkpoint: boom")
@@ -343,8 +345,9 @@ func TestWriterRunFile(t *testing.T) {
 			Objects:             map[string]Position{"ns/a": {UID: "ua", ResourceVersion: "7"}},
 			LastResourceVersion: "7",
 		}
-		waitFor(t, 10*time.Second, func() bool {
-			return reflect.DeepEqual(mustLoad(t, f, "configmaps"), want)
+		poll.Until(t, 10*time.Second, func() (bool, string) {
+			got := mustLoad(t, f, "configmaps")
+			return reflect.DeepEqual(got, want), fmt.Sprintf("checkpoint holds %+v, want %+v", got, want)
 		})
 	})
 
@@ -394,18 +397,6 @@ func TestWriterRunFile(t *testing.T) {
 			t.Errorf("Pending = %d, want 1", got)
 		}
 	})
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // orderedStore fails the test if a committed resourceVersion for a key is not

@@ -244,15 +244,3 @@ func mustPos(t *testing.T, s string) position {
 	}
 	return p
 }
-
-// eventually polls cond every 20 ms for up to 15 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}

@@ -172,22 +172,6 @@ func streamState(t testing.TB, nc *nats.Conn, stream string) jetstream.StreamSta
 	return info.State
 }
 
-// eventually polls cond until it holds or timeout passes.
-func eventually(t testing.TB, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %s", timeout, why)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
-}
-
 func containsAll(s string, parts ...string) bool {
 	for _, p := range parts {
 		if !strings.Contains(s, p) {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // 10,000 deltas of 100 objects, published by 4 goroutines in batches of
@@ -266,7 +267,7 @@ func TestServerRestart(t *testing.T) {
 	}
 
 	srv.Shutdown()
-	eventually(t, 10*time.Second, func() (bool, string) {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		err := s.Health()
 		return err != nil, "Health still nil with the server down"
 	})
@@ -277,12 +278,12 @@ func TestServerRestart(t *testing.T) {
 
 	start := time.Now()
 	srv.Start()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		err := s.Health()
 		return err == nil, fmt.Sprintf("Health: %v", err)
 	})
 	t.Logf("reconnected %s after the server was back", time.Since(start).Round(time.Millisecond))
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		err := s.Publish(t.Context(), []*sink.Message{message("restart", 0, 1), message("restart", 0, 2)})
 		return err == nil, fmt.Sprintf("Publish: %v", err)
 	})

@@ -10,6 +10,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // A stream the bridge made in one layout stops a start in the other
@@ -168,7 +169,7 @@ func TestDeletesExpire(t *testing.T) {
 				t.Errorf("stream holds %d messages, want 4 (one per object)", n)
 			}
 			start := time.Now()
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				n := streamState(t, srv.Conn(t), "KUBE").Msgs
 				return n == 2, "stream still holds the deletes"
 			})

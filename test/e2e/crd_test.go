@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
@@ -59,7 +61,7 @@ func createCRDAt(t *testing.T, group, plural, kind, scope, version string) schem
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		list, err := dc.ServerResourcesForGroupVersion(group + "/" + version)
 		if err != nil {
 			return false, err.Error()
@@ -107,7 +109,7 @@ func TestCustomResources(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len())
 	})
 	b.stop(t)

@@ -15,6 +15,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // gateSink wraps a real sink. While the gate is shut, Publish holds every
@@ -226,7 +227,7 @@ func (r *busReader) converge(t *testing.T, timeout time.Duration) (verdict, time
 	t.Helper()
 	began := time.Now()
 	r.v = verdict{mismatch: "not read yet"}
-	eventually(t, timeout, func() (bool, string) {
+	poll.Until(t, timeout, func() (bool, string) {
 		if time.Since(r.last) >= 250*time.Millisecond {
 			r.last = time.Now()
 			r.v = r.s.judge(t, r.read(t))

@@ -8,6 +8,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Namespace filters, label selectors and field selectors each hold: objects
@@ -72,7 +74,7 @@ func TestFilters(t *testing.T) {
 			// The wanted objects are created after the unwanted ones in
 			// their namespace, so once they arrive, any unwanted message
 			// would have arrived too.
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				return s.len() >= len(want), fmt.Sprintf("%d of %d messages", s.len(), len(want))
 			})
 			b.stop(t)

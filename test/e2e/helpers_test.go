@@ -159,23 +159,6 @@ func (r *running) stop(t *testing.T) {
 	}
 }
 
-// eventually polls cond until it holds, failing the test with what cond
-// last said after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %s", timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // rvLess compares resourceVersions as the integers etcd makes them.
 func rvLess(a, b string) bool {
 	x, err1 := strconv.ParseUint(a, 10, 64)

@@ -24,6 +24,7 @@ import (
 	consumernats "github.com/kubebus/bridge/consumer/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // busInformer is a client-go SharedIndexInformer on the ConfigMaps of one
@@ -275,7 +276,7 @@ func diffState(cached, want map[string]heldObject) string {
 // LIST of ns, failing after timeout.
 func (i *busInformer) waitEqualsList(t *testing.T, ns string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, func() (bool, string) {
+	poll.Until(t, timeout, func() (bool, string) {
 		d := diffState(i.cached(), listed(t, ns))
 		return d == "", i.name + ": " + d
 	})

@@ -17,6 +17,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // clusterRoleSubjects is the subject filter of every ClusterRole, as the
@@ -88,7 +89,7 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 	// resourceVersion, on the subject of its name; the deleted one's last
 	// event is its delete.
 	var events []natsEvent
-	eventually(t, 90*time.Second, func() (bool, string) {
+	poll.Until(t, 90*time.Second, func() (bool, string) {
 		events = natsFetch(t, nc, "KUBE", jetstream.ConsumerConfig{
 			FilterSubject: clusterRoleSubjects, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute,
 		}, false) // the stream may still be growing

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // ConfigMaps created, updated and deleted reach a JetStream stream: a
@@ -57,7 +58,7 @@ func TestNATSConfigMapStream(t *testing.T) {
 	}
 
 	nc := srv.Conn(t)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		return n >= uint64(total), fmt.Sprintf("%d of %d messages in the stream", n, total)
 	})
@@ -137,7 +138,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 		}
 		record(name, "added", cm.ResourceVersion)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		return n >= objects, fmt.Sprintf("%d of %d messages before the restart", n, objects)
 	})
@@ -173,7 +174,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 		}
 	}()
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return made.Load() >= objects+10, fmt.Sprintf("%d changes made", made.Load())
 	})
 	stored := natsCount(t, nc, "KUBE", natsSubjects(ns))
@@ -182,15 +183,15 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 	}
 	srv.Shutdown()
 	before := made.Load()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return b.b.Readiness() != nil, "still ready with the NATS server down"
 	})
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return made.Load() >= before+30, fmt.Sprintf("%d changes made while the server is down", made.Load()-before)
 	})
 	srv.Start()
 	back := time.Now()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		err := b.b.Readiness()
 		return err == nil, fmt.Sprintf("not ready after the server came back: %v", err)
 	})
@@ -200,7 +201,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 	}
 	total := int(made.Load())
 	var firstAfter time.Duration
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		if firstAfter == 0 && n > stored {
 			firstAfter = time.Since(back)
@@ -251,7 +252,7 @@ func TestNATSKVResume(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		return n >= 20, fmt.Sprintf("%d of 20 messages", n)
 	})

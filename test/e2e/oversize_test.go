@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // On a bus that takes at most busLimit bytes, in both content modes: an
@@ -66,7 +67,7 @@ func TestOversizeObjects(t *testing.T) {
 				}
 
 				var msgs []*sink.Message
-				eventually(t, 30*time.Second, func() (bool, string) {
+				poll.Until(t, 30*time.Second, func() (bool, string) {
 					msgs = b.read(t, ns)
 					v := oracle(t, ns, msgs)
 					gone := eventsOf(msgs, "doomed")
@@ -147,7 +148,7 @@ func TestOversizeRestarts(t *testing.T) {
 		t.Helper()
 		r := startBridge(t, env, s)
 		do()
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			_, attempts := s.all()
 			return len(attempts) >= want, fmt.Sprintf("%d of %d attempts: %s", len(attempts), want, describe(attempts))
 		})

@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // By default the bridge hands on each object as the API server sent it:
@@ -105,7 +106,7 @@ func TestRawPathHandsOnTheAPIServersBytes(t *testing.T) {
 				}
 				return nil
 			}
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				for _, o := range want {
 					if find(o) == nil {
 						return false, fmt.Sprintf("no event for %s %s/%s at %s", o.gvr.Resource, o.ns, o.name, o.rv)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Stop the bridge; while it is down update 5 objects, delete 5 and create
@@ -57,7 +58,7 @@ func resumeAfterDowntime(t *testing.T, b bus, ns string, env map[string]string) 
 			t.Fatal(err)
 		}
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := len(b.read(t, ns))
 		return n >= 20, fmt.Sprintf("%d of 20 messages", n)
 	})

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 type change struct {
@@ -72,7 +73,7 @@ func TestEveryChangeExactlyOnce(t *testing.T) {
 		}
 	}
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return s.len() >= 80, fmt.Sprintf("%d of 80 messages", s.len())
 	})
 	// A graceful stop publishes everything still queued: any extra
@@ -154,7 +155,7 @@ func TestManagedFieldsAndOldObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) { return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len()) })
+	poll.Until(t, 30*time.Second, func() (bool, string) { return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len()) })
 	b.stop(t)
 
 	msgs := s.all()

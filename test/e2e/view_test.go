@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Issue 14, acceptance 1: with BRIDGE_FILTER `object.status.phase !=
@@ -408,7 +409,7 @@ func TestViewBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			n := seriesOf(t, m, "bridge_filter_errors_total", "resource")["configmaps"]
 			return n >= 4, fmt.Sprintf(`bridge_filter_errors_total{resource="configmaps"} = %v, want ≥ 4`, n)
 		})
@@ -421,7 +422,7 @@ func TestViewBadInput(t *testing.T) {
 				want = append(want, "Deployment "+ns+"/"+name)
 			}
 		}
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			return s.len() >= len(want), fmt.Sprintf("%d of %d events", s.len(), len(want))
 		})
 		br.stop(t)
