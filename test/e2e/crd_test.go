@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -82,7 +83,7 @@ func TestCustomResources(t *testing.T) {
 	widgets := createCRD(t, "widgets", "Widget", "Namespaced")
 	gadgets := createCRD(t, "gadgets", "Gadget", "Cluster")
 	ns := namespace(t, "crd")
-	s := &memSink{}
+	s := &sinktest.Recorder{}
 	b := startBridge(t, map[string]string{
 		"BRIDGE_RESOURCES":  "widgets.example.com,gadgets.v1alpha1.example.com",
 		"BRIDGE_NAMESPACES": ns,
@@ -110,12 +111,12 @@ func TestCustomResources(t *testing.T) {
 	}
 
 	poll.Until(t, 30*time.Second, func() (bool, string) {
-		return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len())
+		return s.Len() >= 2, fmt.Sprintf("%d of 2 messages", s.Len())
 	})
 	b.stop(t)
-	got := byKey(s.all())
-	if len(s.all()) != 2 {
-		t.Errorf("%d messages, want 2", len(s.all()))
+	got := byKey(s.Accepted())
+	if len(s.Accepted()) != 2 {
+		t.Errorf("%d messages, want 2", len(s.Accepted()))
 	}
 	for key, want := range map[string]struct{ kind, rv, source string }{
 		ns + "/w1": {"Widget", gotW.GetResourceVersion(), "/clusters/default/apis/example.com/v1alpha1/widgets"},

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -135,14 +136,14 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	name := plural + "." + group
 	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 	createObjects(t, gvr, kind, ns, "crate", 3)
-	s := &memSink{}
+	s := &sinktest.Recorder{}
 	r := startBridge(t, map[string]string{
 		"BRIDGE_RESOURCES":    "*." + group,
 		"BRIDGE_NAMESPACES":   ns,
 		"BRIDGE_CHECKPOINT":   "file:" + t.TempDir() + "/ckpt.db",
 		"BRIDGE_CLUSTER_NAME": "e2e",
 	}, s)
-	poll.Until(t, 30*time.Second, func() (bool, string) { return s.len() == 3, fmt.Sprintf("%d of 3 messages", s.len()) })
+	poll.Until(t, 30*time.Second, func() (bool, string) { return s.Len() == 3, fmt.Sprintf("%d of 3 messages", s.Len()) })
 
 	// Serve v2 too, and store it: v2 is preferred now.
 	dyn := dynamicClient(t)
@@ -169,9 +170,9 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	}
 	gvr.Version = "v2"
 	createObjects(t, gvr, kind, ns, "later", 1)
-	poll.Until(t, 30*time.Second, func() (bool, string) { return s.len() >= 4, fmt.Sprintf("%d of 4 messages", s.len()) })
+	poll.Until(t, 30*time.Second, func() (bool, string) { return s.Len() >= 4, fmt.Sprintf("%d of 4 messages", s.Len()) })
 	r.stop(t)
-	msgs := s.all()
+	msgs := s.Accepted()
 	if len(msgs) != 4 {
 		t.Errorf("%d messages, want 4: the 3 objects published once, at v1, and the one made later", len(msgs))
 	}

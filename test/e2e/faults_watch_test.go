@@ -20,6 +20,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/metrics"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/metricstest"
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -157,7 +158,7 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 	rc := rest.CopyConfig(cp.RESTConfig())
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
 	m := metrics.New()
-	sink := &memSink{}
+	sink := &sinktest.Recorder{}
 	b := bridge.New(cfg, rc, slog.New(slog.NewTextHandler(t.Output(), nil)), bridge.WithSink(sink), bridge.WithMetrics(m))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -214,7 +215,7 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	poll.Until(t, time.Minute, func() (bool, string) {
-		for _, msg := range sink.all() {
+		for _, msg := range sink.Accepted() {
 			if msg.Name == cm.Name && msg.ResourceVersion == cm.ResourceVersion {
 				return true, ""
 			}

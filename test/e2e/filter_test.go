@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -56,7 +57,7 @@ func TestFilters(t *testing.T) {
 			ns := []string{namespace(t, "filter"), namespace(t, "filter"), namespace(t, "filter")}
 			env := tc.env(ns)
 			env["BRIDGE_RESOURCES"] = "configmaps"
-			s := &memSink{}
+			s := &sinktest.Recorder{}
 			b := startBridge(t, env, s)
 			for _, o := range tc.objs {
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.name, Labels: o.labels}}
@@ -75,11 +76,11 @@ func TestFilters(t *testing.T) {
 			// their namespace, so once they arrive, any unwanted message
 			// would have arrived too.
 			poll.Until(t, 30*time.Second, func() (bool, string) {
-				return s.len() >= len(want), fmt.Sprintf("%d of %d messages", s.len(), len(want))
+				return s.Len() >= len(want), fmt.Sprintf("%d of %d messages", s.Len(), len(want))
 			})
 			b.stop(t)
 			var got []string
-			for _, m := range s.all() {
+			for _, m := range s.Accepted() {
 				got = append(got, m.Key())
 			}
 			slices.Sort(got)

@@ -7,7 +7,6 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -45,33 +44,6 @@ func kube(t *testing.T) kubernetes.Interface {
 		t.Fatal(err)
 	}
 	return c
-}
-
-// memSink keeps every message it accepts, in order.
-type memSink struct {
-	mu   sync.Mutex
-	msgs []*sink.Message
-}
-
-func (s *memSink) Publish(_ context.Context, msgs []*sink.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
-
-func (s *memSink) Close() error { return nil }
-
-func (s *memSink) all() []*sink.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.msgs)
-}
-
-func (s *memSink) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.msgs)
 }
 
 // running is a bridge running in this process.

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -74,7 +75,7 @@ func TestRawPathHandsOnTheAPIServersBytes(t *testing.T) {
 			if keep {
 				env["BRIDGE_KEEP_MANAGED_FIELDS"] = "true"
 			}
-			s := &memSink{}
+			s := &sinktest.Recorder{}
 			b := startBridge(t, env, s)
 
 			cm2 := mustCM(cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "watched"},
@@ -99,7 +100,7 @@ func TestRawPathHandsOnTheAPIServersBytes(t *testing.T) {
 				{gadgets, "", g1.GetName(), g1.GetResourceVersion()},
 			}
 			find := func(o object) *sink.Message {
-				for _, m := range s.all() {
+				for _, m := range s.Accepted() {
 					if m.Resource == o.gvr && m.Namespace == o.ns && m.Name == o.name && m.ResourceVersion == o.rv {
 						return m
 					}

@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -396,7 +397,7 @@ func TestViewBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := metrics.New()
-		s := &memSink{}
+		s := &sinktest.Recorder{}
 		br := startBridgeWith(t, map[string]string{
 			"BRIDGE_RESOURCES":  "configmaps,deployments.apps",
 			"BRIDGE_NAMESPACES": ns,
@@ -423,12 +424,12 @@ func TestViewBadInput(t *testing.T) {
 			}
 		}
 		poll.Until(t, 30*time.Second, func() (bool, string) {
-			return s.len() >= len(want), fmt.Sprintf("%d of %d events", s.len(), len(want))
+			return s.Len() >= len(want), fmt.Sprintf("%d of %d events", s.Len(), len(want))
 		})
 		br.stop(t)
 
 		var got []string
-		for _, msg := range s.all() {
+		for _, msg := range s.Accepted() {
 			got = append(got, msg.Kind+" "+msg.Key())
 		}
 		slices.Sort(got)
