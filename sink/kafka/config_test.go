@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -37,7 +37,7 @@ func TestDefaultsAreValid(t *testing.T) {
 }
 
 func TestValidate(t *testing.T) {
-	pki := kafkatest.NewPKI(t)
+	pki := tlstest.NewPKI(t)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)

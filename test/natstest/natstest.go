@@ -22,6 +22,8 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nkeys"
+
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // readyTimeout bounds how long Start waits for the server to accept
@@ -51,8 +53,9 @@ type Server struct {
 	t    testing.TB
 	o    Options
 	opts server.Options
-	// TLS holds the generated certificate files when Options.TLS is set.
-	TLS *TLSFiles
+	// TLS holds the generated certificates and their files when
+	// Options.TLS is set.
+	TLS *tlstest.PKI
 	// NKeySeedFile holds the user's NKey seed when Options.NKey is set.
 	NKeySeedFile string
 
@@ -85,11 +88,10 @@ func Start(t testing.TB, o Options) *Server {
 		s.NKeySeedFile, s.opts.Nkeys = newNKeyUser(t)
 	}
 	if o.TLS {
-		files, cfg := newTLS(t)
-		s.TLS = files
+		s.TLS = tlstest.NewPKI(t)
 		s.opts.TLS = true
 		s.opts.TLSVerify = true
-		s.opts.TLSConfig = cfg
+		s.opts.TLSConfig = s.TLS.Server
 		s.opts.TLSTimeout = 5
 	}
 	s.Start()
