@@ -13,10 +13,9 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/poll"
 )
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // createCRD defines <plural>.example.com at v1alpha1 and waits until the
 // API server serves it.
@@ -34,29 +33,14 @@ func createCRDAt(t *testing.T, group, plural, kind, scope, version string) schem
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + "." + group},
-		"spec": map[string]any{
-			"group": group,
-			"scope": scope,
-			"names": map[string]any{"plural": plural, "kind": kind},
-			"versions": []any{map[string]any{
-				"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+	crd := corpus.CRD(schema.GroupVersionResource{Group: group, Version: version, Resource: plural}, kind, scope, nil)
+	if _, err := dyn.Resource(corpus.CRDResource).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD %s: %v", crd.GetName(), err)
 	}
 	// Gone when the test ends (a test may have deleted it already), so
 	// that the test can run again against the same control plane.
 	t.Cleanup(func() {
-		_ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
+		_ = dyn.Resource(corpus.CRDResource).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
 	})
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.RESTConfig())
 	if err != nil {

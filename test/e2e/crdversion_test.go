@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -199,7 +200,7 @@ func deleteCRD(ctx context.Context, t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds := dyn.Resource(crdGVR)
+	crds := dyn.Resource(corpus.CRDResource)
 	if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("delete CRD %s: %v", name, err)
 	}

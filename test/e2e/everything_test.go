@@ -12,6 +12,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -147,7 +148,7 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 
 	// Serve v2 too, and store it: v2 is preferred now.
 	dyn := dynamicClient(t)
-	crd, err := dyn.Resource(crdGVR).Get(t.Context(), name, metav1.GetOptions{})
+	crd, err := dyn.Resource(corpus.CRDResource).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -158,7 +159,7 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	}, "spec", "versions"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(crdGVR).Update(t.Context(), crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(corpus.CRDResource).Update(t.Context(), crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	poll.Until(t, 30*time.Second, func() (bool, string) {
