@@ -20,7 +20,6 @@ import (
 // customGroup is the API group of the watch-everything scenario's CRDs.
 const customGroup = "scale.bench.kubebus.example"
 
-
 // customResource is a resource a CRD of the scenario defines.
 type customResource struct {
 	schema.GroupVersionResource
