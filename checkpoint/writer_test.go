@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,7 @@ import (
 	"testing/synctest"
 	"time"
 
+	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -73,24 +73,6 @@ func (s *fakeStore) commitCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
-}
-
-// syncBuffer is a log destination that tests can read while Run writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestWriterCoalesces(t *testing.T) {
@@ -266,7 +248,7 @@ func TestWriterRunInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = time.Second
 		store := newFakeStore(Discard())
-		logs := &syncBuffer{}
+		logs := &logtest.Buffer{}
 		w := NewWriter(store, interval, slog.New(slog.NewTextHandler(logs, nil)))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -19,6 +18,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/logtest"
 )
 
 var configmaps = source.Resource{
@@ -145,31 +145,12 @@ type encodeFunc func(d *source.Delta) (*sink.Message, error)
 
 func (f encodeFunc) Encode(d *source.Delta) (*sink.Message, error) { return f(d) }
 
-// logBuffer is a log destination that is safe to read while the pipeline
-// writes to it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness is a pipeline with a test sink and recorder.
 type harness struct {
 	p    *Pipeline
 	sink *sinktest.Recorder
 	rec  *testRecorder
-	logs *logBuffer
+	logs *logtest.Buffer
 
 	cancel context.CancelFunc
 	done   chan error
@@ -182,7 +163,7 @@ func newHarness(t *testing.T, s *sinktest.Recorder, opts Options, enc Encoder) *
 	if enc == nil {
 		enc = event.Encoder{Cluster: "test"}
 	}
-	h := &harness{sink: s, rec: &testRecorder{sink: s}, logs: &logBuffer{}}
+	h := &harness{sink: s, rec: &testRecorder{sink: s}, logs: &logtest.Buffer{}}
 	h.p = New(s, enc, h.rec, opts, slog.New(slog.NewTextHandler(h.logs, nil)))
 	return h
 }

@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -21,6 +20,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/logtest"
 )
 
 var nsCounter atomic.Int64
@@ -51,25 +51,7 @@ type running struct {
 	b      *bridge.Bridge
 	cancel context.CancelFunc
 	done   chan error
-	logs   *logBuffer // everything it logged, also written to the test's output
-}
-
-// logBuffer keeps log lines for a test to search; safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs   *logtest.Buffer // everything it logged, also written to the test's output
 }
 
 // startBridge runs a bridge configured by env (BRIDGE_CHECKPOINT defaults
@@ -95,7 +77,7 @@ func startBridgeWith(t *testing.T, env map[string]string, opts ...bridge.Option)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, opts...), cancel: cancel, done: make(chan error, 1), logs: logs}
