@@ -32,15 +32,7 @@ type env struct {
 func newEnv(t *testing.T, deleteTTL time.Duration, mod func(*jetstream.StreamConfig)) *env {
 	t.Helper()
 	srv := natstest.Start(t, natstest.Options{})
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := srv.JetStream(t)
 	tmpl, err := natssink.ParseTemplate(natssink.DefaultStateSubject, "kube")
 	if err != nil {
 		t.Fatal(err)

@@ -105,7 +105,7 @@ func TestAuthentication(t *testing.T) {
 			t.Logf("with wrong credentials: %v", err)
 			noSecrets("error", err.Error())
 			noSecrets("log", logs.String())
-			if got := streamState(t, srv.Conn(t), "KUBE").Msgs; got == 0 {
+			if got := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; got == 0 {
 				t.Errorf("stream holds no message")
 			}
 		})

@@ -154,24 +154,6 @@ func decodeAll(t testing.TB, msgs []jetstream.Msg) []*sink.Message {
 	return out
 }
 
-// streamState returns the state of stream.
-func streamState(t testing.TB, nc *nats.Conn, stream string) jetstream.StreamState {
-	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(t.Context(), stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State
-}
-
 func containsAll(s string, parts ...string) bool {
 	for _, p := range parts {
 		if !strings.Contains(s, p) {

@@ -58,7 +58,7 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	st := streamState(t, nc, "KUBE")
+	st := natstest.StreamState(t, nc, "KUBE")
 	t.Logf("first publish of %d messages: %s; stream holds %d messages", objects*versions, took.Round(time.Millisecond), st.Msgs)
 	if st.Msgs != objects*versions {
 		t.Fatalf("stream holds %d messages, want %d", st.Msgs, objects*versions)
@@ -81,7 +81,7 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	after := streamState(t, nc, "KUBE")
+	after := natstest.StreamState(t, nc, "KUBE")
 	t.Logf("second publish of the same %d messages: %s; stream holds %d messages", objects*versions, took.Round(time.Millisecond), after.Msgs)
 	if after.Msgs != st.Msgs || after.LastSeq != st.LastSeq {
 		t.Fatalf("after republishing, stream holds %d messages (last seq %d), want %d (last seq %d): duplicates were stored",
@@ -246,7 +246,7 @@ func TestTooLarge(t *testing.T) {
 			if !errors.Is(errs[3], sink.ErrEarlierFailed) || sink.IsTerminal(errs[3]) {
 				t.Errorf("later change of the large message's object: %v, want it held back, to retry", errs[3])
 			}
-			if n := streamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
+			if n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
 				t.Errorf("stream holds %d messages, want 2", n)
 			}
 		})

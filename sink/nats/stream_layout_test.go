@@ -165,12 +165,12 @@ func TestDeletesExpire(t *testing.T) {
 					t.Errorf("object %d, %s: %s = %q", o, want, jetstream.MsgTTLHeader, ttl)
 				}
 			}
-			if n := streamState(t, srv.Conn(t), "KUBE").Msgs; n != 4 {
+			if n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; n != 4 {
 				t.Errorf("stream holds %d messages, want 4 (one per object)", n)
 			}
 			start := time.Now()
 			poll.Until(t, 30*time.Second, func() (bool, string) {
-				n := streamState(t, srv.Conn(t), "KUBE").Msgs
+				n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs
 				return n == 2, "stream still holds the deletes"
 			})
 			t.Logf("deletes gone %s after publishing", time.Since(start).Round(time.Millisecond))

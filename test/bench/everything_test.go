@@ -83,10 +83,7 @@ func BenchmarkWatchEverything(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	namespaces := make([]string, everythingNamespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("everything-%d", i)
-	}
+	namespaces := namespaceNames("everything", everythingNamespaces)
 	t0 := time.Now()
 	crds, err := defineCRDs(ctx, rc, dyn, everythingCRDs)
 	if err != nil {

@@ -74,10 +74,7 @@ func BenchmarkFanOut(b *testing.B) {
 	setup := startProcessSetup(b, "github.com/kubebus/bridge/test/bench/cmd/fanout")
 	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
 	bus := natstest.Start(b, natstest.Options{})
-	namespaces := make([]string, fanoutNamespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("fanout-%d", i)
-	}
+	namespaces := namespaceNames("fanout", fanoutNamespaces)
 	t0 := time.Now()
 	if _, err := createConfigMaps(ctx, kc, namespaces, fanoutObjects, writers); err != nil {
 		b.Fatal(err)

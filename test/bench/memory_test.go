@@ -58,10 +58,7 @@ func BenchmarkMemoryAndRestart(b *testing.B) {
 	setup := startProcessSetup(b, "github.com/kubebus/bridge/test/bench/cmd/bareinformer")
 	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
 	bus := natstest.Start(b, natstest.Options{})
-	namespaces := make([]string, memoryNamespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("bench-%d", i)
-	}
+	namespaces := namespaceNames("bench", memoryNamespaces)
 	t0 := time.Now()
 	refs, err := createConfigMaps(ctx, kc, namespaces, watchedObjects, writers)
 	if err != nil {

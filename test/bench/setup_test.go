@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
@@ -68,4 +69,13 @@ func (s *processSetup) binaries(b *testing.B) (bridge string, programs []string)
 		b.Fatal(r.err)
 	}
 	return r.paths[0], r.paths[1:]
+}
+
+// namespaceNames is n namespace names: prefix-0, prefix-1 and so on.
+func namespaceNames(prefix string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = fmt.Sprintf("%s-%d", prefix, i)
+	}
+	return out
 }

@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -63,16 +61,7 @@ type informerConfig struct {
 func natsInformers(srv *natstest.Server) informerConfig {
 	return informerConfig{newLW: func(t *testing.T, opts consumer.Options) *consumer.ListerWatcher {
 		t.Helper()
-		nc, err := nats.Connect(srv.URL(), srv.ClientOptions()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lw, err := consumernats.NewListerWatcher(js, consumernats.Config{}, opts)
+		lw, err := consumernats.NewListerWatcher(srv.JetStream(t), consumernats.Config{}, opts)
 		if err != nil {
 			t.Fatalf("nats ListerWatcher: %v", err)
 		}

@@ -170,10 +170,10 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 
 	// A restart finds every object in the checkpoint: nothing is published
 	// again.
-	before := natsLastSeq(t, nc, "KUBE")
+	before := natstest.StreamState(t, nc, "KUBE").LastSeq
 	r = startBridge(t, env, nil) // returns once the initial comparison is published
 	r.stop(t)
-	if after := natsLastSeq(t, nc, "KUBE"); after != before {
+	if after := natstest.StreamState(t, nc, "KUBE").LastSeq; after != before {
 		for _, e := range natsRead(t, nc, "KUBE", "kube.>", before) {
 			t.Logf("published again: %s %s at %s", e.msg.Action, shortName(e.msg.Name), e.msg.ResourceVersion)
 		}

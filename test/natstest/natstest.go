@@ -21,6 +21,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/kubebus/bridge/test/tlstest"
@@ -210,6 +211,34 @@ func (s *Server) Conn(t testing.TB) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// JetStream returns a JetStream context on a connection of Conn's.
+func (s *Server) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(s.Conn(t))
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return js
+}
+
+// StreamState returns the state of stream, as nc's server reports it.
+func StreamState(t testing.TB, nc *nats.Conn, stream string) jetstream.StreamState {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	st, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	return info.State
 }
 
 // newNKeyUser makes an NKey user and writes its seed to a file.
