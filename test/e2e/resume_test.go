@@ -31,8 +31,11 @@ func TestResumeAfterDowntime(t *testing.T) {
 			checkKafkaResume(t, kb, ns, env, before, want)
 		}
 	})
+	// On Kafka, which keeps repeats (JetStream drops a repeat of a message
+	// it holds), so that a restart that publishes an unchanged object
+	// again fails.
 	t.Run("file", func(t *testing.T) {
-		b := newNATSBus(t, busOptions{})
+		b := newKafkaBus(t, busOptions{})
 		ns := namespace(t, "resume-file")
 		env := b.env(ns)
 		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
