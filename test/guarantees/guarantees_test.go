@@ -1,7 +1,10 @@
 package guarantees
 
 import (
+	"flag"
+	"fmt"
 	"io/fs"
+	"maps"
 	"os"
 	"regexp"
 	"slices"
@@ -77,12 +80,76 @@ func problems(doc string, root fs.FS) []string {
 	return out
 }
 
+var update = flag.Bool("update", false, "rewrite the index of tests of docs/guarantees.md from the tree")
+
+// index is the index of tests for the names doc's text gives: each name
+// with every test file of root that defines it.
+func index(doc string, root fs.FS) (string, error) {
+	text, _, _ := strings.Cut(doc, indexHeading)
+	files := map[string][]string{}
+	for _, m := range testName.FindAllStringSubmatch(text, -1) {
+		if m[1] != "*" {
+			files[strings.TrimSuffix(m[0], m[1])] = nil
+		}
+	}
+	defs := map[string]*regexp.Regexp{}
+	for name := range files {
+		defs[name] = regexp.MustCompile(`(?m)^func ` + name + `\(`)
+	}
+	err := fs.WalkDir(root, ".", func(path string, d fs.DirEntry, err error) error {
+		switch {
+		case err != nil:
+			return err
+		case d.IsDir() && path != "." && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata"):
+			return fs.SkipDir
+		case d.IsDir() || !strings.HasSuffix(path, "_test.go"):
+			return nil
+		}
+		src, err := fs.ReadFile(root, path)
+		if err != nil {
+			return err
+		}
+		for name, def := range defs {
+			if def.Match(src) {
+				files[name] = append(files[name], path)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return "", err
+	}
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s\nEvery test named above, and the file it is in (a name that several\n"+
+		"packages use lists each). `test/guarantees` checks that this table lists\n"+
+		"every test the page names, and that each is in its file; `go test\n"+
+		"./test/guarantees -update` rewrites it.\n\n| test | file |\n|---|---|\n", indexHeading)
+	for _, name := range slices.Sorted(maps.Keys(files)) {
+		var links []string
+		for _, f := range files[name] {
+			links = append(links, "["+f+"](../"+f+")")
+		}
+		fmt.Fprintf(&b, "| %s | %s |\n", name, strings.Join(links, ", "))
+	}
+	return strings.TrimRight(text, "\n") + "\n" + b.String(), nil
+}
+
 // docs/guarantees.md names only tests that exist, each in the file its
-// index gives.
+// index gives. With -update, the index is written from the tree first.
 func TestGuaranteesNameTestsThatExist(t *testing.T) {
 	doc, err := os.ReadFile("../../docs/guarantees.md")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if *update {
+		s, err := index(string(doc), os.DirFS("../.."))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile("../../docs/guarantees.md", []byte(s), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		doc = []byte(s)
 	}
 	for _, p := range problems(string(doc), os.DirFS("../..")) {
 		t.Error("docs/guarantees.md: " + p)
