@@ -73,8 +73,8 @@ var fanoutCounts = []int{50, 10, 1}
 func BenchmarkFanOut(b *testing.B) {
 	setup := startProcessSetup(b, "github.com/kubebus/bridge/test/bench/cmd/fanout")
 	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
-	bus := natstest.Start(b, natstest.Options{})
 	namespaces := namespaceNames("fanout", fanoutNamespaces)
+	bus := natstest.Start(b, natstest.Options{})
 	t0 := time.Now()
 	if _, err := createConfigMaps(ctx, kc, namespaces, fanoutObjects, writers); err != nil {
 		b.Fatal(err)
