@@ -1,7 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -15,6 +14,9 @@ import (
 	"testing"
 	"testing/synctest"
 	"time"
+
+	"github.com/kubebus/bridge/test/logtest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 var errBoom = errors.New("checkpoint: boom")
@@ -71,24 +73,6 @@ func (s *fakeStore) commitCalls() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
-}
-
-// syncBuffer is a log destination that tests can read while Run writes.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestWriterCoalesces(t *testing.T) {
@@ -264,7 +248,7 @@ func TestWriterRunInterval(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		const interval = time.Second
 		store := newFakeStore(Discard())
-		logs := &syncBuffer{}
+		logs := &logtest.Buffer{}
 		w := NewWriter(store, interval, slog.New(slog.NewTextHandler(logs, nil)))
 		ctx, cancel := context.WithCancel(t.Context())
 		done := make(chan error, 1)
@@ -350,8 +334,9 @@ func TestWriterRunFile(t *testing.T) {
 			Objects:             map[string]Position{"ns/a": {UID: "ua", ResourceVersion: "7"}},
 			LastResourceVersion: "7",
 		}
-		waitFor(t, 10*time.Second, func() bool {
-			return reflect.DeepEqual(mustLoad(t, f, "configmaps"), want)
+		poll.Until(t, 10*time.Second, func() (bool, string) {
+			got := mustLoad(t, f, "configmaps")
+			return reflect.DeepEqual(got, want), fmt.Sprintf("checkpoint holds %+v, want %+v", got, want)
 		})
 	})
 
@@ -407,18 +392,6 @@ func TestWriterRunFile(t *testing.T) {
 			t.Errorf("Pending = %d, want 1", got)
 		}
 	})
-}
-
-// waitFor polls cond until it holds or timeout passes.
-func waitFor(t *testing.T, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met within %v", timeout)
-		}
-		time.Sleep(time.Millisecond)
-	}
 }
 
 // orderedStore fails the test if a committed resourceVersion for a key is not

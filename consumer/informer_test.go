@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // seen is an object's identity and API resourceVersion as a handler got it.
@@ -104,23 +106,6 @@ func (c *checker) state() map[string]seen {
 	return maps.Clone(c.held)
 }
 
-// eventually polls cond until it returns nil, or fails the test with its
-// last error after 10 s.
-func eventually(t *testing.T, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		err := cond()
-		if err == nil {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatal(err)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-}
-
 // runInformer runs a shared informer on lw with a checker; stop ends it
 // and waits for it.
 func runInformer(t *testing.T, lw cache.ListerWatcher, resync time.Duration) (cache.SharedIndexInformer, *checker, func()) {
@@ -156,7 +141,7 @@ func cacheState(inf cache.SharedIndexInformer) map[string]seen {
 // equal want.
 func converges(t *testing.T, inf cache.SharedIndexInformer, c *checker, want map[string]seen) {
 	t.Helper()
-	eventually(t, func() error {
+	poll.UntilNil(t, 10*time.Second, func() error {
 		if got := cacheState(inf); !maps.Equal(got, want) {
 			return fmt.Errorf("lister holds %v, want %v", sorted(got), sorted(want))
 		}
@@ -285,7 +270,7 @@ func TestInformerWatchTimeoutResumes(t *testing.T) {
 	tlw := &timeoutLW{ListerWatcher: newLW(t, log, testOptions())}
 	inf, c, _ := runInformer(t, tlw, 0)
 	converges(t, inf, c, map[string]seen{"ns/a": seenOf(a1)})
-	eventually(t, func() error {
+	poll.UntilNil(t, 10*time.Second, func() error {
 		if n := tlw.watches.Load(); n < 2 {
 			return fmt.Errorf("%d watches, want a second one after the first timed out", n)
 		}

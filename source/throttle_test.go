@@ -1,7 +1,6 @@
 package source
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -16,6 +15,8 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubebus/bridge/test/logtest"
 )
 
 // tooManyRequests is the body API Priority and Fairness answers a refused
@@ -106,30 +107,12 @@ func (o *throttleCount) of(verb Verb) int {
 
 // throttledSource is a Source of configmaps in ns against srv, on the path
 // given, whose log is written to the returned buffer.
-func throttledSource(t *testing.T, srv *httptest.Server, path Path, obs Observer) (*Source, *syncBuffer) {
+func throttledSource(t *testing.T, srv *httptest.Server, path Path, obs Observer) (*Source, *logtest.Buffer) {
 	t.Helper()
 	opts := Options{Resources: []Resource{configmaps}, Namespaces: []string{"ns"}, Observer: obs}
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	cfg := &rest.Config{Host: srv.URL, WrapTransport: WrapTransport}
 	return sourceOn(t, cfg, path, opts, slog.New(slog.NewTextHandler(logs, nil))), logs
-}
-
-// syncBuffer is a bytes.Buffer safe for concurrent use.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.b.String()
 }
 
 // throttleLogLines counts the log lines that say the API server throttles.

@@ -8,12 +8,13 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // The store connects with the same TLS and SASL settings as the sink: its
 // writes and its reads (which use other kafka-go code) both work.
 func TestSecuredCluster(t *testing.T) {
-	pki := kafkatest.NewPKI(t)
+	pki := tlstest.NewPKI(t)
 	c := kafkatest.Start(t, kafkatest.WithTLS(pki.Server, pki.Client), kafkatest.WithSASL("SCRAM-SHA-512", "bridge", "pw-for-the-store"))
 	cfg := config(t, c, map[string]string{
 		"BRIDGE_KAFKA_TLS_CA_FILE": pki.CAFile, "BRIDGE_KAFKA_TLS_CERT_FILE": pki.CertFile, "BRIDGE_KAFKA_TLS_KEY_FILE": pki.KeyFile,

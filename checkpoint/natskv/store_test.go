@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 func testLogger(t testing.TB) *slog.Logger {
@@ -289,16 +290,12 @@ func TestCommitAcrossServerRestart(t *testing.T) {
 	}
 	srv.Start()
 	var snap checkpoint.Snapshot
-	for deadline := time.Now().Add(30 * time.Second); ; {
-		err = s.Commit(t.Context(), []checkpoint.Record{rec("pods", "a/two", "u2", "2")})
-		if err == nil {
-			break
+	poll.UntilNil(t, 30*time.Second, func() error {
+		if err := s.Commit(t.Context(), []checkpoint.Record{rec("pods", "a/two", "u2", "2")}); err != nil {
+			return fmt.Errorf("commit after the server came back: %w", err)
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("Commit after the server came back: %v", err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return nil
+	})
 	snap = load(t, s, "pods")
 	if len(snap.Objects) != 2 || snap.LastResourceVersion != "2" {
 		t.Errorf("after restart: %+v", snap)

@@ -17,6 +17,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	sinkkafka "github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 func TestMain(m *testing.M) {
@@ -191,22 +192,20 @@ func (f *background) stop() error {
 // at once if the Follow ends with an error.
 func waitFor(t *testing.T, f *background, what string, cond func([]consumer.Record) bool) []consumer.Record {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		recs := f.records()
+	var recs []consumer.Record
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		recs = f.records()
 		if cond(recs) {
-			return recs
+			return true, ""
 		}
 		select {
 		case <-f.done:
 			t.Fatalf("waiting for %s: Follow ended: %v (%d records)", what, f.err, len(recs))
 		default:
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("waiting for %s: timed out with %d records", what, len(recs))
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false, fmt.Sprintf("waiting for %s: %d records", what, len(recs))
+	})
+	return recs
 }
 
 // followErr runs a Follow that must end by itself, and returns its error.

@@ -32,15 +32,7 @@ type env struct {
 func newEnv(t *testing.T, deleteTTL time.Duration, mod func(*jetstream.StreamConfig)) *env {
 	t.Helper()
 	srv := natstest.Start(t, natstest.Options{})
-	nc, err := nats.Connect(srv.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(nc.Close)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := srv.JetStream(t)
 	tmpl, err := natssink.ParseTemplate(natssink.DefaultStateSubject, "kube")
 	if err != nil {
 		t.Fatal(err)
@@ -243,16 +235,4 @@ func mustPos(t *testing.T, s string) position {
 		t.Fatal(err)
 	}
 	return p
-}
-
-// eventually polls cond every 20 ms for up to 15 s.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(15 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("not within 15s: %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }

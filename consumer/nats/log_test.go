@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // TestReadStateIsLatestOfEachObject reads a state larger than a batch:
@@ -211,9 +212,9 @@ func TestFollowFromBeforeExpiredDeleteIsExpired(t *testing.T) {
 	}
 	f := follow(t, l, pos)
 	e.publish(object{namespace: "a", name: "cm", uid: "u1", rv: "2", action: "deleted"}, time.Second)
-	eventually(t, "the delete expires from the stream", func() bool {
+	poll.Until(t, 15*time.Second, func() (bool, string) {
 		s, err := e.js.Stream(context.Background(), "KUBE")
-		return err == nil && s.CachedInfo().State.Msgs == 0
+		return err == nil && s.CachedInfo().State.Msgs == 0, "the delete has not expired from the stream"
 	})
 	err := followErr(l, pos)
 	if !errors.Is(err, consumer.ErrExpired) {
@@ -418,7 +419,7 @@ func TestReadersDeleteTheirConsumers(t *testing.T) {
 		}
 		return s.CachedInfo().State.Consumers
 	}
-	eventually(t, "the Follow's consumer exists", func() bool { return consumers() == 1 })
+	poll.Until(t, 15*time.Second, func() (bool, string) { return consumers() == 1, "no Follow's consumer" })
 	cancel()
 	if err := <-done; !errors.Is(err, context.Canceled) {
 		t.Errorf("Follow after cancel: %v", err)

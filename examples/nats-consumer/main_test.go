@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,59 +14,38 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
-// lines collects what run prints.
-type lines struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (l *lines) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *lines) get() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Split(strings.TrimSuffix(l.buf.String(), "\n"), "\n")
-}
-
-func (l *lines) count() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return strings.Count(l.buf.String(), "\n")
+// lines splits what run printed into lines.
+func lines(out *logtest.Buffer) []string {
+	return strings.Split(strings.TrimSuffix(out.String(), "\n"), "\n")
 }
 
 // consume runs the example until it printed n lines, then stops it.
-func consume(t *testing.T, o options, n int) []string {
+func consume(t *testing.T, o options, want int) []string {
 	t.Helper()
-	out := &lines{}
+	out := &logtest.Buffer{}
 	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, o, io.Writer(out)) }()
-	deadline := time.Now().Add(30 * time.Second)
-	for out.count() < n {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		select {
 		case err := <-done:
-			cancel()
-			t.Fatalf("run stopped early: %v; printed %q", err, out.get())
+			t.Fatalf("run stopped early: %v; printed %q", err, lines(out))
 		default:
 		}
-		if time.Now().After(deadline) {
-			cancel()
-			t.Fatalf("printed %d of %d lines: %q", out.count(), n, out.get())
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+		n := strings.Count(out.String(), "\n")
+		return n >= want, fmt.Sprintf("printed %d of %d lines: %q", n, want, lines(out))
+	})
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("run: %v", err)
 	}
-	return out.get()
+	return lines(out)
 }
 
 func event(ns, name, rv, action string) *sink.Message {

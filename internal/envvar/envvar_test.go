@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // A Secret shows "[redacted]" wherever it is printed, logged or
@@ -65,7 +65,7 @@ func TestProblems(t *testing.T) {
 // TLS files are read into a configuration, and each problem names the
 // variable at fault, with the prefix.
 func TestTLSFiles(t *testing.T) {
-	pki := kafkatest.NewPKI(t)
+	pki := tlstest.NewPKI(t)
 	notPEM := t.TempDir() + "/not.pem"
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)

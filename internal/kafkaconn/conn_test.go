@@ -6,14 +6,14 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/internal/envvar"
-	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // Parse reads the TLS files and makes the SASL mechanism once: the
 // transport and the dialer made later share them, and need the files no
 // more.
 func TestParseReadsFilesOnce(t *testing.T) {
-	pki := kafkatest.NewPKI(t)
+	pki := tlstest.NewPKI(t)
 	c := Config{
 		Brokers:       []string{" kafka-0:9092", "", "kafka-1:9092 "},
 		ClientID:      "bridge",

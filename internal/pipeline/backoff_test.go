@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -27,7 +28,7 @@ func runBubbled(t *testing.T, opts Options, respond func(call int, now time.Time
 		mu    sync.Mutex
 		calls []time.Time
 	)
-	s := &testSink{respond: func(_ context.Context, call int, _ []*sink.Message) error {
+	s := &sinktest.Recorder{Respond: func(_ context.Context, call int, _ []*sink.Message) error {
 		now := time.Now()
 		mu.Lock()
 		calls = append(calls, now)

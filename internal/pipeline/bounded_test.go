@@ -5,9 +5,12 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // blockPipeline occupies every worker of h with a Publish that waits for
@@ -19,12 +22,14 @@ func blockPipeline(t *testing.T, h *harness, workers int) {
 	t.Helper()
 	for i := range workers {
 		h.p.OnDelta(mkDelta(source.Added, "blocker-"+strconv.Itoa(i), "uid-blocker", 1))
-		waitFor(t, "worker "+strconv.Itoa(i)+" to block in Publish", func() bool { return h.sink.callCount() == i+1 })
+		poll.Until(t, 10*time.Second, func() (bool, string) {
+			return h.sink.Calls() == i+1, "waiting for " + "worker " + strconv.Itoa(i) + " to block in Publish"
+		})
 	}
 	for i := workers; i < 2*workers; i++ {
 		name := "blocker-" + strconv.Itoa(i)
 		h.p.OnDelta(mkDelta(source.Added, name, "uid-blocker", 1))
-		waitFor(t, "an assembler to take "+name, func() bool { return h.taken(name) })
+		poll.Until(t, 10*time.Second, func() (bool, string) { return h.taken(name), "waiting for " + "an assembler to take " + name })
 	}
 }
 
@@ -64,7 +69,7 @@ func TestCoalescingBoundsMemory(t *testing.T) {
 		updates    = 100
 	)
 	release := make(chan struct{})
-	s := &testSink{respond: gated(release)}
+	s := &sinktest.Recorder{Respond: gated(release)}
 	h := newHarness(t, s, Options{Workers: workers, MaxPendingPerObject: maxPending}, nil)
 	h.start(t)
 	blockPipeline(t, h, workers)
@@ -144,7 +149,7 @@ func TestCoalescingBoundsMemory(t *testing.T) {
 		t.Errorf("Stats = %+v, want nothing skipped, abandoned or pending", st)
 	}
 	for o := range objects + 1 {
-		got := s.acceptedOf(subject(name(o)))
+		got := acceptedOf(s, subject(name(o)))
 		if len(got) == 0 || len(got) > maxPending {
 			t.Fatalf("%s: %d messages published, want 1 to %d: %v", name(o), len(got), maxPending, got)
 		}
@@ -166,7 +171,7 @@ func TestCoalescingBoundsMemory(t *testing.T) {
 
 	// The reborn object: its first life ends with a delete, and its
 	// second begins with an add, in that order.
-	got := s.acceptedOf(subject(name(reborn)))
+	got := acceptedOf(s, subject(name(reborn)))
 	var lives []string
 	for _, a := range got {
 		lives = append(lives, a.UID+" "+a.Action)

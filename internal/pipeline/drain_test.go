@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 func (h *harness) barriers() int {
@@ -24,12 +26,12 @@ func drainAsync(t *testing.T, h *harness, ctx context.Context, want int) <-chan 
 	t.Helper()
 	res := make(chan error, 1)
 	go func() { res <- h.p.Drain(ctx) }()
-	waitFor(t, "Drain to start waiting", func() bool { return h.barriers() == want })
+	poll.Until(t, 10*time.Second, func() (bool, string) { return h.barriers() == want, "waiting for " + "Drain to start waiting" })
 	return res
 }
 
 func TestDrainWithNothingQueued(t *testing.T) {
-	h := newHarness(t, &testSink{}, Options{}, nil)
+	h := newHarness(t, &sinktest.Recorder{}, Options{}, nil)
 	// Nothing to wait for: Drain returns at once, even with its context
 	// already over and the pipeline not running.
 	ctx, cancel := context.WithCancel(context.Background())
@@ -44,7 +46,7 @@ func TestDrainWithNothingQueued(t *testing.T) {
 // what came after.
 func TestDrainWaitsForWhatWasQueuedBefore(t *testing.T) {
 	releaseA := make(chan struct{})
-	s := &testSink{respond: func(ctx context.Context, _ int, msgs []*sink.Message) error {
+	s := &sinktest.Recorder{Respond: func(ctx context.Context, _ int, msgs []*sink.Message) error {
 		switch msgs[0].Name {
 		case "a":
 			<-releaseA
@@ -59,7 +61,7 @@ func TestDrainWaitsForWhatWasQueuedBefore(t *testing.T) {
 	h.start(t)
 
 	h.p.OnDelta(mkDelta(source.Added, "a", "uid-a", 1))
-	waitFor(t, "a's first delta to reach the sink", func() bool { return s.callCount() == 1 })
+	poll.Until(t, 10*time.Second, func() (bool, string) { return s.Calls() == 1, "waiting for " + "a's first delta to reach the sink" })
 	h.p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 2))
 	h.p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 3))
 	h.p.OnDelta(mkDelta(source.Added, "b", "uid-b", 1))
@@ -70,7 +72,9 @@ func TestDrainWaitsForWhatWasQueuedBefore(t *testing.T) {
 	// Queued after the Drain calls: neither waits for it, although it
 	// never gets through.
 	h.p.OnDelta(mkDelta(source.Added, "late", "uid-late", 1))
-	waitFor(t, "the late delta to reach the sink", func() bool { return s.inFlight(subject("late")) })
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return s.InFlight(subject("late")), "waiting for " + "the late delta to reach the sink"
+	})
 
 	select {
 	case err := <-first:
@@ -91,13 +95,13 @@ func TestDrainWaitsForWhatWasQueuedBefore(t *testing.T) {
 	}
 	// When Drain returned, everything queued before it was accepted and
 	// recorded.
-	if got := rvs(s.acceptedOf(subject("a"))); !slices.Equal(got, []int{1, 2, 3}) {
+	if got := rvs(acceptedOf(s, subject("a"))); !slices.Equal(got, []int{1, 2, 3}) {
 		t.Errorf("a: accepted %v, want [1 2 3]", got)
 	}
 	if got := h.rec.rvsOf(subject("b")); !slices.Equal(got, []int{1}) {
 		t.Errorf("b: recorded %v, want [1]", got)
 	}
-	if got := s.acceptedOf(subject("late")); len(got) != 0 {
+	if got := acceptedOf(s, subject("late")); len(got) != 0 {
 		t.Errorf("late: accepted %v, want nothing", got)
 	}
 	if n := h.barriers(); n != 0 {
@@ -121,7 +125,7 @@ func TestDrainGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			release := make(chan struct{})
-			s := &testSink{respond: func(ctx context.Context, _ int, _ []*sink.Message) error {
+			s := &sinktest.Recorder{Respond: func(ctx context.Context, _ int, _ []*sink.Message) error {
 				select {
 				case <-release:
 					return nil
@@ -134,7 +138,7 @@ func TestDrainGivesUp(t *testing.T) {
 			h.p.OnDelta(mkDelta(source.Added, "b", "uid-b", 1))
 			if tt.running {
 				h.start(t)
-				waitFor(t, "the sink to be called", func() bool { return s.callCount() == 1 })
+				poll.Until(t, 10*time.Second, func() (bool, string) { return s.Calls() == 1, "waiting for " + "the sink to be called" })
 			}
 
 			var err error
@@ -161,8 +165,8 @@ func TestDrainGivesUp(t *testing.T) {
 			if n := h.barriers(); n != 0 {
 				t.Errorf("%d barriers left behind by an abandoned Drain", n)
 			}
-			if len(s.allAccepted()) != 0 {
-				t.Errorf("the sink accepted %v while blocked", s.allAccepted())
+			if len(allAccepted(s)) != 0 {
+				t.Errorf("the sink accepted %v while blocked", allAccepted(s))
 			}
 
 			// The pipeline carries on: once the sink recovers, a new Drain
@@ -172,7 +176,7 @@ func TestDrainGivesUp(t *testing.T) {
 			}
 			close(release)
 			h.drain(t)
-			if got := len(s.allAccepted()); got != 2 {
+			if got := len(allAccepted(s)); got != 2 {
 				t.Errorf("accepted %d deltas after recovery, want 2", got)
 			}
 		})

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"log/slog"
@@ -17,7 +16,9 @@ import (
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/logtest"
 )
 
 var configmaps = source.Resource{
@@ -60,155 +61,40 @@ type accepted struct {
 	Action  string
 }
 
-// testSink records what it is sent and what it accepts. respond decides
-// the outcome of each Publish; it may block. call counts Publish calls
-// from 1.
-type testSink struct {
-	respond func(ctx context.Context, call int, msgs []*sink.Message) error
-
-	mu       sync.Mutex
-	calls    int
-	inflight map[string]bool
-	problems []string   // broken sink contract: overlapping or reordered keys
-	accepted []accepted // in the order the sink accepted them
-	messages []*sink.Message
-	acked    map[ackKey]bool
-	closed   bool
+// acceptedOf returns what s accepted for one object, in order.
+func acceptedOf(s *sinktest.Recorder, subject string) []accepted {
+	return acceptedList(s.AcceptedOf(subject))
 }
 
-// ackKey identifies an accepted delta the way a checkpoint record does.
-type ackKey struct {
-	subject, uid string
-	rv           int
-	deleted      bool
-}
+// allAccepted returns everything s accepted, in order.
+func allAccepted(s *sinktest.Recorder) []accepted { return acceptedList(s.Accepted()) }
 
-var _ sink.Sink = (*testSink)(nil)
-
-func (s *testSink) Publish(ctx context.Context, msgs []*sink.Message) error {
-	keys := map[string]bool{}
-	last := map[string]int{}
-	s.mu.Lock()
-	s.calls++
-	call := s.calls
-	if s.inflight == nil {
-		s.inflight = map[string]bool{}
-	}
-	for _, m := range msgs {
-		rv := mustAtoi(m.ResourceVersion)
-		if prev, ok := last[m.Subject]; ok && rv <= prev {
-			s.problems = append(s.problems, "call "+strconv.Itoa(call)+": "+m.Subject+" out of order in its batch")
-		}
-		last[m.Subject] = rv
-		if !keys[m.Subject] && s.inflight[m.Subject] {
-			s.problems = append(s.problems, "call "+strconv.Itoa(call)+": "+m.Subject+" is in two batches at once")
-		}
-		keys[m.Subject] = true
-	}
-	for k := range keys {
-		s.inflight[k] = true
-	}
-	s.mu.Unlock()
-
-	var err error
-	if s.respond != nil {
-		err = s.respond(ctx, call, msgs)
-	}
-
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	for i, e := range sink.PerMessage(err, len(msgs)) {
-		if e == nil {
-			m := msgs[i]
-			a := accepted{m.Subject, m.UID, mustAtoi(m.ResourceVersion), m.Action}
-			s.accepted = append(s.accepted, a)
-			s.messages = append(s.messages, m)
-			if s.acked == nil {
-				s.acked = map[ackKey]bool{}
-			}
-			s.acked[ackKey{a.Subject, a.UID, a.RV, a.Action == string(source.Deleted)}] = true
-		}
-	}
-	for k := range keys {
-		delete(s.inflight, k)
-	}
-	return err
-}
-
-func (s *testSink) Close(context.Context) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.closed = true
-	return nil
-}
-
-func (s *testSink) callCount() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.calls
-}
-
-// inFlight reports whether a Publish call holding subject is under way.
-func (s *testSink) inFlight(subject string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.inflight[subject]
-}
-
-// acceptedOf returns what the sink accepted for one object, in order.
-func (s *testSink) acceptedOf(subject string) []accepted {
-	s.mu.Lock()
-	defer s.mu.Unlock()
+func acceptedList(msgs []*sink.Message) []accepted {
 	var out []accepted
-	for _, a := range s.accepted {
-		if a.Subject == subject {
-			out = append(out, a)
-		}
+	for _, m := range msgs {
+		out = append(out, accepted{m.Subject, m.UID, mustAtoi(m.ResourceVersion), m.Action})
 	}
 	return out
 }
 
-// acceptedMessages returns the messages the sink accepted for one
-// object, in order.
-func (s *testSink) acceptedMessages(subject string) []*sink.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []*sink.Message
-	for _, m := range s.messages {
-		if m.Subject == subject {
-			out = append(out, m)
-		}
-	}
-	return out
-}
-
-func (s *testSink) allAccepted() []accepted {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]accepted(nil), s.accepted...)
-}
-
-func (s *testSink) contractProblems() []string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return append([]string(nil), s.problems...)
-}
-
-// wasAccepted reports whether the sink accepted the delta r records.
-func (s *testSink) wasAccepted(r checkpoint.Record) bool {
+// wasAccepted reports whether s accepted the delta r records.
+func wasAccepted(s *sinktest.Recorder, r checkpoint.Record) bool {
 	rv, err := strconv.Atoi(r.ResourceVersion)
 	if err != nil || r.Resource != configmaps.Name() {
 		return false
 	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.acked[ackKey{r.Key, r.UID, rv, r.Deleted}]
+	for _, m := range s.AcceptedOf(r.Key) {
+		if m.UID == r.UID && mustAtoi(m.ResourceVersion) == rv && (m.Action == string(source.Deleted)) == r.Deleted {
+			return true
+		}
+	}
+	return false
 }
 
 // testRecorder keeps every record and checks, as each arrives, that the
 // sink accepted its delta before.
 type testRecorder struct {
-	sink *testSink
+	sink *sinktest.Recorder
 
 	mu      sync.Mutex
 	recs    []checkpoint.Record
@@ -219,7 +105,7 @@ var _ Recorder = (*testRecorder)(nil)
 
 func (r *testRecorder) Record(recs ...checkpoint.Record) {
 	for _, rec := range recs {
-		ok := r.sink.wasAccepted(rec)
+		ok := wasAccepted(r.sink, rec)
 		r.mu.Lock()
 		r.recs = append(r.recs, rec)
 		if !ok {
@@ -259,31 +145,12 @@ type encodeFunc func(d *source.Delta) (*sink.Message, error)
 
 func (f encodeFunc) Encode(d *source.Delta) (*sink.Message, error) { return f(d) }
 
-// logBuffer is a log destination that is safe to read while the pipeline
-// writes to it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // harness is a pipeline with a test sink and recorder.
 type harness struct {
 	p    *Pipeline
-	sink *testSink
+	sink *sinktest.Recorder
 	rec  *testRecorder
-	logs *logBuffer
+	logs *logtest.Buffer
 
 	cancel context.CancelFunc
 	done   chan error
@@ -291,12 +158,12 @@ type harness struct {
 
 // newHarness builds a pipeline around s, using the real event encoder
 // unless enc is set. It does not start it.
-func newHarness(t *testing.T, s *testSink, opts Options, enc Encoder) *harness {
+func newHarness(t *testing.T, s *sinktest.Recorder, opts Options, enc Encoder) *harness {
 	t.Helper()
 	if enc == nil {
 		enc = event.Encoder{Cluster: "test"}
 	}
-	h := &harness{sink: s, rec: &testRecorder{sink: s}, logs: &logBuffer{}}
+	h := &harness{sink: s, rec: &testRecorder{sink: s}, logs: &logtest.Buffer{}}
 	h.p = New(s, enc, h.rec, opts, slog.New(slog.NewTextHandler(h.logs, nil)))
 	return h
 }
@@ -350,18 +217,6 @@ func (h *harness) drain(t *testing.T) {
 	defer cancel()
 	if err := h.p.Drain(ctx); err != nil {
 		t.Fatalf("Drain: %v", err)
-	}
-}
-
-// waitFor polls cond until it holds, failing the test after 10s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(time.Millisecond)
 	}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -51,34 +52,20 @@ func (r *flushingRecorder) isDurable(key, uid string) bool {
 	return false
 }
 
-// checkingSink fails the test if an added object is published before the
-// checkpoint durably knows of it.
-type checkingSink struct {
-	t   *testing.T
-	rec *flushingRecorder
-	mu  sync.Mutex
-	n   int
-}
-
-func (s *checkingSink) Publish(_ context.Context, msgs []*sink.Message) error {
-	for _, m := range msgs {
-		if m.Action == "added" && !s.rec.isDurable(m.Subject, m.UID) {
-			s.t.Errorf("%s published before its intent was durable", m.Subject)
-		}
-	}
-	s.mu.Lock()
-	s.n += len(msgs)
-	s.mu.Unlock()
-	return nil
-}
-
-func (s *checkingSink) Close(context.Context) error { return nil }
-
 // Before an object's creation is published, the checkpoint durably holds
 // an intent for it (its uid, no resourceVersion); updates need none.
 func TestIntentsBeforeCreates(t *testing.T) {
 	rec := &flushingRecorder{}
-	s := &checkingSink{t: t, rec: rec}
+	// The sink fails the test if an added object is published before the
+	// checkpoint durably knows of it.
+	s := &sinktest.Recorder{Respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
+		for _, m := range msgs {
+			if m.Action == "added" && !rec.isDurable(m.Subject, m.UID) {
+				t.Errorf("%s published before its intent was durable", m.Subject)
+			}
+		}
+		return nil
+	}}
 	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
 		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
 	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
@@ -130,7 +117,7 @@ func (r *brokenRecorder) RecordIntents(context.Context, ...checkpoint.Intent) er
 // intent.
 func TestIntentsTerminalFlushError(t *testing.T) {
 	rec := &brokenRecorder{}
-	s := &testSink{}
+	s := &sinktest.Recorder{}
 	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
 		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
 	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
@@ -149,10 +136,8 @@ func TestIntentsTerminalFlushError(t *testing.T) {
 	}
 	rec.mu.Lock()
 	defer rec.mu.Unlock()
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if a := p.Stats().Abandoned; a != 1 || rec.flushes != 1 || s.calls != 0 {
-		t.Errorf("abandoned %d, flushes %d, publish calls %d; want 1, 1, 0", a, rec.flushes, s.calls)
+	if a := p.Stats().Abandoned; a != 1 || rec.flushes != 1 || s.Calls() != 0 {
+		t.Errorf("abandoned %d, flushes %d, publish calls %d; want 1, 1, 0", a, rec.flushes, s.Calls())
 	}
 }
 
@@ -162,7 +147,7 @@ func TestIntentsTerminalFlushError(t *testing.T) {
 // after a fresh start the bridge never learns the deleted object existed.
 func TestIntentsTerminalFlushErrorPublishesTheRest(t *testing.T) {
 	rec := &brokenRecorder{}
-	s := &testSink{}
+	s := &sinktest.Recorder{}
 	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
 		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
 	}), rec, Options{Workers: 1, Intents: rec}, slog.New(slog.DiscardHandler))
@@ -180,7 +165,7 @@ func TestIntentsTerminalFlushErrorPublishesTheRest(t *testing.T) {
 		t.Fatalf("Drain: %v", err)
 	}
 	var got []string
-	for _, a := range s.allAccepted() {
+	for _, a := range allAccepted(s) {
 		got = append(got, a.Action+" "+a.Subject)
 	}
 	want := []string{"deleted " + subject("gone"), "updated " + subject("changed")}

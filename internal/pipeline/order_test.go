@@ -14,6 +14,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -25,10 +26,10 @@ import (
 // publisher in flight): once a message fails, the later messages of its key
 // in the batch fail too. Otherwise each message succeeds or fails on its
 // own, as with independent asynchronous publishes.
-func flakySink(seed uint64, orderPreserving bool) *testSink {
+func flakySink(seed uint64, orderPreserving bool) *sinktest.Recorder {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return &testSink{respond: func(_ context.Context, call int, msgs []*sink.Message) error {
+	return &sinktest.Recorder{Respond: func(_ context.Context, call int, msgs []*sink.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if rng.IntN(10) == 0 {
@@ -120,7 +121,7 @@ func TestPerObjectOrder(t *testing.T) {
 			wg.Wait()
 			h.drain(t)
 
-			if p := s.contractProblems(); len(p) > 0 {
+			if p := s.Problems(); len(p) > 0 {
 				t.Fatalf("the pipeline broke the sink contract:\n%v", p)
 			}
 			for o := range objects {
@@ -128,7 +129,7 @@ func TestPerObjectOrder(t *testing.T) {
 				for step := range want {
 					want[step] = rv(o, step)
 				}
-				got := rvs(s.acceptedOf(subject(name(o))))
+				got := rvs(acceptedOf(s, subject(name(o))))
 				checkObjectStream(t, name(o), got, want, tt.orderPreserving)
 				if t.Failed() {
 					return // one object's story is enough
@@ -151,7 +152,7 @@ func TestPerObjectOrder(t *testing.T) {
 			if st.Published != total || int64(h.rec.count()) != total {
 				t.Errorf("Published = %d, records = %d, want both %d", st.Published, h.rec.count(), total)
 			}
-			acceptedN := int64(len(s.allAccepted()))
+			acceptedN := int64(len(allAccepted(s)))
 			if acceptedN < total || (tt.orderPreserving && acceptedN != total) {
 				t.Errorf("the sink accepted %d messages for %d deltas", acceptedN, total)
 			}

@@ -12,7 +12,9 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 var errDown = errors.New("broker down")
@@ -64,7 +66,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 				return ctx.Err()
 			},
 			fails:         failing,
-			started:       func(h *harness) bool { return h.sink.callCount() > 0 },
+			started:       func(h *harness) bool { return h.sink.Calls() > 0 },
 			wantAbandoned: objects * perObject,
 		},
 		{
@@ -87,8 +89,8 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &testSink{}
-			s.respond = func(ctx context.Context, _ int, msgs []*sink.Message) error {
+			s := &sinktest.Recorder{}
+			s.Respond = func(ctx context.Context, _ int, msgs []*sink.Message) error {
 				return tt.respond(ctx, msgs, tt.fails)
 			}
 			h := newHarness(t, s, tt.opts, nil)
@@ -98,7 +100,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 				}
 			}
 			h.start(t)
-			waitFor(t, "the pipeline to be stuck", func() bool { return tt.started(h) })
+			poll.Until(t, 10*time.Second, func() (bool, string) { return tt.started(h), "waiting for " + "the pipeline to be stuck" })
 
 			runErr := h.stopErr(t) // fails the test unless Run returns within 10s
 
@@ -136,7 +138,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 // TestRunIdle checks that Run with nothing to do returns as soon as its
 // context ends, with no error: nothing was abandoned.
 func TestRunIdle(t *testing.T) {
-	h := newHarness(t, &testSink{}, Options{}, nil)
+	h := newHarness(t, &sinktest.Recorder{}, Options{}, nil)
 	h.start(t)
 	h.stop(t) // fails the test unless Run returns nil within 10s
 	if st := h.p.Stats(); st != (Stats{}) {

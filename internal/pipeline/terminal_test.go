@@ -14,6 +14,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -140,7 +141,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := &testSink{respond: tt.respond}
+			s := &sinktest.Recorder{Respond: tt.respond}
 			h := newHarness(t, s, Options{
 				Workers:    2,
 				NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) },
@@ -155,7 +156,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 			h.p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 4))
 			h.drain(t)
 
-			if got := rvs(s.acceptedOf(a)); !slices.Equal(got, tt.wantAccepted) {
+			if got := rvs(acceptedOf(s, a)); !slices.Equal(got, tt.wantAccepted) {
 				t.Errorf("sink accepted %v of a, want %v", got, tt.wantAccepted)
 			}
 			if got := h.rec.rvsOf(a); !slices.Equal(got, tt.wantRecorded) {

@@ -12,6 +12,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -97,7 +98,7 @@ func TestTooLargeIsPublishedWithoutContent(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			obs := &omissions{}
-			s := &testSink{respond: limitedBus(tt.refuse)}
+			s := &sinktest.Recorder{Respond: limitedBus(tt.refuse)}
 			h := newHarness(t, s, Options{
 				Observer:   obs,
 				NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) },
@@ -112,14 +113,10 @@ func TestTooLargeIsPublishedWithoutContent(t *testing.T) {
 			h.drain(t)
 
 			var got, omitted []int
-			s.mu.Lock()
-			for _, m := range s.accepted {
-				if m.Subject == a {
-					got = append(got, m.RV)
-				}
+			for _, m := range acceptedOf(s, a) {
+				got = append(got, m.RV)
 			}
-			s.mu.Unlock()
-			for _, m := range s.acceptedMessages(a) {
+			for _, m := range s.AcceptedOf(a) {
 				if m.ContentOmitted {
 					omitted = append(omitted, mustAtoi(m.ResourceVersion))
 					if strings.Contains(string(m.Data), "<<") || !strings.Contains(string(m.Data), `"uid":"uid-a"`) {
@@ -142,7 +139,7 @@ func TestTooLargeIsPublishedWithoutContent(t *testing.T) {
 			if got := h.rec.rvsOf(b); !slices.Equal(got, []int{1}) {
 				t.Errorf("recorded %v of b, want [1]", got)
 			}
-			if p := s.contractProblems(); len(p) > 0 {
+			if p := s.Problems(); len(p) > 0 {
 				t.Errorf("sink contract broken: %v", p)
 			}
 

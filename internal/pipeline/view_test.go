@@ -4,6 +4,7 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -21,7 +22,7 @@ func leftFilter(delta source.Delta) source.Delta {
 // so that a restart compares the object with what the view published; a
 // delta without one records none.
 func TestRecordCarriesView(t *testing.T) {
-	s := &testSink{}
+	s := &sinktest.Recorder{}
 	h := newHarness(t, s, Options{}, nil)
 	h.start(t)
 	h.p.OnDelta(withView(mkDelta(source.Added, "a", "ua", 1), "3f2a9c1d.0000000000000001"))

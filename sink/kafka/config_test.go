@@ -16,7 +16,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/kafkaconn"
-	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -49,7 +49,7 @@ func TestDefaultsAreValid(t *testing.T) {
 // Parse reports every problem, each an *envvar.Error that names its
 // variable.
 func TestParseNamesTheVariables(t *testing.T) {
-	pki := kafkatest.NewPKI(t)
+	pki := tlstest.NewPKI(t)
 	notPEM := filepath.Join(t.TempDir(), "not.pem")
 	if err := os.WriteFile(notPEM, []byte("hello"), 0o600); err != nil {
 		t.Fatal(err)

@@ -1,7 +1,6 @@
 package kafka
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
@@ -12,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/logtest"
 )
 
 // compactionReports collects what New reports through WithTopicCompaction.
@@ -29,27 +29,9 @@ func (r *compactionReports) report(topic string, compacted bool) {
 	r.got[topic] = compacted
 }
 
-// syncBuffer is a log destination tests read while the sink writes.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 // newLayoutSink starts a sink that reports compaction to r and logs to
 // logs as well as the test's output.
-func newLayoutSink(t *testing.T, cfg *Settings, r *compactionReports, logs *syncBuffer, resources ...schema.GroupVersionResource) *Sink {
+func newLayoutSink(t *testing.T, cfg *Settings, r *compactionReports, logs *logtest.Buffer, resources ...schema.GroupVersionResource) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
@@ -96,7 +78,7 @@ func TestStateLayoutCreatesCompactedTopics(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := kafkatest.Start(t)
 			var r compactionReports
-			newLayoutSink(t, clusterConfig(t, c, tt.vars), &r, &syncBuffer{}, configmaps, deployments)
+			newLayoutSink(t, clusterConfig(t, c, tt.vars), &r, &logtest.Buffer{}, configmaps, deployments)
 			for _, topic := range []string{"kube.configmaps", "kube.deployments.apps"} {
 				for name, want := range tt.want {
 					if got := c.TopicConfig(topic, name); got != want {
@@ -126,7 +108,7 @@ func TestStateLayoutWarnsOfTopicsNotCompacted(t *testing.T) {
 	c.CreateTopic("kube.secrets", 1, map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "3600000"})
 	secrets := schema.GroupVersionResource{Version: "v1", Resource: "secrets"}
 	var r compactionReports
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	newLayoutSink(t, clusterConfig(t, c, nil), &r, logs, configmaps, deployments, secrets)
 
 	want := map[string]bool{"kube.configmaps": false, "kube.deployments.apps": true, "kube.secrets": true}
@@ -163,7 +145,7 @@ func TestStateLayoutWarnsOfTopicsNotCompacted(t *testing.T) {
 
 	t.Run("history layout", func(t *testing.T) {
 		var r compactionReports
-		logs := &syncBuffer{}
+		logs := &logtest.Buffer{}
 		newLayoutSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_LAYOUT": "history"}), &r, logs, configmaps)
 		if len(r.got) != 0 || strings.Contains(logs.String(), "not compacted") {
 			t.Errorf("the history layout checked compaction: reports %v, logs:\n%s", r.got, logs)
@@ -199,7 +181,7 @@ func TestStateLayoutWarnsOfTopicDeletedBySize(t *testing.T) {
 	c := kafkatest.Start(t)
 	c.CreateTopic("kube.configmaps", 1, map[string]string{"cleanup.policy": "compact,delete", "retention.ms": "-1", "retention.bytes": "1048576"})
 	var r compactionReports
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	newLayoutSink(t, clusterConfig(t, c, nil), &r, logs, configmaps)
 	warned := false
 	for line := range strings.Lines(logs.String()) {

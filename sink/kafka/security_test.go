@@ -9,6 +9,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // Acceptance 4: SASL SCRAM, SASL PLAIN and TLS (with client certificates)
@@ -16,8 +17,8 @@ import (
 // New with an error that does not show the password.
 func TestSecurity(t *testing.T) {
 	const user, password = "bridge", "correct-horse-battery"
-	pki := kafkatest.NewPKI(t)
-	other := kafkatest.NewPKI(t) // a CA the brokers' certificates do not come from
+	pki := tlstest.NewPKI(t)
+	other := tlstest.NewPKI(t) // a CA the brokers' certificates do not come from
 	tlsVars := map[string]string{"BRIDGE_KAFKA_TLS": "true", "BRIDGE_KAFKA_TLS_CA_FILE": pki.CAFile,
 		"BRIDGE_KAFKA_TLS_CERT_FILE": pki.CertFile, "BRIDGE_KAFKA_TLS_KEY_FILE": pki.KeyFile}
 	with := func(base map[string]string, kv ...string) map[string]string {

@@ -1,34 +1,15 @@
 package nats
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/natstest"
 )
-
-// lockedBuffer collects log output written from several goroutines.
-type lockedBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *lockedBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *lockedBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
 
 // Against servers that require TLS with a client certificate, a token, an
 // NKey, or a user and password, the sink connects and publishes with the right
@@ -81,7 +62,7 @@ func TestAuthentication(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Start(t, tc.opts)
-			var logs lockedBuffer
+			var logs logtest.Buffer
 			log := slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 			noSecrets := func(what, text string) {
 				t.Helper()
@@ -125,7 +106,7 @@ func TestAuthentication(t *testing.T) {
 			t.Logf("with wrong credentials: %v", err)
 			noSecrets("error", err.Error())
 			noSecrets("log", logs.String())
-			if got := streamState(t, srv.Conn(t), "KUBE").Msgs; got == 0 {
+			if got := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; got == 0 {
 				t.Errorf("stream holds no message")
 			}
 		})

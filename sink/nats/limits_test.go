@@ -131,7 +131,7 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 				}
 			}
 			if mode.mode == ModeJetStream {
-				if n := streamState(t, srv.Conn(t), prefix).Msgs; n != uint64(len(msgs)) {
+				if n := natstest.StreamState(t, srv.Conn(t), prefix).Msgs; n != uint64(len(msgs)) {
 					t.Errorf("stream holds %d messages, want %d", n, len(msgs))
 				}
 			}
@@ -157,7 +157,7 @@ func TestSubjectTooLongIsTerminal(t *testing.T) {
 	if r := s.nc.Stats().Reconnects; r != 0 || s.Health() != nil {
 		t.Errorf("connection: %d reconnects, health %v", r, s.Health())
 	}
-	if n := streamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
+	if n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
 		t.Errorf("stream holds %d messages, want 2", n)
 	}
 	var te *sink.TerminalError

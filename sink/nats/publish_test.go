@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // 10,000 deltas of 100 objects, published by 4 goroutines in batches of
@@ -57,7 +58,7 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	st := streamState(t, nc, "KUBE")
+	st := natstest.StreamState(t, nc, "KUBE")
 	t.Logf("first publish of %d messages: %s; stream holds %d messages", objects*versions, took.Round(time.Millisecond), st.Msgs)
 	if st.Msgs != objects*versions {
 		t.Fatalf("stream holds %d messages, want %d", st.Msgs, objects*versions)
@@ -80,7 +81,7 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 	if t.Failed() {
 		t.FailNow()
 	}
-	after := streamState(t, nc, "KUBE")
+	after := natstest.StreamState(t, nc, "KUBE")
 	t.Logf("second publish of the same %d messages: %s; stream holds %d messages", objects*versions, took.Round(time.Millisecond), after.Msgs)
 	if after.Msgs != st.Msgs || after.LastSeq != st.LastSeq {
 		t.Fatalf("after republishing, stream holds %d messages (last seq %d), want %d (last seq %d): duplicates were stored",
@@ -245,7 +246,7 @@ func TestTooLarge(t *testing.T) {
 			if !errors.Is(errs[3], sink.ErrEarlierFailed) || sink.IsTerminal(errs[3]) {
 				t.Errorf("later change of the large message's object: %v, want it held back, to retry", errs[3])
 			}
-			if n := streamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
+			if n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; n != 2 {
 				t.Errorf("stream holds %d messages, want 2", n)
 			}
 		})
@@ -266,7 +267,7 @@ func TestServerRestart(t *testing.T) {
 	}
 
 	srv.Shutdown()
-	eventually(t, 10*time.Second, func() (bool, string) {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		err := s.Health()
 		return err != nil, "Health still nil with the server down"
 	})
@@ -277,12 +278,12 @@ func TestServerRestart(t *testing.T) {
 
 	start := time.Now()
 	srv.Start()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		err := s.Health()
 		return err == nil, fmt.Sprintf("Health: %v", err)
 	})
 	t.Logf("reconnected %s after the server was back", time.Since(start).Round(time.Millisecond))
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		err := s.Publish(t.Context(), []*sink.Message{message("restart", 0, 1), message("restart", 0, 2)})
 		return err == nil, fmt.Sprintf("Publish: %v", err)
 	})

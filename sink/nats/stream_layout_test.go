@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // A stream the bridge made in one layout stops a start in the other
@@ -165,12 +166,12 @@ func TestDeletesExpire(t *testing.T) {
 					t.Errorf("object %d, %s: %s = %q", o, want, jetstream.MsgTTLHeader, ttl)
 				}
 			}
-			if n := streamState(t, srv.Conn(t), "KUBE").Msgs; n != 4 {
+			if n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs; n != 4 {
 				t.Errorf("stream holds %d messages, want 4 (one per object)", n)
 			}
 			start := time.Now()
-			eventually(t, 30*time.Second, func() (bool, string) {
-				n := streamState(t, srv.Conn(t), "KUBE").Msgs
+			poll.Until(t, 30*time.Second, func() (bool, string) {
+				n := natstest.StreamState(t, srv.Conn(t), "KUBE").Msgs
 				return n == 2, "stream still holds the deletes"
 			})
 			t.Logf("deletes gone %s after publishing", time.Since(start).Round(time.Millisecond))

@@ -64,15 +64,9 @@ func startChild(b *testing.B, name, bin string, env []string, args ...string) *c
 	c.started = time.Now()
 	// Killed if the benchmark process dies; done closes when its stderr
 	// does.
-	if err := controlplane.StartTied(c.cmd, c.done); err != nil {
-		b.Fatal(err)
-	}
+	controlplane.StartTiedUntilCleanup(b, c.cmd, c.done)
 	go c.readLogs(stderr)
 	b.Cleanup(func() {
-		if c.cmd.ProcessState == nil {
-			_ = c.cmd.Process.Kill()
-			_ = c.cmd.Wait()
-		}
 		if b.Failed() {
 			b.Logf("last logs of %s:\n%s", c.name, c.tail(40))
 		}

@@ -13,12 +13,12 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubebus/bridge/test/corpus"
 )
 
 // customGroup is the API group of the watch-everything scenario's CRDs.
 const customGroup = "scale.bench.kubebus.example"
-
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // customResource is a resource a CRD of the scenario defines.
 type customResource struct {
@@ -32,33 +32,21 @@ func defineCRDs(ctx context.Context, rc *rest.Config, dyn dynamic.Interface, n i
 	var out []customResource
 	for i := range n {
 		plural, kind := fmt.Sprintf("gadgets%02d", i), fmt.Sprintf("Gadget%02d", i)
-		crd := &unstructured.Unstructured{Object: map[string]any{
-			"apiVersion": "apiextensions.k8s.io/v1",
-			"kind":       "CustomResourceDefinition",
-			"metadata":   map[string]any{"name": plural + "." + customGroup},
-			"spec": map[string]any{
-				"group": customGroup,
-				"scope": "Namespaced",
-				"names": map[string]any{"plural": plural, "kind": kind},
-				"versions": []any{map[string]any{
-					"name": "v1", "served": true, "storage": true,
-					"schema": map[string]any{"openAPIV3Schema": map[string]any{
-						"type": "object",
-						"properties": map[string]any{"spec": map[string]any{
-							"type": "object",
-							"properties": map[string]any{
-								"size":  map[string]any{"type": "integer"},
-								"color": map[string]any{"type": "string"},
-							},
-						}},
-					}},
-				}},
-			},
-		}}
-		if _, err := dyn.Resource(crdGVR).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
+		gvr := schema.GroupVersionResource{Group: customGroup, Version: "v1", Resource: plural}
+		crd := corpus.CRD(gvr, kind, "Namespaced", map[string]any{
+			"type": "object",
+			"properties": map[string]any{"spec": map[string]any{
+				"type": "object",
+				"properties": map[string]any{
+					"size":  map[string]any{"type": "integer"},
+					"color": map[string]any{"type": "string"},
+				},
+			}},
+		})
+		if _, err := dyn.Resource(corpus.CRDResource).Create(ctx, crd, metav1.CreateOptions{}); err != nil {
 			return nil, fmt.Errorf("create CRD %s: %w", crd.GetName(), err)
 		}
-		out = append(out, customResource{schema.GroupVersionResource{Group: customGroup, Version: "v1", Resource: plural}, kind})
+		out = append(out, customResource{gvr, kind})
 	}
 	dc, err := discovery.NewDiscoveryClientForConfig(rc)
 	if err != nil {

@@ -75,44 +75,15 @@ const (
 // warmed, as in a cluster whose API server has run a while. A figure is the mean of the rounds; the note lists
 // each.
 func BenchmarkWatchEverything(b *testing.B) {
-	began := time.Now()
-	ctx := b.Context()
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cp, err := controlplane.Start(startCtx, controlplane.Options{})
-	cancel()
-	if err != nil {
-		b.Fatalf("start control plane (run `make controlplane` first): %v", err)
-	}
-	defer cp.Stop()
-	dir := b.TempDir()
-
-	type built struct {
-		bridge, bare string
-		err          error
-	}
-	builds := make(chan built, 1)
-	go func() {
-		var r built
-		if r.bridge, r.err = buildBinary("github.com/kubebus/bridge/cmd/bridge", dir); r.err == nil {
-			r.bare, r.err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/bareinformer", dir)
-		}
-		builds <- r
-	}()
-
-	kc, err := unlimitedClient(cp.RESTConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
+	setup := startProcessSetup(b, "github.com/kubebus/bridge/test/bench/cmd/bareinformer")
+	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
 	rc := cp.RESTConfig()
 	rc.QPS = -1
 	dyn, err := dynamic.NewForConfig(rc)
 	if err != nil {
 		b.Fatal(err)
 	}
-	namespaces := make([]string, everythingNamespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("everything-%d", i)
-	}
+	namespaces := namespaceNames("everything", everythingNamespaces)
 	t0 := time.Now()
 	crds, err := defineCRDs(ctx, rc, dyn, everythingCRDs)
 	if err != nil {
@@ -136,19 +107,16 @@ func BenchmarkWatchEverything(b *testing.B) {
 	written := time.Since(t0)
 	b.Logf("wrote %d ConfigMaps and %d custom objects of %d CRDs in %s", everythingConfigMaps, everythingCRDs*everythingCustom,
 		everythingCRDs, written.Round(time.Second))
-	bin := <-builds
-	if bin.err != nil {
-		b.Fatal(bin.err)
-	}
+	bridgeBin, programs := setup.binaries(b)
 
-	e := &everything{b: b, cp: cp, dyn: dyn, crds: crds, dir: dir, bridgeBin: bin.bridge, bareBin: bin.bare}
+	e := &everything{b: b, cp: cp, dyn: dyn, crds: crds, dir: dir, bridgeBin: bridgeBin, bareBin: programs[0]}
 	var bridge, bare []everythingRun
 	for round := range everythingRounds {
 		bridge = append(bridge, e.bridge(round))
 		bare = append(bare, e.factory(round))
 	}
 	e.record(bridge, bare, written)
-	b.Logf("watch-everything scenario took %s", time.Since(began).Round(time.Second))
+	b.Logf("watch-everything scenario took %s", time.Since(setup.began).Round(time.Second))
 }
 
 // everything is the state the scenario's starts share.

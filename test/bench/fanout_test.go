@@ -71,39 +71,10 @@ var fanoutCounts = []int{50, 10, 1}
 // measured over the same window, the length of its N=50 run (which runs
 // first); a shorter run waits out the window, idle, before it is read.
 func BenchmarkFanOut(b *testing.B) {
-	began := time.Now()
-	ctx := b.Context()
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cp, err := controlplane.Start(startCtx, controlplane.Options{})
-	cancel()
-	if err != nil {
-		b.Fatalf("start control plane (run `make controlplane` first): %v", err)
-	}
-	defer cp.Stop()
+	setup := startProcessSetup(b, "github.com/kubebus/bridge/test/bench/cmd/fanout")
+	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
+	namespaces := namespaceNames("fanout", fanoutNamespaces)
 	bus := natstest.Start(b, natstest.Options{})
-	dir := b.TempDir()
-
-	type built struct {
-		bridge, fanout string
-		err            error
-	}
-	builds := make(chan built, 1)
-	go func() {
-		var r built
-		if r.bridge, r.err = buildBinary("github.com/kubebus/bridge/cmd/bridge", dir); r.err == nil {
-			r.fanout, r.err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/fanout", dir)
-		}
-		builds <- r
-	}()
-
-	kc, err := unlimitedClient(cp.RESTConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	namespaces := make([]string, fanoutNamespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("fanout-%d", i)
-	}
 	t0 := time.Now()
 	if _, err := createConfigMaps(ctx, kc, namespaces, fanoutObjects, writers); err != nil {
 		b.Fatal(err)
@@ -111,14 +82,11 @@ func BenchmarkFanOut(b *testing.B) {
 	if testing.Verbose() {
 		b.Logf("wrote %d ConfigMaps in %s", fanoutObjects, time.Since(t0).Round(time.Millisecond))
 	}
-	bin := <-builds
-	if bin.err != nil {
-		b.Fatal(bin.err)
-	}
+	bridgeBin, programs := setup.binaries(b)
 
 	const cluster = "bench"
 	f := &fanout{
-		b: b, cp: cp, kc: kc, namespaces: namespaces, bin: bin.fanout, bridgeBin: bin.bridge,
+		b: b, cp: cp, kc: kc, namespaces: namespaces, bin: programs[0], bridgeBin: bridgeBin,
 		kubeEnv: []string{"KUBECONFIG=" + cp.KubeconfigPath()},
 		bridgeEnv: append([]string{
 			"KUBECONFIG=" + cp.KubeconfigPath(),
@@ -160,7 +128,7 @@ func BenchmarkFanOut(b *testing.B) {
 		}
 	}
 	f.record(runs)
-	b.Logf("fan-out scenario took %s", time.Since(began).Round(time.Second))
+	b.Logf("fan-out scenario took %s", time.Since(setup.began).Round(time.Second))
 }
 
 // fanout is the state the fan-out runs share.

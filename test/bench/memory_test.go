@@ -13,7 +13,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubebus/bridge/test/controlplane"
 	"github.com/kubebus/bridge/test/metricstest"
 	"github.com/kubebus/bridge/test/natstest"
 )
@@ -56,40 +55,10 @@ const (
 // its cache is synced, on the same objects. Five rounds, alternating which
 // of the two goes first; the round with the median ratio is reported.
 func BenchmarkMemoryAndRestart(b *testing.B) {
-	began := time.Now()
-	ctx := b.Context()
-	startCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
-	cp, err := controlplane.Start(startCtx, controlplane.Options{})
-	cancel()
-	if err != nil {
-		b.Fatalf("start control plane (run `make controlplane` first): %v", err)
-	}
-	defer cp.Stop()
+	setup := startProcessSetup(b, "github.com/kubebus/bridge/test/bench/cmd/bareinformer")
+	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
 	bus := natstest.Start(b, natstest.Options{})
-	dir := b.TempDir()
-
-	// Build the two programs while the objects are written.
-	type built struct {
-		bridge, bare string
-		err          error
-	}
-	builds := make(chan built, 1)
-	go func() {
-		var r built
-		if r.bridge, r.err = buildBinary("github.com/kubebus/bridge/cmd/bridge", dir); r.err == nil {
-			r.bare, r.err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/bareinformer", dir)
-		}
-		builds <- r
-	}()
-
-	kc, err := unlimitedClient(cp.RESTConfig())
-	if err != nil {
-		b.Fatal(err)
-	}
-	namespaces := make([]string, memoryNamespaces)
-	for i := range namespaces {
-		namespaces[i] = fmt.Sprintf("bench-%d", i)
-	}
+	namespaces := namespaceNames("bench", memoryNamespaces)
 	t0 := time.Now()
 	refs, err := createConfigMaps(ctx, kc, namespaces, watchedObjects, writers)
 	if err != nil {
@@ -106,10 +75,7 @@ func BenchmarkMemoryAndRestart(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	bin := <-builds
-	if bin.err != nil {
-		b.Fatal(bin.err)
-	}
+	bridgeBin, programs := setup.binaries(b)
 
 	e := &experiment{
 		b:       b,
@@ -126,12 +92,12 @@ func BenchmarkMemoryAndRestart(b *testing.B) {
 			"BRIDGE_PPROF=true",
 			"BRIDGE_LOG_FORMAT=json",
 		}, envList(bus.Env())...),
-		bridgeBin: bin.bridge,
-		bareBin:   bin.bare,
+		bridgeBin: bridgeBin,
+		bareBin:   programs[0],
 	}
 	e.memory(size)
 	e.restarts(kc, refs)
-	b.Logf("memory and restart scenarios took %s", time.Since(began).Round(time.Second))
+	b.Logf("memory and restart scenarios took %s", time.Since(setup.began).Round(time.Second))
 }
 
 // experiment is the state the two scenarios share.

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
+
+	"github.com/kubebus/bridge/test/corpus"
 )
 
 // watchAllInstall is one install of the watch-all value set, with more
@@ -239,23 +241,8 @@ func expectVerdict(t *testing.T, what string, err error, allowed bool) {
 // API server serves it.
 func (c *cluster) installCRD(t *testing.T, group, plural, kind, scope string) schema.GroupResource {
 	t.Helper()
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + "." + group},
-		"spec": map[string]any{
-			"group": group,
-			"scope": scope,
-			"names": map[string]any{"kind": kind, "listKind": kind + "List", "plural": plural, "singular": strings.ToLower(kind)},
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
-		},
-	}}
-	crds := c.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
+	crd := corpus.CRD(schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}, kind, scope, nil)
+	crds := c.dyn.Resource(corpus.CRDResource)
 	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("CRD %s: %v", crd.GetName(), err)
 	}

@@ -3,6 +3,7 @@ package controlplane
 import (
 	"os/exec"
 	"runtime"
+	"testing"
 )
 
 // StartTied starts cmd so that, on Linux, the kernel kills it if the test
@@ -30,4 +31,20 @@ func StartTied(cmd *exec.Cmd, exited <-chan struct{}) error {
 		<-exited
 	}()
 	return <-started
+}
+
+// StartTiedUntilCleanup is StartTied for a process that must not outlive
+// t: when t ends, the process is killed and waited for, unless it was
+// waited for already. It fails t if the process cannot start.
+func StartTiedUntilCleanup(t testing.TB, cmd *exec.Cmd, exited <-chan struct{}) {
+	t.Helper()
+	if err := StartTied(cmd, exited); err != nil {
+		t.Fatalf("start %s: %v", cmd.Path, err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+	})
 }

@@ -20,6 +20,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // apfKind is a namespaced resource the throttling test fills and watches.
@@ -112,7 +113,7 @@ func TestThrottledByPriorityAndFairness(t *testing.T) {
 	ready := time.Since(start)
 	addr := p.httpAddr(t)
 
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		return sameAsLists(t, nss, readEvents(t, out))
 	})
 	converged := time.Since(start)
@@ -300,7 +301,7 @@ func waitClassified(t *testing.T, user, ns string, fs *flowcontrolv1.FlowSchema)
 		t.Fatal(err)
 	}
 	url := rc.Host + "/api/v1/namespaces/" + ns + "/configmaps?limit=1"
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		resp, err := hc.Get(url)
 		if err != nil {
 			return false, err.Error()

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // damagedCheckpoint writes a checkpoint file for dir of the kind named:
@@ -158,7 +159,7 @@ func TestDamagedCheckpointFileFreshStart(t *testing.T) {
 			}
 
 			// Every object is published, and the new checkpoint records them.
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				return sameAsList(t, ns, readEvents(t, out))
 			})
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
@@ -167,7 +168,7 @@ func TestDamagedCheckpointFileFreshStart(t *testing.T) {
 				&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "after"}}, metav1.CreateOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				return sameAsList(t, ns, readEvents(t, out))
 			})
 			if code := p.terminate(t); code != 0 {
@@ -209,7 +210,7 @@ func TestDamagedCheckpointFileWhileRunning(t *testing.T) {
 	// Once the initial state is checkpointed, nothing writes the file
 	// until the next change.
 	addr := p.httpAddr(t)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		samples, ok := scrape(addr)
 		if !ok {
 			return false, "no /metrics"

@@ -12,6 +12,7 @@ import (
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // bootstrapObjects is how many ConfigMaps the bootstrap test writes.
@@ -79,7 +80,7 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 		nc := srv.Conn(t)
 		stateFilter := natsStateSubjects(ns)
 		histFilter := "hist.e2e." + natssink.CoreGroupToken + ".v1.configmaps." + natssink.EscapeToken(ns) + ".>"
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			s, h := natsCount(t, nc, "KUBE", stateFilter), natsCount(t, nc, "HISTORY", histFilter)
 			return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state stream holds %d, history stream %d of %d", s, h, bootstrapObjects)
 		})
@@ -90,7 +91,7 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 			t.Fatalf("history bridge exited %d", code)
 		}
 		// The history layout's horizon passes: it keeps nothing.
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			h := natsCount(t, nc, "HISTORY", histFilter)
 			return h == 0, fmt.Sprintf("history stream still holds %d messages", h)
 		})
@@ -125,7 +126,7 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 		ps := startProc(t, env("kube-"+ns, "state"), out)
 		ph := startProc(t, env("hist-"+ns, "history"), out)
 		stateTopic, histTopic := "kube-"+ns+".configmaps", "hist-"+ns+".configmaps"
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			s, h := len(c.ReadAll(stateTopic)), len(c.ReadAll(histTopic))
 			return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state topic holds %d records, history topic %d of %d", s, h, bootstrapObjects)
 		})
@@ -135,7 +136,7 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 		if code := ph.terminate(t); code != 0 {
 			t.Fatalf("history bridge exited %d", code)
 		}
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			c.Compact() // the broker's cleaner, run now
 			h := len(c.ReadAll(histTopic))
 			return h == 0, fmt.Sprintf("history topic still holds %d records", h)
@@ -318,13 +319,13 @@ func waitDeletesGone(t *testing.T, b bus, ns string, live, deleted int) {
 	case *natsBus:
 		nc := b.srv.Conn(t)
 		filter := natsStateSubjects(ns)
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			n := natsCount(t, nc, "KUBE", filter)
 			return n == uint64(live), fmt.Sprintf("stream holds %d messages for %d live objects", n, live)
 		})
 	case *kafkaBus:
 		topic := "kube-" + ns + ".configmaps"
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			recs := b.records(t, ns)
 			tombstones := 0
 			for _, r := range recs {
@@ -336,7 +337,7 @@ func waitDeletesGone(t *testing.T, b bus, ns string, live, deleted int) {
 		})
 		// A later batch, so that the deletes' are not the last.
 		createConfigMap(t, ns, "later")
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			b.c.Compact()
 			keys := map[string]bool{}
 			for _, r := range b.records(t, ns) {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // churn creates, updates and deletes ConfigMaps cm-00..cm-(n-1) in ns, at
@@ -73,7 +74,7 @@ func TestCrashRecovery(t *testing.T) {
 	var changes int
 	wg.Go(func() { changes = churn(churnCtx, t, ns, 40, 1) })
 
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		n := len(readEvents(t, out1))
 		return n >= 300, fmt.Sprintf("%d of 300 events before the kill", n)
 	})
@@ -94,7 +95,7 @@ func TestCrashRecovery(t *testing.T) {
 	}
 
 	p = startProc(t, env, out2)
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		n := len(readEvents(t, out2))
 		return n >= 100, fmt.Sprintf("%d of 100 events after the restart", n)
 	})
@@ -102,7 +103,7 @@ func TestCrashRecovery(t *testing.T) {
 	wg.Wait()
 
 	// The stream converges on the API server's state.
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		return sameAsList(t, ns, append(readEvents(t, out1), readEvents(t, out2)...))
 	})
 	if code := p.terminate(t); code != 0 {

@@ -11,9 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/dynamic"
-)
 
-var crdGVR = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/corpus"
+	"github.com/kubebus/bridge/test/poll"
+)
 
 // createCRD defines <plural>.example.com at v1alpha1 and waits until the
 // API server serves it.
@@ -31,35 +33,20 @@ func createCRDAt(t *testing.T, group, plural, kind, scope, version string) schem
 	if err != nil {
 		t.Fatal(err)
 	}
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": plural + "." + group},
-		"spec": map[string]any{
-			"group": group,
-			"scope": scope,
-			"names": map[string]any{"plural": plural, "kind": kind},
-			"versions": []any{map[string]any{
-				"name": version, "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type": "object", "x-kubernetes-preserve-unknown-fields": true,
-				}},
-			}},
-		},
-	}}
-	if _, err := dyn.Resource(crdGVR).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
+	crd := corpus.CRD(schema.GroupVersionResource{Group: group, Version: version, Resource: plural}, kind, scope, nil)
+	if _, err := dyn.Resource(corpus.CRDResource).Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("create CRD %s: %v", crd.GetName(), err)
 	}
 	// Gone when the test ends (a test may have deleted it already), so
 	// that the test can run again against the same control plane.
 	t.Cleanup(func() {
-		_ = dyn.Resource(crdGVR).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
+		_ = dyn.Resource(corpus.CRDResource).Delete(context.Background(), crd.GetName(), metav1.DeleteOptions{})
 	})
 	dc, err := discovery.NewDiscoveryClientForConfig(cp.RESTConfig())
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		list, err := dc.ServerResourcesForGroupVersion(group + "/" + version)
 		if err != nil {
 			return false, err.Error()
@@ -80,7 +67,7 @@ func TestCustomResources(t *testing.T) {
 	widgets := createCRD(t, "widgets", "Widget", "Namespaced")
 	gadgets := createCRD(t, "gadgets", "Gadget", "Cluster")
 	ns := namespace(t, "crd")
-	s := &memSink{}
+	s := &sinktest.Recorder{}
 	b := startBridge(t, map[string]string{
 		"BRIDGE_RESOURCES":  "widgets.example.com,gadgets.v1alpha1.example.com",
 		"BRIDGE_NAMESPACES": ns,
@@ -107,13 +94,13 @@ func TestCustomResources(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len())
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		return s.Len() >= 2, fmt.Sprintf("%d of 2 messages", s.Len())
 	})
 	b.stop(t)
-	got := byKey(s.all())
-	if len(s.all()) != 2 {
-		t.Errorf("%d messages, want 2", len(s.all()))
+	got := byKey(s.Accepted())
+	if len(s.Accepted()) != 2 {
+		t.Errorf("%d messages, want 2", len(s.Accepted()))
 	}
 	for key, want := range map[string]struct{ kind, rv, source string }{
 		ns + "/w1": {"Widget", gotW.GetResourceVersion(), "/clusters/default/apis/example.com/v1alpha1/widgets"},

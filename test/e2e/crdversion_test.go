@@ -16,6 +16,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/corpus"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // A watched CRD deleted and recreated serving another version: the deletes
@@ -56,7 +58,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 		"BRIDGE_CHECKPOINT_INTERVAL=100ms",
 	}
 	p := startProc(t, env, out1)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := len(readEvents(t, out1))
 		return n >= 3, fmt.Sprintf("%d of 3 added events", n)
 	})
@@ -74,7 +76,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 
 	// Deleting the CRD deletes its objects first: the watch reports them.
 	deleteCRD(t.Context(), t, name)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		deleted := 0
 		for _, m := range readEvents(t, out1) {
 			if m.Action == "deleted" && old[m.Key()] == m.UID {
@@ -86,7 +88,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 
 	// While the resource is served at no version, the bridge waits (for
 	// minutes) rather than exit.
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		return servedNowhere(p.logText()), "no warning yet that " + name + " is served at no version"
 	})
 	select {
@@ -127,7 +129,7 @@ func TestCRDRecreatedAtAnotherVersion(t *testing.T) {
 	// The restart resolves v2; the checkpoint (kept by group-resource)
 	// makes its first list publish the new objects and nothing else.
 	p = startProc(t, env, out2)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := len(readEvents(t, out2))
 		return n >= 2, fmt.Sprintf("%d of 2 events after the restart", n)
 	})
@@ -177,7 +179,7 @@ func TestCRDRecreatedAtTheSameVersion(t *testing.T) {
 	createCRDAt(t, "example.com", plural, "Returner", "Namespaced", "v1")
 	after := create("a")
 
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		var deleted, added bool
 		for _, m := range readEvents(t, out) {
 			deleted = deleted || m.Action == "deleted" && m.UID == string(before.GetUID())
@@ -198,11 +200,11 @@ func deleteCRD(ctx context.Context, t *testing.T, name string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	crds := dyn.Resource(crdGVR)
+	crds := dyn.Resource(corpus.CRDResource)
 	if err := crds.Delete(ctx, name, metav1.DeleteOptions{}); err != nil && !apierrors.IsNotFound(err) {
 		t.Fatalf("delete CRD %s: %v", name, err)
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		_, err := crds.Get(ctx, name, metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return true, ""

@@ -20,6 +20,7 @@ import (
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // listable is every resource the API server serves that supports list
@@ -88,7 +89,7 @@ func TestWatchEverythingWatchesEveryListableResource(t *testing.T) {
 	// The resources watched: those whose informer reports, and the
 	// versions the bridge logged for them.
 	var want map[string]source.Resource
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		want = listable(t, c)
 		got := slices.Sorted(maps.Keys(seriesOf(t, m, "bridge_informer_synced", "resource")))
 		wantNames := slices.Sorted(maps.Keys(want))
@@ -127,7 +128,7 @@ func TestWatchEverythingWatchesEveryListableResource(t *testing.T) {
 		prefix := "kube.e2e." + group + "." + gvr.Version + "." + gvr.Resource + "."
 		return slices.ContainsFunc(subjects, func(s string) bool { return strings.HasPrefix(s, prefix) })
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		subjects := subjects()
 		var missing []string
 		for name, res := range want {

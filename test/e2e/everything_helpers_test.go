@@ -12,6 +12,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 func dynamicClient(t *testing.T) dynamic.Interface {
@@ -35,7 +36,7 @@ func createObjects(t *testing.T, gvr schema.GroupVersionResource, kind, ns, pref
 			"spec":     map[string]any{"i": int64(i)},
 		}}
 		// A resource just defined may take a moment to accept objects.
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			_, err := dyn.Resource(gvr).Namespace(ns).Create(t.Context(), obj, metav1.CreateOptions{})
 			return err == nil, fmt.Sprint(err)
 		})

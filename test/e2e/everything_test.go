@@ -11,6 +11,9 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
+	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/corpus"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // With BRIDGE_RESOURCES=*, a CRD installed while the bridge runs is
@@ -40,12 +43,12 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		began := time.Now()
 		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 		served := time.Since(began)
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			return watched() == 1, fmt.Sprintf("%s not watched yet", name)
 		})
 		watchedAfter := time.Since(began)
 		createObjects(t, gvr, kind, ns, "obj", 20)
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			a := actions(b.readKinds(t, ns, []watchedKind{k}))
 			return a["added"] == 20, fmt.Sprintf("on the bus: %v, want 20 added", a)
 		})
@@ -58,11 +61,11 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		// Deleted: 20 deleted, the resource leaves the watched set, and
 		// nothing of it is kept.
 		deleteCRD(t.Context(), t, name)
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			a := actions(b.readKinds(t, ns, []watchedKind{k}))
 			return a["deleted"] == 20, fmt.Sprintf("on the bus: %v, want 20 deleted", a)
 		})
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			return watched() == 0 && loggedFor(r.logs.String(), "resource removed: no longer served", name),
 				fmt.Sprintf("%s still watched (%v)", name, watched())
 		})
@@ -86,7 +89,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		// Installed again: 5 objects, 5 added.
 		gvr = createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 		createObjects(t, gvr, kind, ns, "obj", 5)
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			a := actions(b.readKinds(t, ns, []watchedKind{k}))
 			return a["added"] == 25, fmt.Sprintf("on the bus: %v, want 25 added (20, then 5)", a)
 		})
@@ -134,18 +137,18 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	name := plural + "." + group
 	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 	createObjects(t, gvr, kind, ns, "crate", 3)
-	s := &memSink{}
+	s := &sinktest.Recorder{}
 	r := startBridge(t, map[string]string{
 		"BRIDGE_RESOURCES":    "*." + group,
 		"BRIDGE_NAMESPACES":   ns,
 		"BRIDGE_CHECKPOINT":   "file:" + t.TempDir() + "/ckpt.db",
 		"BRIDGE_CLUSTER_NAME": "e2e",
 	}, s)
-	eventually(t, 30*time.Second, func() (bool, string) { return s.len() == 3, fmt.Sprintf("%d of 3 messages", s.len()) })
+	poll.Until(t, 30*time.Second, func() (bool, string) { return s.Len() == 3, fmt.Sprintf("%d of 3 messages", s.Len()) })
 
 	// Serve v2 too, and store it: v2 is preferred now.
 	dyn := dynamicClient(t)
-	crd, err := dyn.Resource(crdGVR).Get(t.Context(), name, metav1.GetOptions{})
+	crd, err := dyn.Resource(corpus.CRDResource).Get(t.Context(), name, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -156,10 +159,10 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	}, "spec", "versions"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := dyn.Resource(crdGVR).Update(t.Context(), crd, metav1.UpdateOptions{}); err != nil {
+	if _, err := dyn.Resource(corpus.CRDResource).Update(t.Context(), crd, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return loggedFor(r.logs.String(), "resource served at another preferred version: watched there", name),
 			name + " not watched at v2 yet"
 	})
@@ -168,9 +171,9 @@ func TestWatchEverythingFollowsAPreferredVersion(t *testing.T) {
 	}
 	gvr.Version = "v2"
 	createObjects(t, gvr, kind, ns, "later", 1)
-	eventually(t, 30*time.Second, func() (bool, string) { return s.len() >= 4, fmt.Sprintf("%d of 4 messages", s.len()) })
+	poll.Until(t, 30*time.Second, func() (bool, string) { return s.Len() >= 4, fmt.Sprintf("%d of 4 messages", s.Len()) })
 	r.stop(t)
-	msgs := s.all()
+	msgs := s.Accepted()
 	if len(msgs) != 4 {
 		t.Errorf("%d messages, want 4: the 3 objects published once, at v1, and the one made later", len(msgs))
 	}

@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Restart kube-apiserver (etcd keeps its data) while objects churn:
@@ -61,7 +62,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 		// watch is back.
 		madeAtBack, rvAtBack := w.made.Load(), w.newest()
 		var after string
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			after = w.newest()
 			return rvAtBack == "" || rvLess(rvAtBack, after), fmt.Sprintf("no object written after the restart (%d writes failed)", w.failed.Load())
 		})
@@ -70,7 +71,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 		}, "a change made after the restart (at "+after+")")
 		resumed := time.Since(back)
 		// And so do many more.
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			n := w.made.Load() - madeAtBack
 			return n >= 100, fmt.Sprintf("%d of 100 changes made after the restart", n)
 		})
@@ -113,7 +114,7 @@ func waitEvents(t *testing.T, r *busReader, ok func([]*sink.Message) bool, what 
 		last time.Time
 		done bool
 	)
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		if time.Since(last) >= 250*time.Millisecond {
 			last = time.Now()
 			done = ok(r.read(t))

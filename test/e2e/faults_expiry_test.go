@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // expiryConvergeTimeout bounds how long the bridge may take to catch up
@@ -160,7 +161,7 @@ func TestFaultWatchExpiry(t *testing.T) {
 			t.Fatal(err)
 		}
 		convergeWhileRunning(t, reader, p, time.Minute)
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			s, ok := scrape(metricsAddr)
 			return ok && s.Sum("bridge_pending_deltas") == 0, fmt.Sprintf("bridge_pending_deltas %v", s.Sum("bridge_pending_deltas"))
 		})
@@ -258,7 +259,7 @@ func convergeWhileRunning(t *testing.T, r *busReader, p *proc, timeout time.Dura
 	t.Helper()
 	began := time.Now()
 	r.v = verdict{mismatch: "not read yet"}
-	eventually(t, timeout, func() (bool, string) {
+	poll.Until(t, timeout, func() (bool, string) {
 		select {
 		case <-p.done:
 			_ = p.cmd.Wait()
@@ -311,7 +312,7 @@ func etcdCompact(t *testing.T) int64 {
 // answer that it is not ready; any other answer fails the test.
 func waitWatchGone(t *testing.T, ns, rv string) {
 	t.Helper()
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 		defer cancel()
 		w, err := kube(t).CoreV1().ConfigMaps(ns).Watch(ctx, metav1.ListOptions{ResourceVersion: rv})

@@ -4,16 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"runtime"
-	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/kubernetes"
 
@@ -21,6 +15,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // gateSink wraps a real sink. While the gate is shut, Publish holds every
@@ -196,30 +191,16 @@ func liveHeap() runtime.MemStats {
 // mib formats a byte count in MiB.
 func mib(n int64) float64 { return float64(n) / (1 << 20) }
 
-// busReader reads what a bus holds about the objects of a scope (the
-// ConfigMaps of one namespace, unless told otherwise), like bus.read, but
-// is made to be polled while the bridge is still publishing. (For NATS,
-// bus.read counts a message that arrives during the read as an error; for
-// Kafka, each bus.read leaves two clients fetching until the test ends.)
+// busReader polls what a bus holds about the objects of a scope (the
+// ConfigMaps of one namespace, unless told otherwise) with bus.readKinds,
+// while the bridge may still be publishing, and keeps the oracle's last
+// verdict.
 type busReader struct {
 	b bus
 	s scope
 
-	js jetstream.JetStream // NATS
-
-	kc     *kgo.Client // Kafka: one consumer, reading on from where it stopped
-	adm    *kadm.Client
-	topics []string
-	next   map[topicPartition]int64 // next offset to read
-	msgs   []*sink.Message          // everything read so far, in per-partition order
-
 	last time.Time
 	v    verdict
-}
-
-type topicPartition struct {
-	topic     string
-	partition int32
 }
 
 func newBusReader(t *testing.T, b bus, ns string) *busReader {
@@ -229,114 +210,14 @@ func newBusReader(t *testing.T, b bus, ns string) *busReader {
 
 func newScopeReader(t *testing.T, b bus, s scope) *busReader {
 	t.Helper()
-	r := &busReader{b: b, s: s}
-	switch bb := b.(type) {
-	case *natsBus:
-		js, err := jetstream.New(bb.srv.Conn(t))
-		if err != nil {
-			t.Fatal(err)
-		}
-		r.js = js
-	case *kafkaBus:
-		for _, k := range s.kinds {
-			r.topics = append(r.topics, kafkaTopic(s.ns, k))
-		}
-		r.kc = bb.c.Client(kgo.ConsumeTopics(r.topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-		r.adm = kadm.NewClient(bb.c.Client())
-		r.next = map[topicPartition]int64{}
-	default:
-		t.Fatalf("no reader for bus %T", b)
-	}
-	return r
+	return &busReader{b: b, s: s}
 }
 
 // read returns the events on the bus, at least those it held when read
 // began.
 func (r *busReader) read(t *testing.T) []*sink.Message {
 	t.Helper()
-	if r.kc != nil {
-		return r.readKafka(t)
-	}
-	return r.readNATS(t)
-}
-
-func (r *busReader) readNATS(t *testing.T) []*sink.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	cons, err := r.js.CreateConsumer(ctx, "KUBE", jetstream.ConsumerConfig{
-		FilterSubjects:    natsKindSubjects(r.s.ns, r.s.kinds),
-		AckPolicy:         jetstream.AckNonePolicy,
-		InactiveThreshold: time.Minute,
-	})
-	if err != nil {
-		t.Fatalf("consumer: %v", err)
-	}
-	defer func() { _ = r.js.DeleteConsumer(ctx, "KUBE", cons.CachedInfo().Name) }()
-	want := int(cons.CachedInfo().NumPending)
-	var out []*sink.Message
-	for len(out) < want {
-		batch, err := cons.Fetch(min(want-len(out), 256), jetstream.FetchMaxWait(10*time.Second))
-		if err != nil {
-			t.Fatalf("fetch: %v", err)
-		}
-		got := 0
-		for m := range batch.Messages() {
-			got++
-			d, err := natssink.Decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
-			if err != nil {
-				t.Fatalf("message on %.200s: %v", m.Subject(), err)
-			}
-			out = append(out, d)
-		}
-		if batch.Error() != nil || got == 0 {
-			t.Fatalf("fetch after %d of %d messages: got %d, %v", len(out), want, got, batch.Error())
-		}
-	}
-	return out[:want]
-}
-
-func (r *busReader) readKafka(t *testing.T) []*sink.Message {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	ends, err := r.adm.ListEndOffsets(ctx, r.topics...)
-	if err != nil {
-		t.Fatalf("end offsets of %s: %v", r.topics, err)
-	}
-	behind := func() bool {
-		short := false
-		ends.Each(func(o kadm.ListedOffset) {
-			if o.Err == nil && r.next[topicPartition{o.Topic, o.Partition}] < o.Offset {
-				short = true
-			}
-		})
-		return short
-	}
-	for behind() {
-		fetches := r.kc.PollFetches(ctx)
-		if err := ctx.Err(); err != nil {
-			t.Fatalf("read %s: %v", r.topics, err)
-		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			t.Fatalf("read %s partition %d: %v", topic, p, err)
-		})
-		fetches.EachRecord(func(rec *kgo.Record) {
-			r.next[topicPartition{rec.Topic, rec.Partition}] = rec.Offset + 1
-			h := map[string]string{}
-			for _, x := range rec.Headers {
-				h[x.Key] = string(x.Value)
-			}
-			m, err := kafkasink.DecodeRecord(rec.Value, h)
-			if err != nil {
-				t.Fatalf("%s[%d]@%d: %v", rec.Topic, rec.Partition, rec.Offset, err)
-			}
-			if m != nil && strings.HasPrefix(string(rec.Key), r.s.ns+"/") {
-				r.msgs = append(r.msgs, m)
-			}
-		})
-	}
-	return slices.Clone(r.msgs)
+	return r.b.readKinds(t, r.s.ns, r.s.kinds)
 }
 
 // converge waits until the oracle finds the bus's view equal to the API
@@ -346,7 +227,7 @@ func (r *busReader) converge(t *testing.T, timeout time.Duration) (verdict, time
 	t.Helper()
 	began := time.Now()
 	r.v = verdict{mismatch: "not read yet"}
-	eventually(t, timeout, func() (bool, string) {
+	poll.Until(t, timeout, func() (bool, string) {
 		if time.Since(r.last) >= 250*time.Millisecond {
 			r.last = time.Now()
 			r.v = r.s.judge(t, r.read(t))

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The figures of the stop during an outage.
@@ -83,14 +85,14 @@ func holdDuringOutage(t *testing.T, b bus, prefix, shutdownTimeout string, objec
 	w := startChurners(t, h.ns, objects, 2, seed)
 	h.probe.waitGrown(t, 0, 100, "before the outage")
 	b.stop(t)
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		s, ok := scrape(addr)
 		h.pending = s.Sum("bridge_deltas_observed_total") - s.Sum("bridge_deltas_published_total")
 		return ok && h.pending >= float64(pending) && s.Sum("bridge_deltas_failed_total") > 0,
 			fmt.Sprintf("%.0f deltas observed and not published, want %d, and failed publishes", h.pending, pending)
 	})
 	h.made = w.stop()
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		s, _ := scrape(addr)
 		observed := s.Sum("bridge_deltas_observed_total")
 		// A write whose answer the writer never got is not counted in

@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/internal/bridge"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The outage's figures.
@@ -54,7 +55,7 @@ func TestFaultBrokerOutage(t *testing.T) {
 		before := w.made.Load()
 		b.stop(t)
 		down := time.Now()
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			return r.b.Readiness() != nil, "still ready with the broker down"
 		})
 		noticed := time.Since(down)
@@ -71,7 +72,7 @@ func TestFaultBrokerOutage(t *testing.T) {
 		b.start(t)
 		up := time.Now()
 		outage := up.Sub(down)
-		eventually(t, 60*time.Second, func() (bool, string) {
+		poll.Until(t, 60*time.Second, func() (bool, string) {
 			err := r.b.Readiness()
 			return err == nil, fmt.Sprintf("not ready after the broker came back: %v", err)
 		})

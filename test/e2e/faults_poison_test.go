@@ -12,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The poison scenario's figures.
@@ -120,7 +122,7 @@ func TestFaultPoisonObjects(t *testing.T) {
 		// The poisons arrive (or, for the huge name, are skipped), and the
 		// stream goes on after them.
 		reader := newScopeReader(t, b, scope{ns: ns, kinds: kinds})
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			msgs := reader.read(t)
 			var missing []string
 			if got := eventsOf(msgs, long.Name); len(got) == 0 || got[len(got)-1].ResourceVersion != long.ResourceVersion {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The shutdown scenario's figures.
@@ -84,7 +85,7 @@ func stopUnderLoad(t *testing.T, b bus, budget string, frozen bool) {
 	if frozen {
 		freeze()
 		addr := p.httpAddr(t)
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			s, ok := scrape(addr)
 			held := s.Sum("bridge_deltas_observed_total") - s.Sum("bridge_deltas_published_total")
 			return ok && held >= shutdownHeld, fmt.Sprintf("the bridge holds %.0f changes unpublished, want %d", held, shutdownHeld)

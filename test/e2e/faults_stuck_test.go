@@ -16,6 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The stuck-sink scenario's figures. Every change in it is an update, so
@@ -89,7 +91,7 @@ func TestFaultStuckSink(t *testing.T) {
 		})
 		// Everything is on the bus. (Nothing reads the bus before the
 		// heap is measured: readers hold buffers and clients.)
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			n := gate.accepted()
 			return n == stuckObjects+1, fmt.Sprintf("the sink accepted %d of %d objects", n, stuckObjects+1)
 		})
@@ -129,7 +131,7 @@ func TestFaultStuckSink(t *testing.T) {
 		if probe, err = cms.Update(t.Context(), probe, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		eventually(t, time.Minute, func() (bool, string) {
+		poll.Until(t, time.Minute, func() (bool, string) {
 			at := gate.probeAt()
 			return at == probe.ResourceVersion, fmt.Sprintf("the sink has the probe at %q, not yet at %s", at, probe.ResourceVersion)
 		})

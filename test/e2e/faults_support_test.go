@@ -23,6 +23,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The crash, outage and shutdown scenarios of issue 5 share these
@@ -106,7 +107,7 @@ func (w *churners) stop() int64 {
 // waitMade waits until the writers made n more changes than before.
 func (w *churners) waitMade(t *testing.T, before, n int64, why string) {
 	t.Helper()
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		got := w.made.Load() - before
 		return got >= n, fmt.Sprintf("%d of %d changes made %s", got, n, why)
 	})
@@ -156,7 +157,7 @@ func newBusProbe(t *testing.T, b bus, ns string) *busProbe {
 func (p *busProbe) waitGrown(t *testing.T, before, n int, why string) int {
 	t.Helper()
 	var got int
-	eventually(t, time.Minute, func() (bool, string) {
+	poll.Until(t, time.Minute, func() (bool, string) {
 		got = p.count()
 		return got-before >= n, fmt.Sprintf("%d of %d new messages on the bus %s", got-before, n, why)
 	})

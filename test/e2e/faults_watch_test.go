@@ -20,7 +20,9 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/metrics"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/metricstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // stallTimeout is BRIDGE_WATCH_STALL_TIMEOUT in these tests: short, so
@@ -71,7 +73,7 @@ func TestFaultAPIServerHangs(t *testing.T) {
 	px.hold()
 	held := time.Now()
 	var warned, unhealthy time.Duration
-	eventually(t, stallBound, func() (bool, string) {
+	poll.Until(t, stallBound, func() (bool, string) {
 		if warned == 0 && len(warnings(p, "configmaps")) > 0 {
 			warned = time.Since(held)
 		}
@@ -90,14 +92,14 @@ func TestFaultAPIServerHangs(t *testing.T) {
 	if code, body := readyz(addr); code != 503 || !strings.Contains(body, "configmaps") {
 		t.Errorf("/readyz %d %q during the hold, want 503 naming configmaps", code, body)
 	}
-	eventually(t, stallBound, func() (bool, string) {
+	poll.Until(t, stallBound, func() (bool, string) {
 		n := watchErrors(addr)
 		return n > errorsBefore, fmt.Sprintf("bridge_watch_errors_total %v, was %v before the hold", n, errorsBefore)
 	})
 
 	px.release()
 	released := time.Now()
-	eventually(t, recoverBound, func() (bool, string) {
+	poll.Until(t, recoverBound, func() (bool, string) {
 		s, ok := scrape(addr)
 		code, body := readyz(addr)
 		return ok && gauge(s, "bridge_watch_healthy", "configmaps") == 1 && code == 200,
@@ -156,7 +158,7 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 	rc := rest.CopyConfig(cp.RESTConfig())
 	rc.Impersonate = rest.ImpersonationConfig{UserName: user}
 	m := metrics.New()
-	sink := &memSink{}
+	sink := &sinktest.Recorder{}
 	b := bridge.New(cfg, rc, slog.New(slog.NewTextHandler(t.Output(), nil)), bridge.WithSink(sink), bridge.WithMetrics(m))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
@@ -185,7 +187,7 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 	}
 	revoked := time.Now()
 	var notReady error
-	eventually(t, stallBound, func() (bool, string) {
+	poll.Until(t, stallBound, func() (bool, string) {
 		notReady = b.Readiness()
 		healthy, ok := seriesOf(t, m, "bridge_watch_healthy", "resource")["configmaps"]
 		return notReady != nil && ok && healthy == 0, fmt.Sprintf("%s after the revocation: Readiness %v, bridge_watch_healthy %v",
@@ -201,7 +203,7 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 		t.Fatal(err)
 	}
 	restored := time.Now()
-	eventually(t, recoverBound, func() (bool, string) {
+	poll.Until(t, recoverBound, func() (bool, string) {
 		err := b.Readiness()
 		healthy := seriesOf(t, m, "bridge_watch_healthy", "resource")["configmaps"]
 		return err == nil && healthy == 1, fmt.Sprintf("%s after the restore: Readiness %v, bridge_watch_healthy %v",
@@ -212,8 +214,8 @@ func TestFaultWatchPermissionRevoked(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func() (bool, string) {
-		for _, msg := range sink.all() {
+	poll.Until(t, time.Minute, func() (bool, string) {
+		for _, msg := range sink.Accepted() {
 			if msg.Name == cm.Name && msg.ResourceVersion == cm.ResourceVersion {
 				return true, ""
 			}

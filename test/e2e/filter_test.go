@@ -8,6 +8,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Namespace filters, label selectors and field selectors each hold: objects
@@ -54,7 +57,7 @@ func TestFilters(t *testing.T) {
 			ns := []string{namespace(t, "filter"), namespace(t, "filter"), namespace(t, "filter")}
 			env := tc.env(ns)
 			env["BRIDGE_RESOURCES"] = "configmaps"
-			s := &memSink{}
+			s := &sinktest.Recorder{}
 			b := startBridge(t, env, s)
 			for _, o := range tc.objs {
 				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: o.name, Labels: o.labels}}
@@ -72,12 +75,12 @@ func TestFilters(t *testing.T) {
 			// The wanted objects are created after the unwanted ones in
 			// their namespace, so once they arrive, any unwanted message
 			// would have arrived too.
-			eventually(t, 30*time.Second, func() (bool, string) {
-				return s.len() >= len(want), fmt.Sprintf("%d of %d messages", s.len(), len(want))
+			poll.Until(t, 30*time.Second, func() (bool, string) {
+				return s.Len() >= len(want), fmt.Sprintf("%d of %d messages", s.Len(), len(want))
 			})
 			b.stop(t)
 			var got []string
-			for _, m := range s.all() {
+			for _, m := range s.Accepted() {
 				got = append(got, m.Key())
 			}
 			slices.Sort(got)

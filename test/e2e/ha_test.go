@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/test/metricstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // httpAddr is the address the bridge process serves /metrics on, from its
@@ -21,7 +22,7 @@ import (
 func (p *proc) httpAddr(t *testing.T) string {
 	t.Helper()
 	var addr string
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		for line := range strings.Lines(p.logText()) {
 			var rec struct{ Msg, Addr string }
 			if json.Unmarshal([]byte(line), &rec) == nil && strings.HasPrefix(rec.Msg, "serving /metrics") {
@@ -90,7 +91,7 @@ func TestLeaderFailover(t *testing.T) {
 	var wg sync.WaitGroup
 	wg.Go(func() { churn(ctx, t, ns, 30, 7) })
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		s, _ := scrape(firstAddr)
 		return s.Sum("bridge_deltas_published_total") >= 50, fmt.Sprintf("leader published %v", s.Sum("bridge_deltas_published_total"))
 	})
@@ -106,7 +107,7 @@ func TestLeaderFailover(t *testing.T) {
 	first.kill(t)
 	killed := time.Now()
 	var took time.Duration
-	eventually(t, 3*lease, func() (bool, string) {
+	poll.Until(t, 3*lease, func() (bool, string) {
 		s, _ := scrape(secondAddr)
 		if s.Sum("bridge_leader") == 1 {
 			took = time.Since(killed)
@@ -114,7 +115,7 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		return false, "the standby has not taken over"
 	})
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		code, body := readyz(secondAddr)
 		return code == http.StatusOK, fmt.Sprintf("new leader /readyz: %d %s", code, body)
 	})
@@ -122,7 +123,7 @@ func TestLeaderFailover(t *testing.T) {
 	wg.Wait()
 
 	var v verdict
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		v = oracle(t, ns, b.read(t, ns))
 		return v.mismatch == "", v.mismatch
 	})
@@ -159,25 +160,25 @@ func TestMetricsAndReadiness(t *testing.T) {
 	var wg sync.WaitGroup
 	var made int
 	wg.Go(func() { made = churn(ctx, t, ns, 10, 3) })
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		s, _ := scrape(addr)
 		return s.Sum("bridge_deltas_published_total") >= 20, fmt.Sprintf("published %v", s.Sum("bridge_deltas_published_total"))
 	})
 
 	b.stop(t)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		code, body := readyz(addr)
 		return code == http.StatusServiceUnavailable, fmt.Sprintf("/readyz %d %s with the sink down", code, body)
 	})
 	down, _ := scrape(addr)
 	b.start(t)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		code, body := readyz(addr)
 		return code == http.StatusOK, fmt.Sprintf("/readyz %d %s after the sink came back", code, body)
 	})
 	stopChurn()
 	wg.Wait()
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		v := oracle(t, ns, b.read(t, ns))
 		return v.mismatch == "", v.mismatch
 	})
@@ -187,7 +188,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 		after               metricstest.Samples
 		observed, published float64
 	)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		after, _ = scrape(addr)
 		observed, published = after.Sum("bridge_deltas_observed_total"), after.Sum("bridge_deltas_published_total")
 		return observed >= float64(made) && published >= float64(made),
@@ -199,7 +200,7 @@ func TestMetricsAndReadiness(t *testing.T) {
 	if after.Sum("bridge_publish_duration_seconds") <= 0 {
 		t.Errorf("publish duration count %v, want some", after.Sum("bridge_publish_duration_seconds"))
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		s, _ := scrape(addr)
 		v := s.Sum("bridge_checkpoint_last_flush_timestamp_seconds")
 		return v > float64(time.Now().Add(-time.Minute).Unix()), fmt.Sprintf("last checkpoint flush at %v", v)

@@ -7,10 +7,8 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -22,6 +20,7 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/logtest"
 )
 
 var nsCounter atomic.Int64
@@ -47,57 +46,12 @@ func kube(t *testing.T) kubernetes.Interface {
 	return c
 }
 
-// memSink keeps every message it accepts, in order.
-type memSink struct {
-	mu   sync.Mutex
-	msgs []*sink.Message
-}
-
-func (s *memSink) Publish(_ context.Context, msgs []*sink.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.msgs = append(s.msgs, msgs...)
-	return nil
-}
-
-func (s *memSink) Close(context.Context) error { return nil }
-
-func (s *memSink) all() []*sink.Message {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.msgs)
-}
-
-func (s *memSink) len() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.msgs)
-}
-
 // running is a bridge running in this process.
 type running struct {
 	b      *bridge.Bridge
 	cancel context.CancelFunc
 	done   chan error
-	logs   *logBuffer // everything it logged, also written to the test's output
-}
-
-// logBuffer keeps log lines for a test to search; safe for concurrent use.
-type logBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
+	logs   *logtest.Buffer // everything it logged, also written to the test's output
 }
 
 // startBridge runs a bridge configured by env (BRIDGE_CHECKPOINT defaults
@@ -123,7 +77,7 @@ func startBridgeWith(t *testing.T, env map[string]string, opts ...bridge.Option)
 	if err != nil {
 		t.Fatalf("config: %v", err)
 	}
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	log := slog.New(slog.NewTextHandler(io.MultiWriter(t.Output(), logs), &slog.HandlerOptions{Level: slog.LevelInfo}))
 	ctx, cancel := context.WithCancel(context.Background())
 	r := &running{b: bridge.New(cfg, cp.RESTConfig(), log, opts...), cancel: cancel, done: make(chan error, 1), logs: logs}
@@ -156,23 +110,6 @@ func (r *running) stop(t *testing.T) {
 		}
 	case <-time.After(60 * time.Second):
 		t.Fatal("bridge did not stop within 60s")
-	}
-}
-
-// eventually polls cond until it holds, failing the test with what cond
-// last said after timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
-		ok, why := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("condition not met after %s: %s", timeout, why)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }
 

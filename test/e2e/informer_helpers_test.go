@@ -11,8 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -24,6 +22,7 @@ import (
 	consumernats "github.com/kubebus/bridge/consumer/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // busInformer is a client-go SharedIndexInformer on the ConfigMaps of one
@@ -62,16 +61,7 @@ type informerConfig struct {
 func natsInformers(srv *natstest.Server) informerConfig {
 	return informerConfig{newLW: func(t *testing.T, opts consumer.Options) *consumer.ListerWatcher {
 		t.Helper()
-		nc, err := nats.Connect(srv.URL(), srv.ClientOptions()...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(nc.Close)
-		js, err := jetstream.New(nc)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lw, err := consumernats.NewListerWatcher(js, consumernats.Config{}, opts)
+		lw, err := consumernats.NewListerWatcher(srv.JetStream(t), consumernats.Config{}, opts)
 		if err != nil {
 			t.Fatalf("nats ListerWatcher: %v", err)
 		}
@@ -275,7 +265,7 @@ func diffState(cached, want map[string]heldObject) string {
 // LIST of ns, failing after timeout.
 func (i *busInformer) waitEqualsList(t *testing.T, ns string, timeout time.Duration) {
 	t.Helper()
-	eventually(t, timeout, func() (bool, string) {
+	poll.Until(t, timeout, func() (bool, string) {
 		d := diffState(i.cached(), listed(t, ns))
 		return d == "", i.name + ": " + d
 	})

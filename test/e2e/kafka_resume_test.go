@@ -2,133 +2,57 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"strings"
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/checkpoint/kafkastore"
 	"github.com/kubebus/bridge/internal/config"
-	"github.com/kubebus/bridge/test/kafkatest"
 )
 
-// Acceptance 5: with the checkpoint in a Kafka topic, the restart
-// scenario of TestResumeAfterDowntime (update 5, delete 5, create 5 while
-// the bridge is down) publishes exactly those 15 changes, plus a tombstone
-// per delete. The checkpoint topic then describes every live object, and
-// after compaction it holds one record per live object.
-func TestKafkaCheckpointResume(t *testing.T) {
-	ns := namespace(t, "kafka-resume")
-	c := kafkatest.Start(t)
-	const cpTopic = "bridge-checkpoint"
-	env := kafkaEnv(c,
-		"BRIDGE_RESOURCES", "configmaps",
-		"BRIDGE_NAMESPACES", ns,
-		"BRIDGE_CHECKPOINT", "kafka:"+cpTopic,
-	)
+// checkKafkaResume checks, after TestResumeAfterDowntime's scenario on a
+// Kafka bus (acceptance 5: the checkpoint in a Kafka topic), that the
+// second run followed each delete with its tombstone, that the checkpoint
+// topic is compacted and describes every live object, and that after
+// compaction it holds one record per live object. before counts each
+// object's events after the first run; want is the changes made while the
+// bridge was down.
+func checkKafkaResume(t *testing.T, b *kafkaBus, ns string, env map[string]string, firstRun map[string]int, want map[string]change) {
+	t.Helper()
 	ctx := t.Context()
-	cms := kube(t).CoreV1().ConfigMaps(ns)
-
-	b := startBridge(t, env, nil)
-	for i := range 20 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "0"}}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 30*time.Second, func() (bool, string) {
-		n := len(c.ReadAll("kube.configmaps"))
-		return n >= 20, fmt.Sprintf("%d of 20 records", n)
-	})
-	b.stop(t)
-	if n := len(c.ReadAll("kube.configmaps")); n != 20 {
-		t.Fatalf("first run: %d records, want 20", n)
-	}
-	firstRun := c.EndOffsets("kube.configmaps")
+	c := b.c
+	cpTopic := strings.TrimPrefix(env["BRIDGE_CHECKPOINT"], "kafka:")
 	if got := c.TopicConfig(cpTopic, "cleanup.policy"); got != "compact" {
 		t.Errorf("checkpoint topic: cleanup.policy %q, want compact", got)
 	}
 
-	// While the bridge is down.
-	want := map[string]struct{ action, rv string }{}
-	for i := range 5 {
-		name := fmt.Sprintf("cm-%02d", i)
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["v"] = "1"
-		got, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[ns+"/"+name] = struct{ action, rv string }{"updated", got.ResourceVersion}
-	}
-	for i := 5; i < 10; i++ {
-		name := fmt.Sprintf("cm-%02d", i)
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		want[ns+"/"+name] = struct{ action, rv string }{"deleted", cm.ResourceVersion}
-	}
-	for i := 20; i < 25; i++ {
-		name := fmt.Sprintf("cm-%02d", i)
-		got, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[ns+"/"+name] = struct{ action, rv string }{"added", got.ResourceVersion}
-	}
-
-	b = startBridge(t, env, nil) // returns once the initial diff is published
-	b.stop(t)
-
-	// What the second run published.
-	var second []kafkaRecord
-	for _, r := range readTopic(t, c, "kube.configmaps") {
-		if r.offset >= firstRun[r.partition] {
-			second = append(second, r)
-		}
-	}
-	events, tombstones := 0, 0
-	for key, seq := range recordsByKey(second) {
-		w, ok := want[key]
+	// What the second run published, tombstones included: each key's
+	// records past the first run's events (the first run made no
+	// tombstones).
+	tombstones := 0
+	for key, seq := range recordsByKey(b.records(t, ns)) {
+		seq = seq[min(firstRun[key], len(seq)):]
 		for i, r := range seq {
-			if r.msg == nil {
-				tombstones++
-				if i == 0 || seq[i-1].msg == nil || seq[i-1].msg.Action != "deleted" {
-					t.Errorf("%s: tombstone that does not follow its delete", key)
-				}
+			if r.msg != nil {
 				continue
 			}
-			events++
-			switch {
-			case !ok:
-				t.Errorf("unexpected %s of unchanged %s at %s", r.msg.Action, key, r.msg.ResourceVersion)
-			case !sameChange(r.msg, w.action, w.rv):
-				t.Errorf("%s: %s at %s, want %s at %s", key, r.msg.Action, r.msg.ResourceVersion, w.action, w.rv)
-			case !r.msg.Snapshot:
-				t.Errorf("%s: snapshot=false, want true", key)
+			tombstones++
+			if i == 0 || seq[i-1].msg == nil || seq[i-1].msg.Action != "deleted" {
+				t.Errorf("%s: tombstone that does not follow its delete", key)
 			}
 		}
-		delete(want, key)
+		if w, ok := want[key]; ok && w.action == "deleted" && (len(seq) == 0 || seq[len(seq)-1].msg != nil) {
+			t.Errorf("%s: deleted without a tombstone after", key)
+		}
 	}
-	for key, w := range want {
-		t.Errorf("missing %s of %s", w.action, key)
+	if tombstones != 5 {
+		t.Errorf("after restart: %d tombstones, want exactly 5", tombstones)
 	}
-	if events != 15 || tombstones != 5 {
-		t.Errorf("after restart: %d events and %d tombstones, want exactly 15 and 5", events, tombstones)
-	}
-	t.Logf("second run published %d events and %d tombstones", events, tombstones)
+	cms := kube(t).CoreV1().ConfigMaps(ns)
 
 	// The checkpoint holds every live object at its current state.
 	live, err := cms.List(ctx, metav1.ListOptions{})

@@ -17,6 +17,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Acceptance 5 (Kafka): in the state layout a deleted object's records
@@ -67,7 +68,7 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 		deleted = append(deleted, ns+"/"+name)
 	}
 	// Every delete's tombstone is in the topic.
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		st := stateOf(t, c, topic)
 		missing := slices.DeleteFunc(slices.Clone(deleted), func(k string) bool { return st.tombstoned[k] })
 		return len(missing) == 0, fmt.Sprintf("no tombstone yet for %v", missing)
@@ -76,7 +77,7 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 	if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "later"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		_, ok := stateOf(t, c, topic).live[ns+"/later"]
 		return ok, "the later ConfigMap is not in the topic yet"
 	})
@@ -109,7 +110,7 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 	equalsList(t, ns, st)
 
 	// Past the delete retention, a compaction drops the tombstones too.
-	eventually(t, 2*deleteRetention+30*time.Second, func() (bool, string) {
+	poll.Until(t, 2*deleteRetention+30*time.Second, func() (bool, string) {
 		c.Compact()
 		var left []string
 		for _, r := range c.ReadAll(topic) {
@@ -175,7 +176,7 @@ func TestKafkaStateOutlivesRetention(t *testing.T) {
 	}
 	// Both topics hold the whole state before the retention passes.
 	for _, topic := range []string{stateTopic, historyTopic} {
-		eventually(t, 60*time.Second, func() (bool, string) {
+		poll.Until(t, 60*time.Second, func() (bool, string) {
 			d := listDiff(list.Items, stateOf(t, c, topic))
 			return d == "", topic + ": " + d
 		})
@@ -189,7 +190,7 @@ func TestKafkaStateOutlivesRetention(t *testing.T) {
 	// The history topic loses every record once the retention has passed
 	// (kfake applies retention when it compacts).
 	stopped := time.Now()
-	eventually(t, 10*retention+30*time.Second, func() (bool, string) {
+	poll.Until(t, 10*retention+30*time.Second, func() (bool, string) {
 		c.Compact()
 		n := len(c.ReadAll(historyTopic))
 		return n == 0, fmt.Sprintf("%s still holds %d records", historyTopic, n)
@@ -369,7 +370,7 @@ func TestKafkaStateWarnsOfTopicNotCompacted(t *testing.T) {
 	if _, err := kube(t).CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		_, ok := stateOf(t, c, old).live[ns+"/a"]
 		return ok, "ConfigMap a is not in " + old
 	})

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Acceptance 2: ConfigMaps and Deployments are created, updated and
@@ -99,7 +100,7 @@ func TestKafkaTopicsPerResource(t *testing.T) {
 			}
 		}
 	}
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		cm, dep := len(c.ReadAll("kube.configmaps")), len(c.ReadAll("kube.deployments.apps"))
 		return cm >= expected["kube.configmaps"] && dep >= expected["kube.deployments.apps"],
 			fmt.Sprintf("configmaps %d of %d records, deployments %d of %d", cm, expected["kube.configmaps"], dep, expected["kube.deployments.apps"])

@@ -178,21 +178,3 @@ func natsCount(t *testing.T, nc *nats.Conn, stream, filter string) uint64 {
 	}
 	return n
 }
-
-// natsLastSeq is the sequence of the last message in stream.
-func natsLastSeq(t *testing.T, nc *nats.Conn, stream string) uint64 {
-	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(t.Context(), stream)
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State.LastSeq
-}

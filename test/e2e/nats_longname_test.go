@@ -17,6 +17,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // clusterRoleSubjects is the subject filter of every ClusterRole, as the
@@ -88,7 +89,7 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 	// resourceVersion, on the subject of its name; the deleted one's last
 	// event is its delete.
 	var events []natsEvent
-	eventually(t, 90*time.Second, func() (bool, string) {
+	poll.Until(t, 90*time.Second, func() (bool, string) {
 		events = natsFetch(t, nc, "KUBE", jetstream.ConsumerConfig{
 			FilterSubject: clusterRoleSubjects, AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute,
 		}, false) // the stream may still be growing
@@ -169,10 +170,10 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 
 	// A restart finds every object in the checkpoint: nothing is published
 	// again.
-	before := natsLastSeq(t, nc, "KUBE")
+	before := natstest.StreamState(t, nc, "KUBE").LastSeq
 	r = startBridge(t, env, nil) // returns once the initial comparison is published
 	r.stop(t)
-	if after := natsLastSeq(t, nc, "KUBE"); after != before {
+	if after := natstest.StreamState(t, nc, "KUBE").LastSeq; after != before {
 		for _, e := range natsRead(t, nc, "KUBE", "kube.>", before) {
 			t.Logf("published again: %s %s at %s", e.msg.Action, shortName(e.msg.Name), e.msg.ResourceVersion)
 		}

@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // In the state layout (the default), the deletes of ConfigMaps are
@@ -88,7 +89,7 @@ func TestNATSStateDeletesExpire(t *testing.T) {
 	}
 	last := slices.MaxFunc(slices.Collect(maps.Values(deleted)), time.Time.Compare)
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsStateSubjects(ns))
 		return n == objects-deletes, fmt.Sprintf("the stream holds %d messages, want %d, one per live object", n, objects-deletes)
 	})
@@ -137,7 +138,7 @@ func TestNATSStateOutlivesMaxAge(t *testing.T) {
 			filter := natsLayoutSubjects(tc.layout, ns, []watchedKind{configMaps})[0]
 			// The stream's last sequence counts what was stored, even once
 			// it has aged out.
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				st := natsStreamState(t, nc)
 				return st.LastSeq >= objects, fmt.Sprintf("%d of %d messages stored", st.LastSeq, objects)
 			})
@@ -147,7 +148,7 @@ func TestNATSStateOutlivesMaxAge(t *testing.T) {
 			}
 			// Wait on the server's clock until the newest message is three
 			// max ages old.
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				st := natsStreamState(t, nc)
 				age := natsServerNow(t, nc).Sub(st.LastTime)
 				return st.Msgs == 0 || age > 3*maxAge, fmt.Sprintf("newest message %s old", age)

@@ -12,6 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // ConfigMaps created, updated and deleted reach a JetStream stream: a
@@ -57,7 +58,7 @@ func TestNATSConfigMapStream(t *testing.T) {
 	}
 
 	nc := srv.Conn(t)
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		return n >= uint64(total), fmt.Sprintf("%d of %d messages in the stream", n, total)
 	})
@@ -137,7 +138,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 		}
 		record(name, "added", cm.ResourceVersion)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		return n >= objects, fmt.Sprintf("%d of %d messages before the restart", n, objects)
 	})
@@ -173,7 +174,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 		}
 	}()
 
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return made.Load() >= objects+10, fmt.Sprintf("%d changes made", made.Load())
 	})
 	stored := natsCount(t, nc, "KUBE", natsSubjects(ns))
@@ -182,15 +183,15 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 	}
 	srv.Shutdown()
 	before := made.Load()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return b.b.Readiness() != nil, "still ready with the NATS server down"
 	})
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		return made.Load() >= before+30, fmt.Sprintf("%d changes made while the server is down", made.Load()-before)
 	})
 	srv.Start()
 	back := time.Now()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		err := b.b.Readiness()
 		return err == nil, fmt.Sprintf("not ready after the server came back: %v", err)
 	})
@@ -200,7 +201,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 	}
 	total := int(made.Load())
 	var firstAfter time.Duration
-	eventually(t, 60*time.Second, func() (bool, string) {
+	poll.Until(t, 60*time.Second, func() (bool, string) {
 		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
 		if firstAfter == 0 && n > stored {
 			firstAfter = time.Since(back)
@@ -230,90 +231,5 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 				t.Errorf("%s message %d: %s at %s, want %s at %s", name, i, seq[i].msg.Action, seq[i].msg.ResourceVersion, c.action, c.rv)
 			}
 		}
-	}
-}
-
-// The resume scenario with the checkpoint in NATS KV: with the bridge
-// stopped, 5 ConfigMaps are updated, 5 deleted and 5 created; the bridge
-// started again publishes exactly those 15 changes, marked snapshot.
-func TestNATSKVResume(t *testing.T) {
-	srv := natstest.Start(t, natstest.Options{})
-	ns := namespace(t, "nats-resume")
-	env := natsEnv(srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:e2e-resume"})
-	ctx := t.Context()
-	cms := kube(t).CoreV1().ConfigMaps(ns)
-	nc := srv.Conn(t)
-
-	b := startBridge(t, env, nil)
-	for i := range 20 {
-		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "0"}}
-		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	eventually(t, 30*time.Second, func() (bool, string) {
-		n := natsCount(t, nc, "KUBE", natsSubjects(ns))
-		return n >= 20, fmt.Sprintf("%d of 20 messages", n)
-	})
-	b.stop(t)
-	firstRun := natsLastSeq(t, nc, "KUBE")
-
-	want := map[string]change{}
-	for i := range 5 {
-		name := fmt.Sprintf("cm-%02d", i)
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["v"] = "1"
-		got, err := cms.Update(ctx, cm, metav1.UpdateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[name] = change{"updated", got.ResourceVersion}
-	}
-	for i := 5; i < 10; i++ {
-		name := fmt.Sprintf("cm-%02d", i)
-		cm, err := cms.Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if err := cms.Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
-			t.Fatal(err)
-		}
-		want[name] = change{"deleted", cm.ResourceVersion}
-	}
-	for i := 20; i < 25; i++ {
-		name := fmt.Sprintf("cm-%02d", i)
-		got, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: name}}, metav1.CreateOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		want[name] = change{"added", got.ResourceVersion}
-	}
-
-	b = startBridge(t, env, nil) // returns once the initial diff is published
-	b.stop(t)
-
-	events := natsRead(t, nc, "KUBE", natsSubjects(ns), firstRun)
-	if len(events) != 15 {
-		t.Errorf("after restart: %d messages, want exactly 15", len(events))
-	}
-	for _, e := range events {
-		m := e.msg
-		w, ok := want[m.Name]
-		switch {
-		case !ok:
-			t.Errorf("unexpected %s of unchanged %s at %s", m.Action, m.Name, m.ResourceVersion)
-		case !sameChange(m, w.action, w.rv):
-			t.Errorf("%s: %s at %s, want %s at %s", m.Name, m.Action, m.ResourceVersion, w.action, w.rv)
-		}
-		if !m.Snapshot {
-			t.Errorf("%s: snapshot=false, want true", m.Name)
-		}
-		delete(want, m.Name)
-	}
-	for name, w := range want {
-		t.Errorf("missing %s of %s", w.action, name)
 	}
 }

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The oracle agrees with a stream that is right and catches one that is
@@ -27,7 +28,7 @@ func TestOracle(t *testing.T) {
 			t.Fatal(err)
 		}
 		var v verdict
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			v = oracle(t, ns, b.read(t, ns))
 			return v.mismatch == "", v.mismatch
 		})

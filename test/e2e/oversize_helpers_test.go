@@ -7,10 +7,10 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 )
 
 // busLimit is the message size limit of the buses in the oversize
@@ -125,43 +125,25 @@ func newEvents(before, after []*sink.Message) []*sink.Message {
 
 // limitedSink is a sink for a bridge run in this process that takes
 // messages of at most limit bytes (data and attributes, as structured
-// mode writes them) and refuses larger ones as a bus does. It keeps what
-// it accepts, in order, and every attempt.
-type limitedSink struct {
-	limit    int
-	mu       sync.Mutex
-	accepted []*sink.Message
-	attempts []*sink.Message
-}
-
-func (s *limitedSink) Publish(_ context.Context, msgs []*sink.Message) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	errs := make([]error, len(msgs))
-	failed := false
-	for i, m := range msgs {
-		s.attempts = append(s.attempts, m)
-		b, err := m.MarshalJSON()
-		if err != nil {
-			return err
+// mode writes them) and refuses larger ones as a bus does. Its Accepted
+// are what it takes, in order, and its Attempts every message sent.
+func limitedSink(limit int) *sinktest.Recorder {
+	return &sinktest.Recorder{Respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
+		errs := make([]error, len(msgs))
+		failed := false
+		for i, m := range msgs {
+			b, err := m.MarshalJSON()
+			if err != nil {
+				return err
+			}
+			if len(b) > limit {
+				errs[i] = sink.TooLarge(fmt.Errorf("limited sink: %d bytes over the limit of %d", len(b), limit))
+				failed = true
+			}
 		}
-		if len(b) > s.limit {
-			errs[i] = sink.TooLarge(fmt.Errorf("limited sink: %d bytes over the limit of %d", len(b), s.limit))
-			failed = true
-			continue
+		if failed {
+			return &sink.BatchError{Errors: errs}
 		}
-		s.accepted = append(s.accepted, m)
-	}
-	if failed {
-		return &sink.BatchError{Errors: errs}
-	}
-	return nil
-}
-
-func (s *limitedSink) Close(context.Context) error { return nil }
-
-func (s *limitedSink) all() (accepted, attempts []*sink.Message) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return slices.Clone(s.accepted), slices.Clone(s.attempts)
+		return nil
+	}}
 }

@@ -10,6 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // On a bus that takes at most busLimit bytes, in both content modes: an
@@ -66,7 +67,7 @@ func TestOversizeObjects(t *testing.T) {
 				}
 
 				var msgs []*sink.Message
-				eventually(t, 30*time.Second, func() (bool, string) {
+				poll.Until(t, 30*time.Second, func() (bool, string) {
 					msgs = b.read(t, ns)
 					v := oracle(t, ns, msgs)
 					gone := eventsOf(msgs, "doomed")
@@ -140,15 +141,15 @@ func TestOversizeRestarts(t *testing.T) {
 		"BRIDGE_CHECKPOINT": "file:" + filepath.Join(t.TempDir(), "checkpoint.db"),
 	}
 	cms := kube(t).CoreV1().ConfigMaps(ns)
-	s := &limitedSink{limit: busLimit}
+	s := limitedSink(busLimit)
 	// run starts a bridge, lets do make changes, waits until the sink has
 	// seen want attempts in all, and stops the bridge.
 	run := func(want int, do func()) {
 		t.Helper()
 		r := startBridge(t, env, s)
 		do()
-		eventually(t, 30*time.Second, func() (bool, string) {
-			_, attempts := s.all()
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			attempts := s.Attempts()
 			return len(attempts) >= want, fmt.Sprintf("%d of %d attempts: %s", len(attempts), want, describe(attempts))
 		})
 		r.stop(t)
@@ -161,18 +162,18 @@ func TestOversizeRestarts(t *testing.T) {
 			t.Fatal(err)
 		}
 	})
-	_, first := s.all()
+	first := s.Attempts()
 	run(len(first), func() {})
-	_, second := s.all()
+	second := s.Attempts()
 	run(len(second)+1, func() {
 		if err := cms.Delete(t.Context(), "doomed", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
 	})
-	_, third := s.all()
+	third := s.Attempts()
 	run(len(third), func() {})
 
-	accepted, attempts := s.all()
+	accepted, attempts := s.Accepted(), s.Attempts()
 	if len(accepted) != 2 || accepted[0].Action != "added" || accepted[1].Action != "deleted" || !contentOmitted(accepted[0]) || !contentOmitted(accepted[1]) {
 		t.Errorf("accepted %s; want doomed added, then deleted, both without content", describe(accepted))
 	}

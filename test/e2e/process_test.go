@@ -88,15 +88,9 @@ func launchProc(t *testing.T, env []string, out, prefix, dir string) *proc {
 		t.Fatal(err)
 	}
 	// Killed if the test process dies; p.done closes when its stderr does.
-	if err := controlplane.StartTied(p.cmd, p.done); err != nil {
-		t.Fatal(err)
-	}
+	controlplane.StartTiedUntilCleanup(t, p.cmd, p.done)
 	go p.watchLogs(stderr)
 	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			_ = p.cmd.Wait()
-		}
 		if t.Failed() {
 			t.Logf("bridge logs:\n%s", p.logText())
 		}

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // cutProxy forwards TCP connections from a loopback address to a target,
@@ -132,7 +134,7 @@ func (p *cutProxy) resume(t *testing.T) {
 		ln  net.Listener
 		err error
 	)
-	eventually(t, 10*time.Second, func() (bool, string) {
+	poll.Until(t, 10*time.Second, func() (bool, string) {
 		ln, err = net.Listen("tcp", p.addr)
 		return err == nil, "listen again on " + p.addr + ": " + errString(err)
 	})

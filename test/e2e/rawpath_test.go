@@ -15,7 +15,9 @@ import (
 
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // By default the bridge hands on each object as the API server sent it:
@@ -73,7 +75,7 @@ func TestRawPathHandsOnTheAPIServersBytes(t *testing.T) {
 			if keep {
 				env["BRIDGE_KEEP_MANAGED_FIELDS"] = "true"
 			}
-			s := &memSink{}
+			s := &sinktest.Recorder{}
 			b := startBridge(t, env, s)
 
 			cm2 := mustCM(cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "watched"},
@@ -98,14 +100,14 @@ func TestRawPathHandsOnTheAPIServersBytes(t *testing.T) {
 				{gadgets, "", g1.GetName(), g1.GetResourceVersion()},
 			}
 			find := func(o object) *sink.Message {
-				for _, m := range s.all() {
+				for _, m := range s.Accepted() {
 					if m.Resource == o.gvr && m.Namespace == o.ns && m.Name == o.name && m.ResourceVersion == o.rv {
 						return m
 					}
 				}
 				return nil
 			}
-			eventually(t, 30*time.Second, func() (bool, string) {
+			poll.Until(t, 30*time.Second, func() (bool, string) {
 				for _, o := range want {
 					if find(o) == nil {
 						return false, fmt.Sprintf("no event for %s %s/%s at %s", o.gvr.Resource, o.ns, o.name, o.rv)

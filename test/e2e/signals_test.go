@@ -12,6 +12,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Issue 11, signals: what the bridge does with each signal it may be sent,
@@ -180,7 +182,7 @@ func TestSignalSecondStopsStuckDrain(t *testing.T) {
 		// down. The bridge goes on retrying meanwhile.
 		retries := p.logCount("publish failed; retrying")
 		p.signal(t, syscall.SIGTERM)
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			n := p.logCount("publish failed; retrying")
 			return n > retries+2, fmt.Sprintf("%d retries logged since SIGTERM, want 3: the bridge is not draining", n-retries)
 		})

@@ -11,6 +11,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 type change struct {
@@ -24,7 +26,7 @@ type change struct {
 func TestEveryChangeExactlyOnce(t *testing.T) {
 	nsA, nsB := namespace(t, "stream"), namespace(t, "stream")
 	other := namespace(t, "stream-other") // not watched
-	s := &memSink{}
+	s := &sinktest.Recorder{}
 	b := startBridge(t, map[string]string{
 		"BRIDGE_RESOURCES":    "configmaps",
 		"BRIDGE_NAMESPACES":   nsA + "," + nsB,
@@ -72,14 +74,14 @@ func TestEveryChangeExactlyOnce(t *testing.T) {
 		}
 	}
 
-	eventually(t, 30*time.Second, func() (bool, string) {
-		return s.len() >= 80, fmt.Sprintf("%d of 80 messages", s.len())
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		return s.Len() >= 80, fmt.Sprintf("%d of 80 messages", s.Len())
 	})
 	// A graceful stop publishes everything still queued: any extra
 	// message would show up now.
 	b.stop(t)
 
-	msgs := s.all()
+	msgs := s.Accepted()
 	if len(msgs) != 80 {
 		t.Errorf("got %d messages, want exactly 80", len(msgs))
 	}
@@ -137,7 +139,7 @@ func decodeData(t *testing.T, m *sink.Message) eventData {
 // metadata.managedFields and updates carry the previous state.
 func TestManagedFieldsAndOldObject(t *testing.T) {
 	ns := namespace(t, "options")
-	s := &memSink{}
+	s := &sinktest.Recorder{}
 	b := startBridge(t, map[string]string{
 		"BRIDGE_RESOURCES":           "configmaps",
 		"BRIDGE_NAMESPACES":          ns,
@@ -154,10 +156,10 @@ func TestManagedFieldsAndOldObject(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 30*time.Second, func() (bool, string) { return s.len() >= 2, fmt.Sprintf("%d of 2 messages", s.len()) })
+	poll.Until(t, 30*time.Second, func() (bool, string) { return s.Len() >= 2, fmt.Sprintf("%d of 2 messages", s.Len()) })
 	b.stop(t)
 
-	msgs := s.all()
+	msgs := s.Accepted()
 	if len(msgs) != 2 || msgs[0].Action != "added" || msgs[1].Action != "updated" {
 		t.Fatalf("got %d messages, want added then updated", len(msgs))
 	}

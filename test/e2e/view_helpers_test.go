@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // The kinds the view tests watch besides ConfigMaps.
@@ -127,7 +128,7 @@ func newSince(before, msgs []*sink.Message) []*sink.Message {
 // that want (as viewChange writes it) describes.
 func waitForChange(t *testing.T, b bus, ns string, kind watchedKind, key, want string) {
 	t.Helper()
-	eventually(t, 30*time.Second, func() (bool, string) {
+	poll.Until(t, 30*time.Second, func() (bool, string) {
 		got := changesByKey(b.readKinds(t, ns, []watchedKind{kind}))[key]
 		return slices.Contains(got, want), fmt.Sprintf("%s: %v, waiting for %s", key, got, want)
 	})

@@ -16,6 +16,8 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Issue 14, acceptance 1: with BRIDGE_FILTER `object.status.phase !=
@@ -395,7 +397,7 @@ func TestViewBadInput(t *testing.T) {
 			t.Fatal(err)
 		}
 		m := metrics.New()
-		s := &memSink{}
+		s := &sinktest.Recorder{}
 		br := startBridgeWith(t, map[string]string{
 			"BRIDGE_RESOURCES":  "configmaps,deployments.apps",
 			"BRIDGE_NAMESPACES": ns,
@@ -408,7 +410,7 @@ func TestViewBadInput(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 30*time.Second, func() (bool, string) {
+		poll.Until(t, 30*time.Second, func() (bool, string) {
 			n := seriesOf(t, m, "bridge_filter_errors_total", "resource")["configmaps"]
 			return n >= 4, fmt.Sprintf(`bridge_filter_errors_total{resource="configmaps"} = %v, want ≥ 4`, n)
 		})
@@ -421,13 +423,13 @@ func TestViewBadInput(t *testing.T) {
 				want = append(want, "Deployment "+ns+"/"+name)
 			}
 		}
-		eventually(t, 30*time.Second, func() (bool, string) {
-			return s.len() >= len(want), fmt.Sprintf("%d of %d events", s.len(), len(want))
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			return s.Len() >= len(want), fmt.Sprintf("%d of %d events", s.Len(), len(want))
 		})
 		br.stop(t)
 
 		var got []string
-		for _, msg := range s.all() {
+		for _, msg := range s.Accepted() {
 			got = append(got, msg.Kind+" "+msg.Key())
 		}
 		slices.Sort(got)

@@ -88,6 +88,14 @@ func (c *Cluster) Addrs() []string { return c.ListenAddrs() }
 // TLS and SASL settings, closed when the test ends.
 func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
 	c.t.Helper()
+	cl := c.newClient(opts...)
+	c.t.Cleanup(cl.Close)
+	return cl
+}
+
+// newClient is Client for a caller that closes it.
+func (c *Cluster) newClient(opts ...kgo.Opt) *kgo.Client {
+	c.t.Helper()
 	all := []kgo.Opt{kgo.SeedBrokers(c.Addrs()...), kgo.FetchMaxWait(200 * time.Millisecond)}
 	if c.opts.clientTLS != nil {
 		all = append(all, kgo.DialTLSConfig(c.opts.clientTLS))
@@ -104,7 +112,6 @@ func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
 	if err != nil {
 		c.t.Fatalf("kafkatest: client: %v", err)
 	}
-	c.t.Cleanup(cl.Close)
 	return cl
 }
 

@@ -6,11 +6,13 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // A cluster, plain or secured, takes records and gives them back.
 func TestStartAndReadAll(t *testing.T) {
-	pki := NewPKI(t)
+	pki := tlstest.NewPKI(t)
 	tests := []struct {
 		name string
 		opts []Option

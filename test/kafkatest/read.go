@@ -11,13 +11,16 @@ import (
 
 // ReadAll returns every record of topic from each partition's log start
 // to its current end, ordered by partition, then offset. It reads the
-// partitions directly, outside any consumer group. A partition that
+// partitions directly, outside any consumer group, with clients it closes
+// before it returns, so that a test may poll it. A partition that
 // retention or compaction emptied gives none.
 func (c *Cluster) ReadAll(topic string) []*kgo.Record {
 	c.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
 	defer cancel()
-	adm := c.Admin()
+	admc := c.newClient()
+	defer admc.Close()
+	adm := kadm.NewClient(admc)
 	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
@@ -44,7 +47,8 @@ func (c *Cluster) ReadAll(topic string) []*kgo.Record {
 	if len(want) == 0 {
 		return out
 	}
-	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	cl := c.newClient(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: from}))
+	defer cl.Close()
 	next := map[int32]int64{}
 	for !caughtUp(next, want) {
 		fetches := cl.PollFetches(ctx)

@@ -21,7 +21,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
+
+	"github.com/kubebus/bridge/test/tlstest"
 )
 
 // readyTimeout bounds how long Start waits for the server to accept
@@ -51,8 +54,9 @@ type Server struct {
 	t    testing.TB
 	o    Options
 	opts server.Options
-	// TLS holds the generated certificate files when Options.TLS is set.
-	TLS *TLSFiles
+	// TLS holds the generated certificates and their files when
+	// Options.TLS is set.
+	TLS *tlstest.PKI
 	// NKeySeedFile holds the user's NKey seed when Options.NKey is set.
 	NKeySeedFile string
 
@@ -85,11 +89,10 @@ func Start(t testing.TB, o Options) *Server {
 		s.NKeySeedFile, s.opts.Nkeys = newNKeyUser(t)
 	}
 	if o.TLS {
-		files, cfg := newTLS(t)
-		s.TLS = files
+		s.TLS = tlstest.NewPKI(t)
 		s.opts.TLS = true
 		s.opts.TLSVerify = true
-		s.opts.TLSConfig = cfg
+		s.opts.TLSConfig = s.TLS.Server
 		s.opts.TLSTimeout = 5
 	}
 	s.Start()
@@ -208,6 +211,34 @@ func (s *Server) Conn(t testing.TB) *nats.Conn {
 	}
 	t.Cleanup(nc.Close)
 	return nc
+}
+
+// JetStream returns a JetStream context on a connection of Conn's.
+func (s *Server) JetStream(t testing.TB) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(s.Conn(t))
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	return js
+}
+
+// StreamState returns the state of stream, as nc's server reports it.
+func StreamState(t testing.TB, nc *nats.Conn, stream string) jetstream.StreamState {
+	t.Helper()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		t.Fatalf("natstest: jetstream: %v", err)
+	}
+	st, err := js.Stream(t.Context(), stream)
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	info, err := st.Info(t.Context())
+	if err != nil {
+		t.Fatalf("natstest: stream %s: %v", stream, err)
+	}
+	return info.State
 }
 
 // newNKeyUser makes an NKey user and writes its seed to a file.

@@ -9,13 +9,14 @@ import (
 	"fmt"
 	"io"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/logtest"
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // Cluster is the cluster name of the scenario's events; the example must
@@ -49,18 +50,18 @@ func Run(t *testing.T, s sink.Sink, run func(ctx context.Context, out io.Writer)
 		podEvent("deleted", "team-c", "gone", "Running", 15),
 	)
 
-	out := &output{}
+	out := &logtest.Buffer{}
 	ctx, cancel := context.WithCancel(t.Context())
 	done := make(chan error, 1)
 	go func() { done <- run(ctx, out) }()
-	out.waitFor(t, "3 pods in 2 namespaces\n  team-a: Pending=1 Running=1\n  team-b: Succeeded=1\n")
+	waitOutput(t, out, "3 pods in 2 namespaces\n  team-a: Pending=1 Running=1\n  team-b: Succeeded=1\n")
 	if !strings.HasPrefix(out.String(), "synced at bus position ") {
 		t.Errorf("output does not start with the position it synced at:\n%s", out)
 	}
 
 	publish(podEvent("updated", "team-a", "db", "Running", 16), podEvent("deleted", "team-b", "job", "Succeeded", 17))
-	out.waitFor(t, "team-a/db: Pending -> Running (API resourceVersion 16)\n")
-	out.waitFor(t, "2 pods in 1 namespace\n  team-a: Running=2\n")
+	waitOutput(t, out, "team-a/db: Pending -> Running (API resourceVersion 16)\n")
+	waitOutput(t, out, "2 pods in 1 namespace\n  team-a: Running=2\n")
 
 	cancel()
 	if err := <-done; err != nil {
@@ -69,34 +70,12 @@ func Run(t *testing.T, s sink.Sink, run func(ctx context.Context, out io.Writer)
 	t.Logf("output:\n%s", out)
 }
 
-// output collects what the example prints.
-type output struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (o *output) Write(p []byte) (int, error) {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.Write(p)
-}
-
-func (o *output) String() string {
-	o.mu.Lock()
-	defer o.mu.Unlock()
-	return o.buf.String()
-}
-
-// waitFor waits until the output holds want.
-func (o *output) waitFor(t *testing.T, want string) {
+// waitOutput waits until out holds want.
+func waitOutput(t *testing.T, out *logtest.Buffer, want string) {
 	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(o.String(), want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("output lacks\n%s\nafter 30s; it is\n%s", want, o)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		return strings.Contains(out.String(), want), fmt.Sprintf("output lacks\n%s\nit is\n%s", want, out)
+	})
 }
 
 // podEvent is the bridge's event for a Pod of Cluster in phase.

@@ -1,4 +1,9 @@
-package kafkatest
+// Package tlstest makes, for one test, a throwaway certificate authority with
+// a server certificate for 127.0.0.1 and localhost and a client
+// certificate, all in process: the TLS configs a test server (a NATS
+// server, a Kafka cluster) and its client use, and the PEM files a bridge
+// reads. Nothing it makes is valid for more than a day.
+package tlstest
 
 import (
 	"crypto/ecdsa"
@@ -18,12 +23,13 @@ import (
 )
 
 // PKI is a throwaway certificate authority with a server certificate for
-// 127.0.0.1 and localhost and a client certificate, all made in process.
+// 127.0.0.1 and localhost and a client certificate.
 type PKI struct {
 	// CAFile, CertFile and KeyFile are PEM files of the CA certificate and
-	// of the client's certificate and key, for BRIDGE_KAFKA_TLS_* settings.
+	// of the client's certificate and key, for the bridge's TLS settings
+	// (BRIDGE_KAFKA_TLS_*, BRIDGE_NATS_TLS_*).
 	CAFile, CertFile, KeyFile string
-	// Server is a broker's TLS config: it presents the server certificate
+	// Server is a server's TLS config: it presents the server certificate
 	// and requires a client certificate the CA signed.
 	Server *tls.Config
 	// Client is a client's TLS config: it trusts the CA and presents the
@@ -36,7 +42,7 @@ func NewPKI(t testing.TB) *PKI {
 	t.Helper()
 	dir := t.TempDir()
 	caKey, caCert, caDER := issue(t, nil, nil, &x509.Certificate{
-		Subject:               pkix.Name{CommonName: "kafkatest CA"},
+		Subject:               pkix.Name{CommonName: "pki test CA"},
 		IsCA:                  true,
 		KeyUsage:              x509.KeyUsageCertSign | x509.KeyUsageDigitalSignature,
 		BasicConstraintsValid: true,

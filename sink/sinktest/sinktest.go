@@ -1,0 +1,177 @@
+// Package sinktest provides Recorder, the sink.Sink that tests hand to a
+// pipeline or a bridge in place of a bus.
+//
+// A Recorder keeps every message it is sent and every message it accepts,
+// each in the order of its Publish calls, and checks on every call the
+// part of the sink.Sink contract that its caller must keep: a key (a
+// resource and a subject) is never in two Publish calls at once, and
+// within a batch its resourceVersions only go up. What it finds is in
+// Problems.
+//
+// By default a Recorder accepts every message; its Respond function, when
+// set, decides the outcome of each call instead, and may block. A message
+// counts as accepted when sink.PerMessage of Publish's result is nil for
+// it. All methods are safe for concurrent use.
+package sinktest
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+// Recorder is a sink.Sink that records what it is sent and accepts. The
+// zero value accepts everything.
+type Recorder struct {
+	// Respond, when not nil, returns the result of Publish call number
+	// call (counted from 1) for msgs: nil to accept them all, a
+	// *sink.BatchError to fail some, any other error to fail them all.
+	Respond func(ctx context.Context, call int, msgs []*sink.Message) error
+
+	mu       sync.Mutex
+	calls    int
+	inflight map[key]bool
+	problems []string
+	attempts []*sink.Message
+	accepted []*sink.Message
+	byKey    map[string][]*sink.Message // accepted, by subject
+	closed   bool
+}
+
+// key is what the sink contract orders messages by.
+type key struct {
+	resource schema.GroupVersionResource
+	subject  string
+}
+
+var _ sink.Sink = (*Recorder)(nil)
+
+// Publish records msgs, checks them against the contract, and returns
+// what Respond says (nil without Respond).
+func (r *Recorder) Publish(ctx context.Context, msgs []*sink.Message) error {
+	keys := map[key]bool{}
+	last := map[key]uint64{}
+	r.mu.Lock()
+	r.calls++
+	call := r.calls
+	if r.inflight == nil {
+		r.inflight = map[key]bool{}
+	}
+	r.attempts = append(r.attempts, msgs...)
+	for _, m := range msgs {
+		k := key{m.Resource, m.Key()}
+		if rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil {
+			if prev, ok := last[k]; ok && rv <= prev {
+				r.problems = append(r.problems, fmt.Sprintf("call %d: %s out of order in its batch", call, m.Key()))
+			}
+			last[k] = rv
+		}
+		if !keys[k] && r.inflight[k] {
+			r.problems = append(r.problems, fmt.Sprintf("call %d: %s is in two batches at once", call, m.Key()))
+		}
+		keys[k] = true
+	}
+	for k := range keys {
+		r.inflight[k] = true
+	}
+	r.mu.Unlock()
+
+	var err error
+	if r.Respond != nil {
+		err = r.Respond(ctx, call, msgs)
+	}
+
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.byKey == nil {
+		r.byKey = map[string][]*sink.Message{}
+	}
+	for i, e := range sink.PerMessage(err, len(msgs)) {
+		if e == nil {
+			m := msgs[i]
+			r.accepted = append(r.accepted, m)
+			r.byKey[m.Key()] = append(r.byKey[m.Key()], m)
+		}
+	}
+	for k := range keys {
+		delete(r.inflight, k)
+	}
+	return err
+}
+
+// Close marks the Recorder closed.
+func (r *Recorder) Close(context.Context) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.closed = true
+	return nil
+}
+
+// Closed reports whether Close was called.
+func (r *Recorder) Closed() bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.closed
+}
+
+// Calls is the number of Publish calls so far.
+func (r *Recorder) Calls() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.calls
+}
+
+// InFlight reports whether a Publish call holding a message with this
+// subject is under way.
+func (r *Recorder) InFlight(subject string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for k := range r.inflight {
+		if k.subject == subject {
+			return true
+		}
+	}
+	return false
+}
+
+// Accepted returns every message accepted so far, in order.
+func (r *Recorder) Accepted() []*sink.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.accepted)
+}
+
+// AcceptedOf returns the messages accepted for one subject, in order.
+func (r *Recorder) AcceptedOf(subject string) []*sink.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.byKey[subject])
+}
+
+// Len is the number of messages accepted so far.
+func (r *Recorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.accepted)
+}
+
+// Attempts returns every message Publish was called with, accepted or
+// not, in order.
+func (r *Recorder) Attempts() []*sink.Message {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.attempts)
+}
+
+// Problems returns the breaches of the sink contract seen so far.
+func (r *Recorder) Problems() []string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.problems)
+}
