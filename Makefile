@@ -15,6 +15,8 @@ IMAGE       ?= ghcr.io/kubebus/bridge:dev
 VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null)
 REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null)
 SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# The image's architecture, as GOARCH names it: the host's unless told.
+IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 # Tests and the demo find kube-apiserver and etcd here.
 export BRIDGE_TEST_BIN_DIR := $(BIN)
 
@@ -35,7 +37,7 @@ image:
 # files distroless gives it, written as an OCI layout in .bin/image and a
 # tarball for `docker load` or `podman load` in .bin/image.tar.
 image-oci:
-	CGO_ENABLED=0 GOOS=linux $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/linux/bridge ./cmd/bridge
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/linux/bridge ./cmd/bridge
 	$(GO) run ./cmd/bridge-image -binary $(BIN)/linux/bridge \
 		-zoneinfo "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" \
 		-out $(BIN)/image -tar $(BIN)/image.tar -tag $(IMAGE) \
