@@ -1,6 +1,7 @@
 package image
 
 import (
+	"bytes"
 	"debug/elf"
 	"fmt"
 	"io"
@@ -20,20 +21,24 @@ var goarch = map[elf.Machine]string{
 // CheckStatic reports whether r holds a static Linux executable, one that
 // runs with no dynamic loader and no shared library, and returns its
 // architecture as GOARCH names it. Its error says what is wrong: not an
-// ELF file, not an executable, a loader it asks for, or a library it needs.
+// ELF file, not for Linux, not an executable, a loader it asks for, or a
+// library it needs.
 func CheckStatic(r io.ReaderAt) (arch string, err error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
 		return "", fmt.Errorf("image: the binary is not an ELF file: %w", err)
 	}
 	defer f.Close()
+	if f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
+		return "", fmt.Errorf("image: the binary is not a Linux executable (OS ABI %v); build it with GOOS=linux", f.OSABI)
+	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
 		return "", fmt.Errorf("image: the binary is not an executable (ELF type %v)", f.Type)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			interp, _ := io.ReadAll(p.Open())
-			return "", fmt.Errorf("image: the binary is not static: it asks for the loader %q (build it with CGO_ENABLED=0)", trimNUL(interp))
+			return "", fmt.Errorf("image: the binary is not static: it asks for the loader %q (build it with CGO_ENABLED=0)", bytes.TrimRight(interp, "\x00"))
 		}
 	}
 	libs, err := f.ImportedLibraries()
@@ -48,11 +53,4 @@ func CheckStatic(r io.ReaderAt) (arch string, err error) {
 		return "", fmt.Errorf("image: the binary is for %v, which this image builder does not know", f.Machine)
 	}
 	return arch, nil
-}
-
-func trimNUL(b []byte) string {
-	for len(b) > 0 && b[len(b)-1] == 0 {
-		b = b[:len(b)-1]
-	}
-	return string(b)
 }

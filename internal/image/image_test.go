@@ -3,6 +3,7 @@ package image
 import (
 	"bytes"
 	"crypto/x509"
+	"debug/elf"
 	"encoding/pem"
 	"os"
 	"os/exec"
@@ -30,6 +31,8 @@ func TestCheckStaticRefuses(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	freebsd := append([]byte(nil), dynamic...)
+	freebsd[7] = byte(elf.ELFOSABI_FREEBSD) // EI_OSABI
 	for _, tc := range []struct {
 		name, want string
 		data       []byte
@@ -37,6 +40,7 @@ func TestCheckStaticRefuses(t *testing.T) {
 		{"a script", "not an ELF file", []byte("#!/bin/sh\necho hi\n")},
 		{"empty", "not an ELF file", nil},
 		{"a dynamic executable", "is not static", dynamic},
+		{"an executable for FreeBSD", "not a Linux executable", freebsd},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := CheckStatic(bytes.NewReader(tc.data))
