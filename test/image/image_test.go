@@ -20,8 +20,10 @@ package image
 import (
 	"archive/tar"
 	"bytes"
+	"compress/gzip"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/hex"
 	"encoding/pem"
 	"io"
 	"log"
@@ -40,7 +42,6 @@ import (
 	"github.com/google/go-containerregistry/pkg/registry"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/layout"
-	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
@@ -82,7 +83,8 @@ func TestImage(t *testing.T) {
 	b := buildImage(t)
 
 	t.Run("valid OCI image in the layout", func(t *testing.T) {
-		if err := validate.Image(b.img); err != nil {
+		// The layers' digests are checked as the filesystem is read.
+		if err := validate.Image(b.img, validate.Fast); err != nil {
 			t.Fatalf("the image does not validate: %v", err)
 		}
 		mt, _ := b.img.MediaType()
@@ -354,7 +356,7 @@ func TestImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := validate.Image(loaded); err != nil {
+		if err := validate.Image(loaded, validate.Fast); err != nil {
 			t.Fatalf("the tarball's image does not validate: %v", err)
 		}
 		sameConfigAndLayers(t, loaded, b.img)
@@ -381,7 +383,7 @@ func TestImage(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := validate.Image(pulled); err != nil {
+		if err := validate.Image(pulled, validate.Fast); err != nil {
 			t.Fatalf("the pulled image does not validate: %v", err)
 		}
 		sameConfigAndLayers(t, pulled, b.img)
@@ -425,19 +427,27 @@ func buildImage(t *testing.T) *built {
 	dir := t.TempDir()
 	b.binary = filepath.Join(dir, "bridge")
 	args := append(append([]string{"build"}, flags...), "-o", b.binary, pkg)
+	start := time.Now()
 	goCmd(t, append(env, "GOOS=linux"), args...)
+	t.Logf("bridge built in %v", time.Since(start).Round(time.Millisecond))
 
 	b.layout = filepath.Join(dir, "image")
 	b.tar = filepath.Join(dir, "image.tar")
 	b.tool = filepath.Join(dir, "bridge-image")
+	start = time.Now()
 	goCmd(t, nil, "build", "-o", b.tool, "./cmd/bridge-image")
+	t.Logf("image builder built in %v", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
 	runTool(t, b.tool, b.binary, b.layout, "-tar", b.tar)
+	t.Logf("image written in %v", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
 	b.img = layoutImage(t, b.layout)
 	b.cfg, err = b.img.ConfigFile()
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.files = flatten(t, b.img)
+	t.Logf("image read back in %v", time.Since(start).Round(time.Millisecond))
 	return b
 }
 
@@ -494,26 +504,61 @@ func layoutImage(t *testing.T, dir string) v1.Image {
 	return img
 }
 
-// flatten returns the image's filesystem, as a container sees it.
+// flatten returns the image's filesystem, as a container sees it, and
+// checks on the way that every layer has the digest the manifest says,
+// compressed, and the one the config says (the diff ID), uncompressed.
+// Each layer is read once: the race detector makes decompression slow.
 func flatten(t *testing.T, img v1.Image) map[string]entry {
 	t.Helper()
-	rc := mutate.Extract(img)
-	defer rc.Close()
+	layers, err := img.Layers()
+	if err != nil {
+		t.Fatal(err)
+	}
 	files := map[string]entry{}
-	tr := tar.NewReader(rc)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			break
-		}
+	for i, l := range layers {
+		rc, err := l.Compressed()
 		if err != nil {
 			t.Fatal(err)
 		}
-		data, err := io.ReadAll(tr)
+		compressed, uncompressed := sha256.New(), sha256.New()
+		zr, err := gzip.NewReader(io.TeeReader(rc, compressed))
 		if err != nil {
+			t.Fatalf("layer %d: %v", i, err)
+		}
+		tr := tar.NewReader(io.TeeReader(zr, uncompressed))
+		for {
+			h, err := tr.Next()
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				t.Fatalf("layer %d: %v", i, err)
+			}
+			if strings.HasPrefix(path.Base(h.Name), ".wh.") {
+				t.Errorf("layer %d has a whiteout, %s: nothing is to be deleted in this image", i, h.Name)
+			}
+			data, err := io.ReadAll(tr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			files[path.Clean("/"+h.Name)] = entry{hdr: h, data: data}
+		}
+		// The rest of the stream: the tar's padding, gzip's trailer.
+		if _, err := io.Copy(io.Discard, zr); err != nil {
+			t.Fatalf("layer %d: %v", i, err)
+		}
+		if _, err := io.Copy(io.Discard, io.TeeReader(rc, compressed)); err != nil {
 			t.Fatal(err)
 		}
-		files[path.Clean("/"+h.Name)] = entry{hdr: h, data: data}
+		rc.Close()
+		digest, _ := l.Digest()
+		diffID, _ := l.DiffID()
+		if got := "sha256:" + hex.EncodeToString(compressed.Sum(nil)); got != digest.String() {
+			t.Errorf("layer %d: the manifest says %s, the blob is %s", i, digest, got)
+		}
+		if got := "sha256:" + hex.EncodeToString(uncompressed.Sum(nil)); got != diffID.String() {
+			t.Errorf("layer %d: the config says diff ID %s, the layer is %s", i, diffID, got)
+		}
 	}
 	return files
 }
@@ -528,7 +573,7 @@ func mustDigest(t *testing.T, img v1.Image) v1.Hash {
 }
 
 // sameConfigAndLayers compares what a container would run: the config and
-// every layer, by digest.
+// every layer, by digest, and checks each layer's blob against its digest.
 func sameConfigAndLayers(t *testing.T, got, want v1.Image) {
 	t.Helper()
 	gc, err := got.ConfigName()
@@ -555,6 +600,19 @@ func sameConfigAndLayers(t *testing.T, got, want v1.Image) {
 		w, _ := wl[i].Digest()
 		if g != w {
 			t.Errorf("layer %d is %s, want %s", i, g, w)
+		}
+		// The blob behind the digest is the one it names.
+		rc, err := gl[i].Compressed()
+		if err != nil {
+			t.Fatal(err)
+		}
+		h, _, err := v1.SHA256(rc)
+		rc.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if h != w {
+			t.Errorf("layer %d: its blob is %s, want %s", i, h, w)
 		}
 	}
 }
