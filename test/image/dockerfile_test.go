@@ -33,25 +33,18 @@ func parseDockerfile(path string) ([]stage, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var lines []string
-	var cont strings.Builder
+	var raw []string
 	sc := bufio.NewScanner(f)
 	for sc.Scan() {
 		line := strings.TrimSpace(sc.Text())
-		if strings.HasPrefix(line, "#") || (line == "" && cont.Len() == 0) {
-			continue
+		if line != "" && !strings.HasPrefix(line, "#") {
+			raw = append(raw, line)
 		}
-		if s, ok := strings.CutSuffix(line, `\`); ok {
-			cont.WriteString(s + " ")
-			continue
-		}
-		cont.WriteString(line)
-		lines = append(lines, cont.String())
-		cont.Reset()
 	}
 	if err := sc.Err(); err != nil {
 		return nil, err
 	}
+	lines := joinContinued(raw)
 
 	var stages []stage
 	for _, line := range lines {
@@ -171,31 +164,40 @@ func makeRecipe(path, target string) ([]string, error) {
 	if err != nil {
 		return nil, err
 	}
-	var recipe []string
+	var raw []string
 	in := false
-	var cont strings.Builder
 	for line := range strings.SplitSeq(string(data), "\n") {
 		if strings.HasPrefix(line, target+":") {
 			in = true
 			continue
 		}
-		if !in {
-			continue
-		}
-		if !strings.HasPrefix(line, "\t") && cont.Len() == 0 {
+		if in && !strings.HasPrefix(line, "\t") {
 			break
 		}
-		line = strings.TrimSpace(line)
+		if in {
+			raw = append(raw, strings.TrimSpace(line))
+		}
+	}
+	recipe := joinContinued(raw)
+	if len(recipe) == 0 {
+		return nil, fmt.Errorf("%s: no recipe for %s", path, target)
+	}
+	return recipe, nil
+}
+
+// joinContinued joins each line that ends in a backslash to the next, as
+// Dockerfiles and Makefiles read them.
+func joinContinued(raw []string) []string {
+	var lines []string
+	var cont strings.Builder
+	for _, line := range raw {
 		if s, ok := strings.CutSuffix(line, `\`); ok {
 			cont.WriteString(s + " ")
 			continue
 		}
 		cont.WriteString(line)
-		recipe = append(recipe, cont.String())
+		lines = append(lines, cont.String())
 		cont.Reset()
 	}
-	if len(recipe) == 0 {
-		return nil, fmt.Errorf("%s: no recipe for %s", path, target)
-	}
-	return recipe, nil
+	return lines
 }
