@@ -26,7 +26,9 @@ const (
 	root       = "../.."
 	dockerfile = root + "/Dockerfile"
 	makefile   = root + "/Makefile"
-	tag        = "ghcr.io/kubebus/bridge:test"
+	// chartValues holds the pod's user and the metrics port.
+	chartValues = root + "/charts/bridge/values.yaml"
+	tag         = "ghcr.io/kubebus/bridge:test"
 	// What the test stamps the image with, as make passes git's values.
 	version  = "v0.0.0-test"
 	revision = "0123456789abcdef0123456789abcdef01234567"

@@ -10,7 +10,8 @@
 //     that user owns, and has no shell and no other executable;
 //   - the binary is static: no loader, no shared library;
 //   - its labels are the OCI ones the Dockerfile sets, and its user, port,
-//     entrypoint and binary path are the Dockerfile's;
+//     entrypoint and binary path are the Dockerfile's; its user and port are
+//     the chart's defaults;
 //   - it carries CA roots that parse, /etc/passwd and /etc/group owned by
 //     root and readable by all, and a time zone database Go can load;
 //   - pushed to a registry and pulled back, it keeps its digest; the
@@ -23,6 +24,7 @@ import (
 	"crypto/sha256"
 	"crypto/x509"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
@@ -39,6 +41,7 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
+	"k8s.io/apimachinery/pkg/util/yaml"
 
 	bridgeimage "github.com/kubebus/bridge/internal/image"
 )
@@ -308,6 +311,31 @@ func TestImage(t *testing.T) {
 			if !strings.Contains(strings.Join(oci, " "), "-"+strings.ToLower(arg)+` "$(`+arg+`)"`) {
 				t.Errorf("make image-oci does not pass -%s", strings.ToLower(arg))
 			}
+		}
+	})
+
+	t.Run("agrees with the chart's defaults", func(t *testing.T) {
+		data, err := os.ReadFile(chartValues)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var values struct {
+			PodSecurityContext struct {
+				RunAsUser, RunAsGroup int
+			} `json:"podSecurityContext"`
+			Metrics struct {
+				Port int
+			} `json:"metrics"`
+		}
+		if err := yaml.Unmarshal(data, &values); err != nil {
+			t.Fatalf("%s: %v", chartValues, err)
+		}
+		psc := values.PodSecurityContext
+		if got := fmt.Sprintf("%d:%d", psc.RunAsUser, psc.RunAsGroup); got != b.cfg.Config.User {
+			t.Errorf("the chart runs the pod as %s, the image as %s", got, b.cfg.Config.User)
+		}
+		if _, ok := b.cfg.Config.ExposedPorts[fmt.Sprintf("%d/tcp", values.Metrics.Port)]; !ok {
+			t.Errorf("the chart serves metrics on %d, the image exposes %v", values.Metrics.Port, b.cfg.Config.ExposedPorts)
 		}
 	})
 
