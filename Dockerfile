@@ -1,5 +1,7 @@
 # The bridge as a container image: a static binary on distroless, run as a
-# non-root user. Build it with `make image` (needs Docker).
+# non-root user. Build it with `make image` (needs Docker); `make image-oci`
+# builds the same image without Docker (cmd/bridge-image), and a test checks
+# that the two agree on the lines below the second FROM.
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -14,6 +16,13 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/bridge ./cmd/bridg
 # static-debian12: CA certificates and tzdata, no shell, no libc.
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/bridge /bridge
+ARG VERSION
+ARG REVISION
+LABEL org.opencontainers.image.title="bridge" \
+      org.opencontainers.image.description="Change data capture for Kubernetes: publishes every change to API objects to NATS or Kafka." \
+      org.opencontainers.image.source="https://github.com/kubebus/bridge" \
+      org.opencontainers.image.version="${VERSION}" \
+      org.opencontainers.image.revision="${REVISION}"
 # nonroot (65532), by number so that Kubernetes can check runAsNonRoot.
 USER 65532:65532
 EXPOSE 9090

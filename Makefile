@@ -10,10 +10,17 @@ HELM        := $(BIN)/helm
 # helm renders for Kubernetes 1.20 unless told otherwise.
 KUBE_VERSION := $(K8S_VERSION:v%=%)
 IMAGE       ?= ghcr.io/kubebus/bridge:dev
+# The image's labels and creation time, from git when there is one. The
+# commit's time as the creation time makes the image reproducible.
+VERSION     ?= $(shell git describe --tags --always --dirty 2>/dev/null)
+REVISION    ?= $(shell git rev-parse HEAD 2>/dev/null)
+SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
+# The image's architecture, as GOARCH names it: the host's unless told.
+IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 # Tests and the demo find kube-apiserver and etcd here.
 export BRIDGE_TEST_BIN_DIR := $(BIN)
 
-.PHONY: all build image controlplane helm chart-lint test unit e2e demo bench lint clean
+.PHONY: all build image image-oci controlplane helm chart-lint test unit e2e demo bench lint clean
 
 all: build
 
@@ -24,7 +31,17 @@ build:
 # The container image (needs Docker): the static binary on distroless, as
 # a non-root user.
 image:
-	docker build -t $(IMAGE) .
+	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
+
+# The same image without Docker: the static binary for Linux, and the
+# files distroless gives it, written as an OCI layout in .bin/image and a
+# tarball for `docker load` or `podman load` in .bin/image.tar.
+image-oci:
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/linux/bridge ./cmd/bridge
+	$(GO) run ./cmd/bridge-image -binary $(BIN)/linux/bridge \
+		-zoneinfo "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" \
+		-out $(BIN)/image -tar $(BIN)/image.tar -tag $(IMAGE) \
+		-version "$(VERSION)" -revision "$(REVISION)" -created "$(SOURCE_DATE_EPOCH)"
 
 # kube-apiserver and etcd, for tests and the demo. A cold build takes a few
 # minutes; afterwards the binaries are reused until the tools module changes.
