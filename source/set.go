@@ -526,8 +526,10 @@ func (s *Set) start(ctx context.Context, wg *sync.WaitGroup, m *member, added bo
 					}
 				}
 			}
-			<-s.sem
+			// Counted out before the place is given up, so that the
+			// count never shows more lists than places.
 			s.observer.InitialList(false)
+			<-s.sem
 			close(m.synced)
 		}()
 		m.err = m.src.Run(mctx)
