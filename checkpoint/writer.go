@@ -191,7 +191,7 @@ func (w *Writer) Run(ctx context.Context) error {
 			}
 			if err != nil && ctx.Err() == nil {
 				w.logger.Warn("checkpoint: flush failed, will retry",
-					"err", err, "pending", w.Stats().Pending, "retry_in", w.interval)
+					"err", err, "pending", w.Stats().Pending, "retryIn", w.interval)
 			}
 		case <-ctx.Done():
 			w.logDropped(dropped)

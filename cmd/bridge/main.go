@@ -151,36 +151,56 @@ func run(args []string, environ []string, stderr io.Writer) int {
 		// is left of the budget; one not released by its end expires by
 		// itself after BRIDGE_LEADER_ELECTION_LEASE_DURATION.
 		worked := make(chan error, 1)
-		work := func(ctx context.Context) error {
-			err := b.Run(ctx)
-			worked <- err
-			return err
-		}
-		elected := make(chan error, 1)
-		go func() {
-			defer utilruntime.HandleCrash()
-			elected <- leader.Run(ctx, kc, le, log.With("component", "leader"), work, func(l bool) {
+		err = untilExit(ctx, budget, func() error {
+			return leader.Run(ctx, kc, le, log.With("component", "leader"), func(ctx context.Context) error {
+				err := b.Run(ctx)
+				worked <- err
+				return err
+			}, func(l bool) {
 				role.Set(l)
 				m.Leader(l)
 			})
-		}()
-		select {
-		case err = <-elected:
-		case <-ctx.Done():
+		})
+		if errors.Is(err, errStopOverrun) {
 			select {
-			case err = <-elected:
-			case <-time.After(time.Until(budget.Deadline(shutdown.Exit))):
+			case err = <-worked:
+				// The bridge stopped; the lease's release did not end.
 				log.Warn("the lease was not released within BRIDGE_SHUTDOWN_TIMEOUT; exiting: it expires by itself", "component", "leader")
-				select {
-				case err = <-worked:
-				default: // still stopping: it logs what it left
-				}
+			default:
 			}
 		}
 		return exitCode(log, err)
 	}
 	m.Leader(true)
-	return exitCode(log, b.Run(ctx))
+	return exitCode(log, untilExit(ctx, budget, func() error { return b.Run(ctx) }))
+}
+
+// errStopOverrun: the stop did not end within BRIDGE_SHUTDOWN_TIMEOUT.
+var errStopOverrun = errors.New("the stop did not end within BRIDGE_SHUTDOWN_TIMEOUT; exiting with what was left undone")
+
+// untilExit returns run's error, or errStopOverrun at the budget's exit
+// deadline once ctx has ended (the stop began) and run has not returned:
+// the process then exits, leaving run behind, rather than outlive its
+// grace period.
+func untilExit(ctx context.Context, budget *shutdown.Budget, run func() error) error {
+	done := make(chan error, 1)
+	go func() {
+		defer utilruntime.HandleCrash()
+		done <- run()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	t := time.NewTimer(time.Until(budget.Deadline(shutdown.Exit)))
+	defer t.Stop()
+	select {
+	case err := <-done:
+		return err
+	case <-t.C:
+		return errStopOverrun
+	}
 }
 
 func exitCode(log *slog.Logger, err error) int {

@@ -23,7 +23,9 @@ func (b *Bridge) release(ctx context.Context, budget *shutdown.Budget, releaseSt
 			b.log.Warn("checkpoint store did not close cleanly; what was flushed stays", "component", "checkpoint", "err", err)
 		}
 	}
-	releaseStore()
+	if err := within(exitCtx, func() error { releaseStore(); return nil }); err != nil {
+		b.log.Warn("the checkpoint store's connection did not close in time", "component", "checkpoint", "err", err)
+	}
 	if b.sink != nil {
 		if err := b.sink.Close(exitCtx); err != nil {
 			b.log.Warn("sink did not close cleanly; what it did not confirm was not checkpointed, and the next start publishes it again",

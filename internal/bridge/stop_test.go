@@ -191,3 +191,35 @@ func TestReleaseWithinTheBudget(t *testing.T) {
 		})
 	}
 }
+
+// What the store was opened on (releaseStore: the nats-kv checkpoint's own
+// NATS connection, whose Close flushes with a 1-minute write timeout) is
+// released within the exit's share of the budget too, like the store's
+// own Close: release returns by the exit's deadline.
+func TestReleaseBoundsTheStoresConnection(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		var logs bytes.Buffer
+		c := &closing{}
+		b := &Bridge{
+			log:   slog.New(slog.NewTextHandler(&logs, nil)),
+			store: &closeStore{Store: checkpoint.Discard(), c: c},
+			sink:  &closeSink{c: c},
+		}
+		ctx, stop := context.WithCancel(t.Context())
+		budget := shutdown.Watch(ctx, 20*time.Second)
+		stop()
+		synctest.Wait()
+		unblock := make(chan struct{})
+		defer close(unblock)
+		done := make(chan struct{})
+		go func() {
+			defer close(done)
+			b.release(ctx, budget, func() { <-unblock }) // a connection whose Close hangs
+		}()
+		select {
+		case <-done:
+		case <-time.After(budget.Total()):
+			t.Errorf("release still running at the budget's end (%s): releaseStore is not bounded by the exit's deadline", budget.Total())
+		}
+	})
+}

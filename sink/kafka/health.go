@@ -50,8 +50,9 @@ func (s *Sink) Health() error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), healthTimeout)
 	defer cancel()
+	began := s.health.clock()
 	_, err := s.client(healthTimeout).ApiVersions(ctx, &kafkago.ApiVersionsRequest{})
-	return s.health.record(s.brokersError(err))
+	return s.health.checked(began, s.brokersError(err))
 }
 
 // wrote records the outcome err of a produce request sent with ctx. An
@@ -106,6 +107,19 @@ func (h *health) recent() (error, bool) {
 func (h *health) record(err error) error {
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	h.at, h.err = h.clock(), err
+	return err
+}
+
+// checked records err, the outcome of a check that began at began, and
+// returns the last outcome: a write's that came while the check ran is
+// newer, and stays.
+func (h *health) checked(began time.Time, err error) error {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.at.After(began) {
+		return h.err
+	}
 	h.at, h.err = h.clock(), err
 	return err
 }

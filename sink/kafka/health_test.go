@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -119,4 +120,37 @@ func TestHealthShowsAnOutage(t *testing.T) {
 			t.Errorf("Health of an idle sink %s after the cluster stopped: nil, want an error", healthFresh)
 		}
 	})
+}
+
+// A check's outcome does not overwrite a write's that came while the
+// check ran: the write's is newer.
+func TestHealthKeepsAWriteNewerThanTheCheck(t *testing.T) {
+	now := time.Unix(1000, 0)
+	h := &health{now: func() time.Time { return now }}
+	down := errors.New("no broker answers")
+	for _, c := range []struct {
+		name         string
+		write, check error
+		want         error
+	}{
+		{"a write succeeded while a check failed", nil, down, nil},
+		{"a write failed while a check succeeded", down, nil, down},
+	} {
+		began := now
+		now = now.Add(time.Second)
+		h.record(c.write)
+		now = now.Add(time.Second)
+		if got := h.checked(began, c.check); got != c.want {
+			t.Errorf("%s: checked returned %v, want %v", c.name, got, c.want)
+		}
+		if got, _ := h.recent(); got != c.want {
+			t.Errorf("%s: health %v, want %v", c.name, got, c.want)
+		}
+	}
+	// With no write since it began, the check's outcome is the last.
+	began := now
+	now = now.Add(time.Second)
+	if got := h.checked(began, down); got != down {
+		t.Errorf("a check alone: %v, want %v", got, down)
+	}
 }

@@ -134,6 +134,9 @@ values.schema.json cannot see, each naming the value at fault.
 {{- end }}
 
 {{- $budget := include "bridge.shutdownSeconds" . | int }}
+{{- if eq $budget 0 }}
+{{- $errs = append $errs (printf "pipeline.shutdownTimeout=%v must be positive: it is the bridge's whole budget from SIGTERM to exit, and the bridge refuses a zero one" $v.pipeline.shutdownTimeout) }}
+{{- end }}
 {{- if and (not (kindIs "invalid" $v.terminationGracePeriodSeconds)) (le (int $v.terminationGracePeriodSeconds) $budget) }}
 {{- $errs = append $errs (printf "terminationGracePeriodSeconds=%v must exceed pipeline.shutdownTimeout (%ds), the bridge's whole budget from SIGTERM to exit, or the kubelet kills it during its final checkpoint flush; leave it unset to have the chart add a margin" $v.terminationGracePeriodSeconds $budget) }}
 {{- end }}
