@@ -640,3 +640,15 @@ func TestFormattedConfigHidesSecrets(t *testing.T) {
 		}
 	}
 }
+
+// A token given as the user of a BRIDGE_NATS_URL entry never shows in an
+// error, even when the entry is refused.
+func TestNATSURLTokenNeverInErrors(t *testing.T) {
+	const token = "s3cr3t-t0ken"
+	for _, url := range []string{"https://" + token + "@nats:4222", "nats://" + token + "@:4222"} {
+		_, err := Load([]string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=nats", "BRIDGE_CHECKPOINT=none", "BRIDGE_NATS_URL=" + url})
+		if err == nil || strings.Contains(err.Error(), token) {
+			t.Errorf("BRIDGE_NATS_URL=%s: error shows the token: %v", url, err)
+		}
+	}
+}
