@@ -130,10 +130,11 @@ type Config struct {
 	// other variable.
 	Kubeconfig string `env:"KUBECONFIG" help:"kubeconfig file; when unset, the in-cluster service account is used, then ~/.kube/config"`
 
-	// NATS configures the NATS sink and the nats-kv checkpoint.
-	NATS nats.Config
+	// NATS configures the NATS sink and the nats-kv checkpoint. Like
+	// Kafka, it is parsed by a call of its own (see parts), hence env:"-".
+	NATS nats.Config `env:"-"`
 	// Kafka configures the Kafka sink and the kafka checkpoint.
-	Kafka kafka.Config
+	Kafka kafka.Config `env:"-"`
 
 	// view is View compiled (ViewDefinition).
 	view view.Config
@@ -197,7 +198,11 @@ func Load(environ []string) (*Config, error) {
 	var c Config
 	// The env library sets every field it can even when others fail, so
 	// the checks below still run; they skip variables that did not parse.
-	perr := parseErrors(env.ParseWithOptions(&c, env.Options{Environment: vars}))
+	var perr envvar.Problems
+	for _, part := range c.parts() {
+		err := env.ParseWithOptions(part, env.Options{Environment: vars})
+		perr = append(perr, parseErrors(err, reflect.TypeOf(part).Elem())...)
+	}
 	c.Resources = clean(c.Resources)
 	c.ExcludeResources = clean(c.ExcludeResources)
 	c.Namespaces = clean(c.Namespaces)
@@ -481,11 +486,17 @@ func clean(in []string) []string {
 	return out
 }
 
-// parseErrors rewrites the env library's errors, which name struct fields,
-// so that each names its variable instead. Only typed values (numbers,
-// durations, booleans) can fail to parse; secrets are plain strings, so a
-// parse error never quotes one.
-func parseErrors(err error) envvar.Problems {
+// parts are the structs of c that Load parses, each with a call of its own:
+// the env library's parse errors name only a field, and field names repeat
+// across them (BatchSize is both BRIDGE_BATCH_SIZE and
+// BRIDGE_KAFKA_BATCH_SIZE), but not within one.
+func (c *Config) parts() []any { return []any{c, &c.NATS, &c.Kafka} }
+
+// parseErrors rewrites the errors of the env library's parse of a struct of
+// type t, which name fields, so that each names its variable instead. Only
+// typed values (numbers, durations, booleans) can fail to parse; secrets
+// are plain strings, so a parse error never quotes one.
+func parseErrors(err error, t reflect.Type) envvar.Problems {
 	if err == nil {
 		return nil
 	}
@@ -497,7 +508,7 @@ func parseErrors(err error) envvar.Problems {
 	for _, e := range agg.Errors {
 		var pe env.ParseError
 		if errors.As(e, &pe) {
-			errs.Add(varOf(pe.Name), "not a valid %s: %v", pe.Type, pe.Err)
+			errs.Add(varOf(t, pe.Name), "not a valid %s: %v", pe.Type, pe.Err)
 			continue
 		}
 		errs = append(errs, &envvar.Error{Var: "environment", Err: e})
@@ -505,9 +516,10 @@ func parseErrors(err error) envvar.Problems {
 	return errs
 }
 
-// varOf finds the variable of a field, in Config or a struct it holds.
-func varOf(field string) string {
-	for name, f := range variables() {
+// varOf finds the variable of a field among those one parse of a struct of
+// type t reads (parsedBy).
+func varOf(t reflect.Type, field string) string {
+	for name, f := range parsedBy(t) {
 		if f.Name == field {
 			return name
 		}
@@ -519,21 +531,35 @@ func varOf(field string) string {
 // with the variable's name, descending into the sink configurations (and
 // the prefix their envPrefix tags give) in declaration order.
 func variables() iter.Seq2[string, reflect.StructField] {
-	var walk func(t reflect.Type, prefix string, yield func(string, reflect.StructField) bool) bool
-	walk = func(t reflect.Type, prefix string, yield func(string, reflect.StructField) bool) bool {
-		for f := range t.Fields() {
-			if f.Type.Kind() == reflect.Struct && f.Tag.Get("env") == "" && f.Type.PkgPath() != "time" {
-				if !walk(f.Type, prefix+f.Tag.Get("envPrefix"), yield) {
+	return func(yield func(string, reflect.StructField) bool) {
+		walkVars(reflect.TypeFor[Config](), "", true, yield)
+	}
+}
+
+// parsedBy yields the fields, with their variables, that the env library
+// reads when it parses a struct of type t: those of variables in t, without
+// the structs tagged env:"-", which are parsed on their own.
+func parsedBy(t reflect.Type) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) { walkVars(t, "", false, yield) }
+}
+
+// walkVars yields the fields of t read from a variable, descending into the
+// structs it holds, and into those tagged env:"-" only when all is set.
+func walkVars(t reflect.Type, prefix string, all bool, yield func(string, reflect.StructField) bool) bool {
+	for f := range t.Fields() {
+		tag := f.Tag.Get("env")
+		if f.Type.Kind() == reflect.Struct && f.Type.PkgPath() != "time" && (tag == "" || tag == "-") {
+			if tag == "" || all {
+				if !walkVars(f.Type, prefix+f.Tag.Get("envPrefix"), all, yield) {
 					return false
 				}
-				continue
 			}
-			name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
-			if name != "" && !yield(prefix+name, f) {
-				return false
-			}
+			continue
 		}
-		return true
+		name, _, _ := strings.Cut(tag, ",")
+		if name != "" && name != "-" && !yield(prefix+name, f) {
+			return false
+		}
 	}
-	return func(yield func(string, reflect.StructField) bool) { walk(reflect.TypeFor[Config](), "", yield) }
+	return true
 }

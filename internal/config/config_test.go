@@ -171,6 +171,52 @@ func TestLoadReportsAParseErrorOnce(t *testing.T) {
 	}
 }
 
+// A value of BRIDGE_KAFKA_BATCH_SIZE that is not a number is reported
+// against BRIDGE_KAFKA_BATCH_SIZE alone, not against BRIDGE_BATCH_SIZE,
+// whose field has the same name.
+func TestParseErrorNamesTheKafkaVariable(t *testing.T) {
+	_, err := Load([]string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=kafka", "BRIDGE_CHECKPOINT=none",
+		"BRIDGE_KAFKA_BROKERS=kafka:9092", "BRIDGE_KAFKA_BATCH_SIZE=lots"})
+	if got := vars(err); !slices.Equal(got, []string{"BRIDGE_KAFKA_BATCH_SIZE"}) {
+		t.Errorf("variables at fault %v, want [BRIDGE_KAFKA_BATCH_SIZE]: %v", got, err)
+	}
+}
+
+// Every variable that can fail to parse, given a value that does not,
+// is the one variable the error names, whichever configuration holds it.
+func TestParseErrorNamesItsVariable(t *testing.T) {
+	base := []string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=kafka", "BRIDGE_CHECKPOINT=none", "BRIDGE_KAFKA_BROKERS=kafka:9092"}
+	for name, f := range variables() {
+		switch f.Type.Kind() {
+		case reflect.Bool, reflect.Int, reflect.Int64, reflect.Float32:
+		default:
+			continue
+		}
+		t.Run(name, func(t *testing.T) {
+			_, err := Load(append(slices.Clip(base), name+"=lots"))
+			if got := vars(err); !slices.Equal(got, []string{name}) {
+				t.Errorf("variables at fault %v, want [%s]: %v", got, name, err)
+			}
+		})
+	}
+}
+
+// Within each struct Load parses with one call, no two fields share a
+// name, so that a parse error, which names only the field, finds its
+// variable.
+func TestParsedFieldNamesAreUnique(t *testing.T) {
+	var c Config
+	for _, part := range c.parts() {
+		seen := map[string]string{}
+		for name, f := range parsedBy(reflect.TypeOf(part).Elem()) {
+			if other, ok := seen[f.Name]; ok {
+				t.Errorf("%T: field %s is both %s and %s", part, f.Name, other, name)
+			}
+			seen[f.Name] = name
+		}
+	}
+}
+
 func TestLoadValid(t *testing.T) {
 	tests := []struct {
 		name string
@@ -536,16 +582,16 @@ func TestHelpListsEveryVariable(t *testing.T) {
 }
 
 // envFields yields every field with an env tag in t and, depth first, in
-// the struct fields without one (such as a sink's own configuration), with
-// its variable's name: the env tag after the envPrefix tags of the structs
-// it is in.
+// the struct fields without one or tagged env:"-" (such as a sink's own
+// configuration, which Load parses on its own), with its variable's name:
+// the env tag after the envPrefix tags of the structs it is in.
 func envFields(t reflect.Type) iter.Seq2[string, reflect.StructField] {
 	return func(yield func(string, reflect.StructField) bool) {
 		var walk func(t reflect.Type, prefix string) bool
 		walk = func(t reflect.Type, prefix string) bool {
 			for f := range t.Fields() {
 				switch {
-				case f.Tag.Get("env") != "":
+				case f.Tag.Get("env") != "" && f.Tag.Get("env") != "-":
 					name, _, _ := strings.Cut(f.Tag.Get("env"), ",")
 					if !yield(prefix+name, f) {
 						return false
@@ -637,6 +683,18 @@ func TestFormattedConfigHidesSecrets(t *testing.T) {
 			if strings.Contains(out, secret) {
 				t.Errorf("%s shows %s:\n%s", name, secret, out)
 			}
+		}
+	}
+}
+
+// A token given as the user of a BRIDGE_NATS_URL entry never shows in an
+// error, even when the entry is refused.
+func TestNATSURLTokenNeverInErrors(t *testing.T) {
+	const token = "s3cr3t-t0ken"
+	for _, url := range []string{"https://" + token + "@nats:4222", "nats://" + token + "@:4222"} {
+		_, err := Load([]string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=nats", "BRIDGE_CHECKPOINT=none", "BRIDGE_NATS_URL=" + url})
+		if err == nil || strings.Contains(err.Error(), token) {
+			t.Errorf("BRIDGE_NATS_URL=%s: error shows the token: %v", url, err)
 		}
 	}
 }

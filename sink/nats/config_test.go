@@ -116,7 +116,8 @@ func TestParseNamesTheVariables(t *testing.T) {
 func TestValidateHidesSecrets(t *testing.T) {
 	const password, token = "s3cret-pass", "t0ken-value"
 	c := parseEnv(t, map[string]string{
-		"BRIDGE_NATS_URL":      "nats://alice:" + password + "@h:4222,ftp://bob:" + password + "@h,nats://" + token + "@h:4222,nats://x:%zz@h",
+		"BRIDGE_NATS_URL": "nats://alice:" + password + "@h:4222,ftp://bob:" + password + "@h,nats://" + token + "@h:4222,nats://x:%zz@h," +
+			"https://" + token + "@h:4222,nats://" + token + "@:4222", // a token as the user of a URL that is refused
 		"BRIDGE_NATS_PASSWORD": password,
 		"BRIDGE_NATS_TOKEN":    token,
 	})

@@ -8,7 +8,8 @@ import (
 )
 
 // servers splits BRIDGE_NATS_URL into URLs. Its errors name an entry by
-// position and show it only with its credentials redacted.
+// position and show it only through redact, which hides a token given as
+// the user name as well as a password.
 func (c *Config) servers() ([]*url.URL, error) {
 	var out []*url.URL
 	var errs []error
@@ -27,9 +28,9 @@ func (c *Config) servers() ([]*url.URL, error) {
 		}
 		switch {
 		case u.Scheme != "nats" && u.Scheme != "tls" && u.Scheme != "ws" && u.Scheme != "wss":
-			errs = append(errs, fmt.Errorf("%s: scheme must be nats, tls, ws or wss", u.Redacted()))
+			errs = append(errs, fmt.Errorf("%s: scheme must be nats, tls, ws or wss", redact(u)))
 		case u.Hostname() == "":
-			errs = append(errs, fmt.Errorf("%s: no host", u.Redacted()))
+			errs = append(errs, fmt.Errorf("%s: no host", redact(u)))
 		default:
 			out = append(out, u)
 		}
