@@ -178,8 +178,8 @@ func run(args []string, environ []string, stderr io.Writer) int {
 // errStopOverrun: the stop did not end within BRIDGE_SHUTDOWN_TIMEOUT.
 var errStopOverrun = errors.New("the stop did not end within BRIDGE_SHUTDOWN_TIMEOUT; exiting with what was left undone")
 
-// untilExit returns run's error, or errStopOverrun at the budget's exit
-// deadline once ctx has ended (the stop began) and run has not returned:
+// untilExit returns run's error, or errStopOverrun at the budget's end
+// once ctx has ended (the stop began) and run has not returned:
 // the process then exits, leaving run behind, rather than outlive its
 // grace period.
 func untilExit(ctx context.Context, budget *shutdown.Budget, run func() error) error {
@@ -193,7 +193,9 @@ func untilExit(ctx context.Context, budget *shutdown.Budget, run func() error) e
 		return err
 	case <-ctx.Done():
 	}
-	t := time.NewTimer(time.Until(budget.Deadline(shutdown.Exit)))
+	// The bridge's own stages end by the exit's deadline; the rest of
+	// the budget is the process's to exit in.
+	t := time.NewTimer(time.Until(budget.Began().Add(budget.Total())))
 	defer t.Stop()
 	select {
 	case err := <-done:
