@@ -1,0 +1,305 @@
+package pod
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/test/kubelet"
+	"github.com/kubebus/bridge/test/poll"
+)
+
+const (
+	chartDir = "../../charts/bridge"
+	// kubeVersion is the API server's version, which helm renders for.
+	kubeVersion = "1.37.1"
+)
+
+// admin is a client of the package's API server as its admin.
+func admin(t testing.TB) kubernetes.Interface {
+	t.Helper()
+	cs, err := kubernetes.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cs
+}
+
+// helmPath finds the helm binary `make helm` builds.
+func helmPath(t testing.TB) string {
+	t.Helper()
+	dir := os.Getenv("BRIDGE_TEST_BIN_DIR")
+	if dir == "" {
+		dir = "../../.bin"
+	}
+	path, err := filepath.Abs(filepath.Join(dir, "helm"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(path); err != nil {
+		t.Fatalf("helm not found at %s (run `make helm`, or set BRIDGE_TEST_BIN_DIR): %v", path, err)
+	}
+	return path
+}
+
+// helm runs helm against the package's API server, in a private home.
+func helm(t testing.TB, args ...string) string {
+	t.Helper()
+	home := t.TempDir()
+	// Not t.Context(): helm uninstall runs in a cleanup, after it ended.
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, helmPath(t), append(args, "--kubeconfig", cp.KubeconfigPath())...)
+	cmd.Env = append(os.Environ(),
+		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
+		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
+		"HELM_DATA_HOME="+filepath.Join(home, "data"),
+	)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
+	}
+	return stdout.String()
+}
+
+// release is an installed release of the chart.
+type release struct {
+	name, namespace string
+	// deployment is the release's Deployment as the API server stored it.
+	deployment *appsv1.Deployment
+}
+
+// install creates namespace and installs the chart as name there with
+// valueFiles (relative to the chart) and then overrides, the way a user
+// would with -f. It returns once helm has, without waiting for the pods:
+// no controller runs here to make them.
+func install(t *testing.T, name, namespace string, valueFiles []string, overrides map[string]any) *release {
+	t.Helper()
+	createNamespace(t, namespace)
+	args := []string{"install", name, chartDir, "--namespace", namespace}
+	for _, f := range valueFiles {
+		args = append(args, "-f", filepath.Join(chartDir, f))
+	}
+	if overrides != nil {
+		// JSON is YAML.
+		data, err := json.Marshal(overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "overrides.yaml")
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", f)
+	}
+	helm(t, args...)
+	t.Cleanup(func() {
+		// The API server outlives the test: leave nothing cluster-wide.
+		if !t.Failed() {
+			helm(t, "uninstall", name, "--namespace", namespace)
+		}
+	})
+	ds, err := admin(t).AppsV1().Deployments(namespace).List(t.Context(), metav1.ListOptions{
+		LabelSelector: "app.kubernetes.io/instance=" + name,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ds.Items) != 1 {
+		t.Fatalf("release %s has %d Deployments, want 1", name, len(ds.Items))
+	}
+	return &release{name: name, namespace: namespace, deployment: &ds.Items[0]}
+}
+
+func createNamespace(t testing.TB, name string) {
+	t.Helper()
+	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if _, err := admin(t).CoreV1().Namespaces().Create(t.Context(), ns, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// createSecret creates the Secret a release's existingSecret names.
+func createSecret(t testing.TB, namespace, name string, data map[string][]byte) {
+	t.Helper()
+	s := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace}, Data: data}
+	if _, err := admin(t).CoreV1().Secrets(namespace).Create(t.Context(), s, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// readFile reads a file the test made.
+func readFile(t testing.TB, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}
+
+// freePort is a TCP port nothing listens on now.
+func freePort(t testing.TB) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// fastProbes are probe values that keep the chart's paths and ports and
+// thresholds but probe every second, so that the tests see a change of
+// state in seconds rather than the default tens of seconds.
+func fastProbes() map[string]any {
+	return map[string]any{
+		"livenessProbe":  map[string]any{"periodSeconds": 1},
+		"readinessProbe": map[string]any{"periodSeconds": 1},
+	}
+}
+
+// merge merges maps of values, later ones winning.
+func merge(ms ...map[string]any) map[string]any {
+	out := map[string]any{}
+	for _, m := range ms {
+		maps.Copy(out, m)
+	}
+	return out
+}
+
+// waitReady waits until p's readiness probe passes, failing t if the
+// container exits first.
+func waitReady(t testing.TB, p *kubelet.Pod, timeout time.Duration) {
+	t.Helper()
+	poll.Until(t, timeout, func() (bool, string) {
+		if done, err := p.Exited(); done {
+			t.Fatalf("pod %s exited before it was ready: %v\n%s", p.Name(), err, p.Logs())
+		}
+		if p.Ready() {
+			return true, ""
+		}
+		r, ok := p.Readiness()
+		if !ok {
+			return false, "no readiness answer yet"
+		}
+		return false, fmt.Sprintf("readiness %d %q", r.Code, strings.TrimSpace(r.Body))
+	})
+}
+
+// noRestarts fails t if p's liveness probe ever reached its failure
+// threshold: the kubelet would have restarted the bridge.
+func noRestarts(t testing.TB, p *kubelet.Pod) {
+	t.Helper()
+	if f := p.LivenessFailures(); len(f) > 0 {
+		t.Errorf("pod %s: the liveness probe failed %d times (first at %s): the kubelet would have restarted it", p.Name(), len(f), f[0].Format(time.TimeOnly))
+	}
+}
+
+// live lists the objects of gvr in namespace: resourceVersion by name.
+func live(t testing.TB, gvr schema.GroupVersionResource, namespace string) map[string]string {
+	t.Helper()
+	dyn, err := dynamic.NewForConfig(cp.RESTConfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := dyn.Resource(gvr).Namespace(namespace).List(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, o := range l.Items {
+		out[o.GetName()] = o.GetResourceVersion()
+	}
+	return out
+}
+
+// listed is what a consumer's ListerWatcher lists in namespace:
+// resourceVersion by name.
+func listed(lw cache.ListerWatcher, namespace string) (map[string]string, error) {
+	obj, err := lw.List(metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(obj)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]string{}
+	for _, it := range items {
+		m, err := meta.Accessor(it)
+		if err != nil {
+			return nil, err
+		}
+		if m.GetNamespace() == namespace {
+			// The object's own resourceVersion is its bus position.
+			out[m.GetName()] = m.GetAnnotations()[consumer.AnnotationResourceVersion]
+		}
+	}
+	return out, nil
+}
+
+// sameState is "" when the bus's objects (from lw) equal the API server's
+// in namespace, and says how they differ otherwise.
+func sameState(t testing.TB, lw cache.ListerWatcher, gvr schema.GroupVersionResource, namespace string) string {
+	t.Helper()
+	want := live(t, gvr, namespace)
+	got, err := listed(lw, namespace)
+	if err != nil {
+		return err.Error()
+	}
+	var diffs []string
+	for _, name := range slices.Sorted(maps.Keys(want)) {
+		switch rv, ok := got[name]; {
+		case !ok:
+			diffs = append(diffs, name+" missing from the bus")
+		case rv != want[name]:
+			diffs = append(diffs, fmt.Sprintf("%s at %s on the bus, %s in the API server", name, rv, want[name]))
+		}
+	}
+	for _, name := range slices.Sorted(maps.Keys(got)) {
+		if _, ok := want[name]; !ok {
+			diffs = append(diffs, name+" on the bus but deleted in the API server")
+		}
+	}
+	return strings.Join(diffs, "; ")
+}
+
+// deployment is a Deployment to create; nothing runs it here.
+func deployment(namespace, name string) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: namespace, Labels: labels},
+		Spec: appsv1.DeploymentSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       corev1.PodSpec{Containers: []corev1.Container{{Name: "app", Image: "registry.example/app:1"}}},
+			},
+		},
+	}
+}
+
+var deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
