@@ -39,6 +39,8 @@ type Node struct {
 	apiPort int
 	ca      []byte
 	image   *Image
+	// claims holds the PersistentVolumeClaims' directories.
+	claims string
 }
 
 // NewNode is a node of the API server that admin (a client configuration
@@ -67,7 +69,7 @@ func NewNode(t testing.TB, admin *rest.Config, image *Image) *Node {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &Node{cs: cs, apiHost: host, apiPort: port, ca: admin.CAData, image: image}
+	return &Node{cs: cs, apiHost: host, apiPort: port, ca: admin.CAData, image: image, claims: t.TempDir()}
 }
 
 // PodOf is a pod of Deployment d's template, named as its ReplicaSet

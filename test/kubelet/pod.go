@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -36,7 +37,8 @@ type Pod struct {
 
 	cmd    *exec.Cmd
 	pid    int
-	log    *logtest.Buffer
+	log    *logtest.Buffer // standard output and error
+	stdout *logtest.Buffer
 	exited chan struct{}
 	err    error // the process's end; read after exited is closed
 	grace  time.Duration
@@ -93,7 +95,7 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 		return nil, fmt.Errorf("the API server added no ServiceAccount token volume at %s: it must run the ServiceAccount admission plugin", serviceAccountDir)
 	}
 
-	p := &Pod{Object: pod, container: c, log: &logtest.Buffer{}, exited: make(chan struct{})}
+	p := &Pod{Object: pod, container: c, log: &logtest.Buffer{}, stdout: &logtest.Buffer{}, exited: make(chan struct{})}
 	p.grace = 30 * time.Second
 	if g := pod.Spec.TerminationGracePeriodSeconds; g != nil {
 		p.grace = time.Duration(*g) * time.Second
@@ -136,8 +138,8 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 	volumes := map[string]string{}
 	for _, v := range pod.Spec.Volumes {
 		if mountsVolume(c, v.Name) {
-			vdir := filepath.Join(dir, "volumes", v.Name)
-			if err := n.prepareVolume(ctx, pod, v, vdir, fsGroup); err != nil {
+			vdir, err := n.prepareVolume(ctx, pod, v, filepath.Join(dir, "volumes", v.Name), fsGroup)
+			if err != nil {
 				return nil, err
 			}
 			volumes[v.Name] = vdir
@@ -203,7 +205,7 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 	}
 	cmd := exec.Command(self)
 	cmd.Env = []string{shimEnv + "=" + specFile}
-	cmd.Stdout, cmd.Stderr = p.log, p.log
+	cmd.Stdout, cmd.Stderr = io.MultiWriter(p.stdout, p.log), p.log
 	cmd.WaitDelay = 2 * time.Second
 	cmd.SysProcAttr = namespaces()
 	if err := controlplane.StartTied(cmd, p.exited); err != nil {
@@ -335,11 +337,17 @@ func mountsVolume(c corev1.Container, name string) bool {
 	return false
 }
 
+// PID is the container's process id, on the host.
+func (p *Pod) PID() int { return p.pid }
+
 // Name is the pod's name.
 func (p *Pod) Name() string { return p.Object.Name }
 
 // Logs is what the container wrote to its standard output and error.
 func (p *Pod) Logs() string { return p.log.String() }
+
+// Stdout is what the container wrote to its standard output.
+func (p *Pod) Stdout() string { return p.stdout.String() }
 
 // Ready reports whether the readiness probe passes, by its thresholds.
 func (p *Pod) Ready() bool { return p.readiness != nil && p.readiness.passing() }

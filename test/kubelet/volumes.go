@@ -25,20 +25,24 @@ type volumeFile struct {
 	mode os.FileMode
 }
 
-// prepareVolume writes volume v of pod into dir, as the kubelet's volume
-// plugins do, with the files owned by group fsGroup when there is one.
-// The pod's own kubelet would keep secrets, config maps and tokens up to
-// date; this one writes them once.
-func (n *Node) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volume, dir string, fsGroup *int64) error {
+// prepareVolume makes volume v of pod, as the kubelet's volume plugins
+// do, and returns its directory on the host: a new one in dir, or a
+// claim's. Files are owned by group fsGroup when there is one. The
+// kubelet would keep secrets, config maps and tokens up to date; this one
+// writes them once.
+func (n *Node) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volume, dir string, fsGroup *int64) (string, error) {
+	if v.PersistentVolumeClaim != nil {
+		return n.claimDir(ctx, pod.Namespace, v.PersistentVolumeClaim.ClaimName, fsGroup)
+	}
 	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
+		return "", err
 	}
 	var files []volumeFile
 	var err error
 	switch {
 	case v.EmptyDir != nil:
 		// Anyone in the pod may write in an empty dir.
-		return os.Chmod(dir, 0o777|os.ModeSticky)
+		return dir, os.Chmod(dir, 0o777)
 	case v.Secret != nil:
 		files, err = n.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
 	case v.ConfigMap != nil:
@@ -66,33 +70,58 @@ func (n *Node) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volu
 			files = append(files, more...)
 		}
 	default:
-		return fmt.Errorf("volume %s: a volume type this kubelet does not mount (only emptyDir, secret, configMap, downwardAPI and projected)", v.Name)
+		return "", fmt.Errorf("volume %s: a volume type this kubelet does not mount (only emptyDir, secret, configMap, downwardAPI, projected and persistentVolumeClaim)", v.Name)
 	}
 	if err != nil {
-		return fmt.Errorf("volume %s: %w", v.Name, err)
+		return "", fmt.Errorf("volume %s: %w", v.Name, err)
 	}
 	for _, f := range files {
 		clean := filepath.Clean(f.path)
 		if filepath.IsAbs(clean) || clean == ".." || strings.HasPrefix(clean, "../") {
-			return fmt.Errorf("volume %s: path %q leaves the volume", v.Name, f.path)
+			return "", fmt.Errorf("volume %s: path %q leaves the volume", v.Name, f.path)
 		}
 		p := filepath.Join(dir, clean)
 		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
-			return err
+			return "", err
 		}
 		if err := os.WriteFile(p, f.data, 0o600); err != nil {
-			return err
+			return "", err
 		}
 		if err := os.Chmod(p, f.mode); err != nil {
-			return err
+			return "", err
 		}
 		if fsGroup != nil && os.Geteuid() == 0 {
 			if err := os.Chown(p, 0, int(*fsGroup)); err != nil {
-				return err
+				return "", err
 			}
 		}
 	}
-	return nil
+	return dir, nil
+}
+
+// claimDir is the directory of a PersistentVolumeClaim, on this node: the
+// same for every pod that mounts the claim, so that what one pod wrote the
+// next one finds, as on a volume. The claim must exist; nothing binds it
+// here, so its phase is not checked. As the kubelet does for a volume
+// with fsGroup, the directory is given to that group, setgid, writable by
+// it.
+func (n *Node) claimDir(ctx context.Context, namespace, name string, fsGroup *int64) (string, error) {
+	if _, err := n.cs.CoreV1().PersistentVolumeClaims(namespace).Get(ctx, name, metav1.GetOptions{}); err != nil {
+		return "", fmt.Errorf("PersistentVolumeClaim %s: %w", name, err)
+	}
+	dir := filepath.Join(n.claims, namespace, name)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return "", err
+	}
+	if fsGroup != nil && os.Geteuid() == 0 {
+		if err := os.Chown(dir, 0, int(*fsGroup)); err != nil {
+			return "", err
+		}
+		if err := os.Chmod(dir, 0o775|os.ModeSetgid); err != nil {
+			return "", err
+		}
+	}
+	return dir, nil
 }
 
 func fileMode(item *int32, volume *int32) os.FileMode {

@@ -303,3 +303,26 @@ func deployment(namespace, name string) *appsv1.Deployment {
 }
 
 var deployments = schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"}
+
+// checkConfinement checks, from the host, that the bridge runs as the
+// chart's securityContext says: user and group 65532, no_new_privs, and a
+// read-only root filesystem.
+func checkConfinement(t testing.TB, p *kubelet.Pod) {
+	t.Helper()
+	status := string(readFile(t, fmt.Sprintf("/proc/%d/status", p.PID())))
+	for _, want := range []string{"Uid:\t65532\t65532\t65532\t65532", "Gid:\t65532\t65532\t65532\t65532", "Groups:\t65532", "NoNewPrivs:\t1"} {
+		if !strings.Contains(status, want+"\n") && !strings.Contains(status, want+" \n") {
+			t.Errorf("the bridge's /proc status lacks %q:\n%s", want, status)
+		}
+	}
+	rootRO := false
+	for line := range strings.Lines(string(readFile(t, fmt.Sprintf("/proc/%d/mountinfo", p.PID())))) {
+		f := strings.Fields(line)
+		if len(f) > 5 && f[4] == "/" {
+			rootRO = slices.Contains(strings.Split(f[5], ","), "ro")
+		}
+	}
+	if !rootRO {
+		t.Error("the bridge's root filesystem is not mounted read-only")
+	}
+}

@@ -94,6 +94,7 @@ func TestChartPodNATS(t *testing.T) {
 		}
 	}
 	waitReady(t, p, 2*time.Minute)
+	checkConfinement(t, p)
 
 	cs := admin(t)
 	createNamespace(t, apps)
