@@ -9,6 +9,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -166,8 +167,15 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 		spec.Mounts = append(spec.Mounts, shimMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
 	}
 
+	if pod.Spec.EnableServiceLinks == nil || *pod.Spec.EnableServiceLinks {
+		return nil, errors.New("enableServiceLinks is not false: this kubelet does not add service links")
+	}
 	if p.Env, err = n.containerEnv(ctx, pod, &c); err != nil {
 		return nil, err
+	}
+	if !slices.ContainsFunc(p.Env, func(kv string) bool { return strings.HasPrefix(kv, "HOME=") }) {
+		// The runtime sets HOME to the user's home in the image.
+		p.Env = append(p.Env, "HOME="+homeOf(root, uid))
 	}
 	spec.Env = p.Env
 	p.Argv, p.Dir = n.commandLine(&c, p.Env)
@@ -224,6 +232,21 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 		}
 	}
 	return p, nil
+}
+
+// homeOf is uid's home directory in the image's /etc/passwd, or "/".
+func homeOf(root string, uid int) string {
+	data, err := os.ReadFile(filepath.Join(root, "etc", "passwd"))
+	if err != nil {
+		return "/"
+	}
+	for line := range strings.Lines(string(data)) {
+		f := strings.Split(strings.TrimSpace(line), ":")
+		if len(f) >= 6 && f[2] == strconv.Itoa(uid) && f[5] != "" {
+			return f[5]
+		}
+	}
+	return "/"
 }
 
 // namespaces puts the shim in a mount namespace of its own: as root, a

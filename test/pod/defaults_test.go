@@ -50,6 +50,7 @@ func of(msgs []*sink.Message, namespace string) []string {
 // the same claim publishes exactly what changed while no pod ran, deletes
 // included, and nothing else.
 func TestChartPodDefaults(t *testing.T) {
+	t.Parallel()
 	const namespace, apps = "bridge-system", "defaults-app"
 	createNamespace(t, namespace)
 	createNamespace(t, apps)

@@ -28,6 +28,7 @@ var configMaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 // period are the test's own values. The pod turns ready and what the
 // topic holds equals a LIST.
 func TestChartPodKafka(t *testing.T) {
+	t.Parallel()
 	const namespace, password = "payments", "scram-pw-91c2"
 	pki := tlstest.NewPKI(t)
 	// The set gives the bridge the brokers' CA and no client certificate.

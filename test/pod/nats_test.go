@@ -76,6 +76,7 @@ func deploymentsOnNATS(t *testing.T, srv *natstest.Server) *consumer.ListerWatch
 // along, ready again and caught up once NATS is back, and stopped within
 // its grace period.
 func TestChartPodNATS(t *testing.T) {
+	t.Parallel()
 	const namespace, apps = "messaging", "shop"
 	srv := natsServer(t, namespace)
 	rel := install(t, "ha", namespace, []string{"ci/nats-kv-ha-values.yaml"}, natsValues(srv, freePort(t), 1))
