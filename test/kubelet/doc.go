@@ -43,6 +43,6 @@
 //
 // Run as root, the container runs as the pod's user. Run as another user,
 // the container's process runs in a user namespace as that user, mapped
-// to root, and cannot take the pod's user: a test that depends on the
-// user then shows it.
+// to root there, and cannot take the pod's user (Pod.AsPodUser reports
+// which); files are then not given to fsGroup either.
 package kubelet

@@ -44,6 +44,8 @@ type Pod struct {
 	err    error // the process's end; read after exited is closed
 	grace  time.Duration
 
+	asPodUser bool
+
 	readiness, liveness *prober
 	stopProbes          context.CancelFunc
 }
@@ -122,6 +124,7 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 		fsGroup = psc.FSGroup
 	}
 	spec.SetUser = os.Geteuid() == 0
+	p.asPodUser = spec.SetUser
 	spec.UID, spec.GID = uid, gid
 	if fsGroup != nil {
 		spec.Groups = append(spec.Groups, int(*fsGroup))
@@ -359,6 +362,10 @@ func mountsVolume(c corev1.Container, name string) bool {
 	}
 	return false
 }
+
+// AsPodUser reports whether the container runs as the pod's user and
+// groups, as it does when the tests run as root (see the package doc).
+func (p *Pod) AsPodUser() bool { return p.asPodUser }
 
 // PID is the container's process id, on the host.
 func (p *Pod) PID() int { return p.pid }
