@@ -3,6 +3,7 @@ package pod
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -66,13 +67,19 @@ func TestChartReplicas(t *testing.T) {
 		node.Run(t, kubelet.PodOf(other, "7b9f6c5d8-m2zrt")),
 	}
 	sameContainerBut(t, pods[0].Object, pods[1].Object, "BRIDGE_METRICS_ADDR")
-	cfg, err := config.Load(pods[0].Env)
+	election := setting(t, pods[0].Env, "LeaderElection")
+	leaseName := setting(t, pods[0].Env, "LeaderElectionName")
+	leaseDuration, err := time.ParseDuration(setting(t, pods[0].Env, "LeaseDuration"))
 	if err != nil {
-		t.Fatalf("the pod's environment, as the bridge reads it: %v", err)
+		t.Fatal(err)
 	}
-	if !cfg.LeaderElection || cfg.LeaderElectionName != rel.deployment.Name || cfg.LeaseDuration != 20*time.Second {
-		t.Fatalf("leader election %v on Lease %q for %s, want on, on Lease %s for 20s as the set says",
-			cfg.LeaderElection, cfg.LeaderElectionName, cfg.LeaseDuration, rel.deployment.Name)
+	retryPeriod, err := time.ParseDuration(setting(t, pods[0].Env, "RetryPeriod"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if election != "true" || leaseName != rel.deployment.Name || leaseDuration != 20*time.Second {
+		t.Fatalf("leader election %q on Lease %q for %s, want true, on Lease %s for 20s as the set says",
+			election, leaseName, leaseDuration, rel.deployment.Name)
 	}
 	for _, p := range pods {
 		waitReady(t, p, 2*time.Minute)
@@ -119,7 +126,7 @@ func TestChartReplicas(t *testing.T) {
 	killed := time.Now()
 	leader.Kill()
 	changesAtKill := ch.count()
-	bound := takeoverBound(cfg.LeaseDuration, cfg.RetryPeriod)
+	bound := takeoverBound(leaseDuration, retryPeriod)
 	leaseHolder(t, cs, namespace, rel.deployment.Name, bound+2*time.Second, func(h string) bool { return h == standby.Name() })
 	tookLease := time.Since(killed)
 	lease, err := cs.CoordinationV1().Leases(namespace).Get(t.Context(), rel.deployment.Name, metav1.GetOptions{})
@@ -176,7 +183,7 @@ func TestChartReplicas(t *testing.T) {
 		t.Errorf("the Lease is still held by %s after its holder stopped: it was not released", *h)
 	}
 	t.Logf("takeover: kill -> new holder seen %s (acquireTime %s after the kill; bound %s = leaseDuration %s + retries), kill -> first publish by the new leader %s; %d changes during the takeover, %d in all; %d messages stored; the new leader stopped in %s; test %s",
-		tookLease.Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond), bound, cfg.LeaseDuration,
+		tookLease.Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond), bound, leaseDuration,
 		firstPublish.Sub(killed).Round(time.Millisecond), changesInTakeover, total, last, took.Round(time.Millisecond),
 		time.Since(start).Round(time.Millisecond))
 }
@@ -190,6 +197,24 @@ func TestChartReplicas(t *testing.T) {
 func takeoverBound(lease, retry time.Duration) time.Duration {
 	jittered := retry + time.Duration(1.2*float64(retry))
 	return lease + 2*jittered
+}
+
+// setting is the value of the bridge's configuration field (of
+// internal/config.Config) in environ: its variable's, or the bridge's
+// default when environ does not set it.
+func setting(t *testing.T, environ []string, field string) string {
+	t.Helper()
+	f, ok := reflect.TypeFor[config.Config]().FieldByName(field)
+	if !ok {
+		t.Fatalf("the bridge's configuration has no field %s", field)
+	}
+	name := f.Tag.Get("env")
+	for _, kv := range environ {
+		if v, ok := strings.CutPrefix(kv, name+"="); ok {
+			return v
+		}
+	}
+	return f.Tag.Get("envDefault")
 }
 
 // leaseHolder waits until the Lease namespace/name names a holder that ok
@@ -471,8 +496,8 @@ func (o *observer) firstStoredAfter(since time.Time) time.Time {
 }
 
 // check fails t unless the observer saw every sequence from 1 to last,
-// each once, no event id twice, and, per object, resourceVersions that
-// never go backwards.
+// each once, no event id twice, and, per object (uid), resourceVersions
+// that only go up: none backwards, none stored twice.
 func (o *observer) check(t *testing.T, last uint64) {
 	t.Helper()
 	o.mu.Lock()
@@ -496,7 +521,7 @@ func (o *observer) check(t *testing.T, last uint64) {
 	}
 	ids := map[string]uint64{}
 	rvs := map[string]uint64{}
-	var dups, backwards []string
+	var dups, repeats, backwards []string
 	for _, m := range o.msgs {
 		if first, ok := ids[m.ev.ID]; ok {
 			dups = append(dups, fmt.Sprintf("%s (%s) at %d and %d", m.ev.ID, m.ev.Subject, first, m.seq))
@@ -507,13 +532,22 @@ func (o *observer) check(t *testing.T, last uint64) {
 			t.Errorf("sequence %d: resourceVersion %q: %v", m.seq, m.ev.ResourceVersion, err)
 			continue
 		}
-		if prev, ok := rvs[m.ev.UID]; ok && rv < prev {
+		switch prev, ok := rvs[m.ev.UID]; {
+		case !ok:
+		case rv < prev:
 			backwards = append(backwards, fmt.Sprintf("%s %s: %d after %d at sequence %d", m.ev.Resource.Resource, m.ev.Subject, rv, prev, m.seq))
+		case rv == prev:
+			// The same state again under another id (another action, or
+			// a snapshot's): a repeat all the same.
+			repeats = append(repeats, fmt.Sprintf("%s %s at %d, %s at sequence %d", m.ev.Resource.Resource, m.ev.Subject, rv, m.ev.Action, m.seq))
 		}
 		rvs[m.ev.UID] = max(rv, rvs[m.ev.UID])
 	}
 	if len(dups) > 0 {
 		t.Errorf("%d of %d stored messages repeat an event: %s", len(dups), len(o.msgs), strings.Join(dups, "; "))
+	}
+	if len(repeats) > 0 {
+		t.Errorf("%d of %d stored messages repeat an object's state: %s", len(repeats), len(o.msgs), strings.Join(repeats, "; "))
 	}
 	if len(backwards) > 0 {
 		t.Errorf("resourceVersions went backwards: %s", strings.Join(backwards, "; "))
