@@ -2,6 +2,7 @@ package pod
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -21,6 +22,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
@@ -121,10 +123,26 @@ func TestChartReplicas(t *testing.T) {
 	noRestarts(t, leader)
 	noRestarts(t, standby)
 
-	// The leader's node fails while changes go on.
+	// The leader's node fails while changes go on. It is killed as soon
+	// as it has published a burst of new Deployments, which nothing
+	// changes afterwards. The burst takes a fraction of the checkpoint's
+	// interval (BRIDGE_CHECKPOINT_INTERVAL, 1s), so the checkpoint
+	// usually holds only intents for some of it: its successor publishes
+	// those again, for the stream to drop as repeats.
 	ch := startChanges(t, cs, apps)
+	const burst = 10
+	for i := range burst {
+		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, fmt.Sprintf("burst-%d", i)), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	lastOfBurst := fmt.Sprintf("%s/burst-%d", apps, burst-1)
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		return obs.stores(lastOfBurst), lastOfBurst + " not on the stream yet"
+	})
 	killed := time.Now()
 	leader.Kill()
+	uncommitted := uncommittedOf(t, srv, "bridge-checkpoint", "deployments.apps", apps, "burst-", burst)
 	changesAtKill := ch.count()
 	bound := takeoverBound(leaseDuration, retryPeriod)
 	leaseHolder(t, cs, namespace, rel.deployment.Name, bound+2*time.Second, func(h string) bool { return h == standby.Name() })
@@ -169,6 +187,12 @@ func TestChartReplicas(t *testing.T) {
 		return seen == last, fmt.Sprintf("observed up to sequence %d of %d", seen, last)
 	})
 	obs.check(t, last)
+	// Not a repeat by event id, and so not one the stream's duplicate
+	// window can drop: an object's state published again under another
+	// event resourceVersion. Measured, not failed on (see the report).
+	if again := obs.statesAgain(); len(again) > 0 {
+		t.Logf("%d object states stored again under another event id: %s", len(again), strings.Join(again, "; "))
+	}
 	noRestarts(t, standby)
 
 	took, err := standby.Stop()
@@ -182,8 +206,8 @@ func TestChartReplicas(t *testing.T) {
 	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
 		t.Errorf("the Lease is still held by %s after its holder stopped: it was not released", *h)
 	}
-	t.Logf("takeover: kill -> new holder seen %s (acquireTime %s after the kill; bound %s = leaseDuration %s + retries), kill -> first publish by the new leader %s; %d changes during the takeover, %d in all; %d messages stored; the new leader stopped in %s; test %s",
-		tookLease.Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond), bound, leaseDuration,
+	t.Logf("takeover: %d of the burst published but not committed at the kill; kill -> new holder seen %s (acquireTime %s after the kill; bound %s = leaseDuration %s + retries), kill -> first publish by the new leader %s; %d changes during the takeover, %d in all; %d messages stored; the new leader stopped in %s; test %s",
+		uncommitted, tookLease.Round(time.Millisecond), acquired.Sub(killed).Round(time.Millisecond), bound, leaseDuration,
 		firstPublish.Sub(killed).Round(time.Millisecond), changesInTakeover, total, last, took.Round(time.Millisecond),
 		time.Since(start).Round(time.Millisecond))
 }
@@ -378,6 +402,32 @@ func (c *changes) stop(t *testing.T) int {
 	return c.count()
 }
 
+// uncommittedOf is how many of the objects prefix0 ... prefix<n-1> in
+// namespace the nats-kv checkpoint in bucket holds no acknowledged
+// position of for resource, read as the bridge reads it.
+func uncommittedOf(t *testing.T, srv *natstest.Server, bucket, resource, namespace, prefix string, n int) int {
+	t.Helper()
+	store, err := natskv.Open(t.Context(), srv.Conn(t), bucket, natskv.Options{}, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer store.Close()
+	snap, err := store.Load(t.Context(), resource)
+	if err != nil {
+		t.Fatal(err)
+	}
+	missing := 0
+	for i := range n {
+		// An intent is what the bridge records before it publishes an
+		// object's creation; the acknowledged position replaces it at the
+		// next commit.
+		if p, ok := snap.Objects[fmt.Sprintf("%s/%s%d", namespace, prefix, i)]; !ok || p.IsIntent() {
+			missing++
+		}
+	}
+	return missing
+}
+
 // observer holds every message a stream stored, in the stream's order,
 // read by an ordered consumer from the stream's first message on.
 type observer struct {
@@ -482,6 +532,14 @@ func (o *observer) lastSeq() uint64 {
 	return o.msgs[len(o.msgs)-1].seq
 }
 
+// stores reports whether the stream stored an event of the object
+// subject ("namespace/name").
+func (o *observer) stores(subject string) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.ContainsFunc(o.msgs, func(m stored) bool { return m.ev.Subject == subject })
+}
+
 // firstStoredAfter is when the stream stored its first message after
 // since, or zero if it has stored none yet.
 func (o *observer) firstStoredAfter(since time.Time) time.Time {
@@ -493,6 +551,41 @@ func (o *observer) firstStoredAfter(since time.Time) time.Time {
 		}
 	}
 	return time.Time{}
+}
+
+// statesAgain lists the creations and updates that carry an object's
+// state (uid and the object's own metadata.resourceVersion) stored before
+// under another event id.
+func (o *observer) statesAgain() []string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	type state struct{ uid, rv string }
+	first := map[state]stored{}
+	var again []string
+	for _, m := range o.msgs {
+		if m.ev.Action == "deleted" {
+			continue
+		}
+		var data struct {
+			Object struct {
+				Metadata struct {
+					ResourceVersion string `json:"resourceVersion"`
+				} `json:"metadata"`
+			} `json:"object"`
+		}
+		if err := json.Unmarshal(m.ev.Data, &data); err != nil {
+			again = append(again, fmt.Sprintf("sequence %d: %v", m.seq, err))
+			continue
+		}
+		k := state{m.ev.UID, data.Object.Metadata.ResourceVersion}
+		if f, ok := first[k]; ok {
+			again = append(again, fmt.Sprintf("%s at %s: sequence %d (%s, event at %s), then %d (%s, event at %s)",
+				m.ev.Subject, k.rv, f.seq, f.ev.Action, f.ev.ResourceVersion, m.seq, m.ev.Action, m.ev.ResourceVersion))
+			continue
+		}
+		first[k] = m
+	}
+	return again
 }
 
 // check fails t unless the observer saw every sequence from 1 to last,
