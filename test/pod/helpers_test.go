@@ -266,7 +266,7 @@ func live(t testing.TB, gvr schema.GroupVersionResource, namespace string) map[s
 // listed is what a consumer's ListerWatcher lists in namespace:
 // resourceVersion by name.
 func listed(lw cache.ListerWatcher, namespace string) (map[string]string, error) {
-	obj, err := lw.List(metav1.ListOptions{})
+	obj, err := cache.ToListerWatcherWithContext(lw).ListWithContext(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
