@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -98,23 +99,7 @@ type release struct {
 func install(t *testing.T, name, namespace string, valueFiles []string, overrides map[string]any) *release {
 	t.Helper()
 	createNamespace(t, namespace)
-	args := []string{"install", name, chartDir, "--namespace", namespace}
-	for _, f := range valueFiles {
-		args = append(args, "-f", filepath.Join(chartDir, f))
-	}
-	if overrides != nil {
-		// JSON is YAML.
-		data, err := json.Marshal(overrides)
-		if err != nil {
-			t.Fatal(err)
-		}
-		f := filepath.Join(t.TempDir(), "overrides.yaml")
-		if err := os.WriteFile(f, data, 0o600); err != nil {
-			t.Fatal(err)
-		}
-		args = append(args, "-f", f)
-	}
-	helm(t, args...)
+	helm(t, append([]string{"install", name, chartDir, "--namespace", namespace}, valueArgs(t, valueFiles, overrides)...)...)
 	t.Cleanup(func() {
 		// The API server outlives the test: leave nothing cluster-wide.
 		if !t.Failed() {
@@ -131,6 +116,48 @@ func install(t *testing.T, name, namespace string, valueFiles []string, override
 		t.Fatalf("release %s has %d Deployments, want 1", name, len(ds.Items))
 	}
 	return &release{name: name, namespace: namespace, deployment: &ds.Items[0]}
+}
+
+// valueArgs are helm's -f arguments for valueFiles (relative to the
+// chart) and then overrides.
+func valueArgs(t testing.TB, valueFiles []string, overrides map[string]any) []string {
+	t.Helper()
+	var args []string
+	for _, f := range valueFiles {
+		args = append(args, "-f", filepath.Join(chartDir, f))
+	}
+	if overrides != nil {
+		// JSON is YAML.
+		data, err := json.Marshal(overrides)
+		if err != nil {
+			t.Fatal(err)
+		}
+		f := filepath.Join(t.TempDir(), "overrides.yaml")
+		if err := os.WriteFile(f, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, "-f", f)
+	}
+	return args
+}
+
+// renderDeployment is the Deployment that `helm template` renders for
+// release name in namespace with valueFiles and overrides, as install
+// would have installed it with those values.
+func renderDeployment(t testing.TB, name, namespace string, valueFiles []string, overrides map[string]any) *appsv1.Deployment {
+	t.Helper()
+	manifest := helm(t, append([]string{"template", name, chartDir, "--namespace", namespace, "--kube-version", kubeVersion,
+		"--show-only", "templates/deployment.yaml"}, valueArgs(t, valueFiles, overrides)...)...)
+	dec := yaml.NewYAMLOrJSONDecoder(strings.NewReader(manifest), 4096)
+	for {
+		var d appsv1.Deployment
+		if err := dec.Decode(&d); err != nil {
+			t.Fatalf("no Deployment in what helm template rendered: %v\n%s", err, manifest)
+		}
+		if d.Kind == "Deployment" {
+			return &d
+		}
+	}
 }
 
 func createNamespace(t testing.TB, name string) {
@@ -239,7 +266,7 @@ func live(t testing.TB, gvr schema.GroupVersionResource, namespace string) map[s
 // listed is what a consumer's ListerWatcher lists in namespace:
 // resourceVersion by name.
 func listed(lw cache.ListerWatcher, namespace string) (map[string]string, error) {
-	obj, err := lw.List(metav1.ListOptions{})
+	obj, err := cache.ToListerWatcherWithContext(lw).ListWithContext(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}

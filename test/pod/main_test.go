@@ -13,7 +13,7 @@
 //     changes made meanwhile are on the bus;
 //   - two replicas from the chart's values elect a leader; when the
 //     leader is killed the standby takes over, and the stream equals a
-//     LIST with no message stored twice.
+//     LIST with no event stored twice.
 //
 // The pods share the host's network, so each pod gets a metrics port of
 // its own through the chart's metrics.port value.
