@@ -293,8 +293,13 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	// An object no newer than known compared again: the view changed,
 	// not it.
 	redo := !intent && e.id.notNewer(u.rv)
+	// An intent recorded under the view in use was published, if at
+	// all, as it is published now, and keeps its event id: the bus and
+	// consumers drop the repeat. One recorded under another definition,
+	// or without a view state, may have been published otherwise.
+	dateIntent := intent && !(t.view != nil && t.view.Current(was))
 	emit := func(d Delta) {
-		if redo || intent {
+		if redo || dateIntent {
 			t.dated(&d)
 		}
 		t.handler.OnDelta(d)

@@ -252,3 +252,27 @@ func TestViewChanged(t *testing.T) {
 		}
 	}
 }
+
+// An intent is published again as created. One recorded under the view
+// in use keeps its object's resourceVersion, so that the repeat has the
+// event id of the creation it may repeat, which the bus and consumers
+// drop; one recorded under another definition, or without a view state
+// (by an earlier release), is dated: its content may differ.
+func TestViewIntentKeepsItsEventIDUnderTheSameDefinition(t *testing.T) {
+	prior := map[string]checkpoint.Position{
+		"ns/same":   {UID: "u1", View: "d1.v"},
+		"ns/other":  {UID: "u2", View: "d0.v"},
+		"ns/before": {UID: "u3"},
+		"ns/done":   {UID: "u4", ResourceVersion: "14", View: "d1.v"},
+	}
+	v := testView{def: "d1", projects: true}
+	tr, got := newViewTracker(prior, v)
+	tr.viewRV, tr.lastRV = "25", "14"
+	list(tr, "30", viewCM(t, "same", "u1", "12", "yes", "v", "n"), viewCM(t, "other", "u2", "13", "yes", "v", "n"),
+		viewCM(t, "before", "u3", "11", "yes", "v", "n"), viewCM(t, "done", "u4", "14", "yes", "v", "n"))
+	tr.finishInitialList()
+	want := []string{"added ns/same u1@12 snapshot view=d1.v", "added ns/other u2@25 snapshot view=d1.v", "added ns/before u3@25 snapshot view=d1.v"}
+	if g := viewSummary(*got); !slices.Equal(g, want) {
+		t.Errorf("got %q\nwant %q", g, want)
+	}
+}

@@ -25,6 +25,8 @@ const (
 	resetAttempts = 5
 	// deleteTimeout bounds deleting a reader's consumer when it ends.
 	deleteTimeout = 5 * time.Second
+	// createTimeout bounds the creation of a reader's consumer.
+	createTimeout = 10 * time.Second
 )
 
 // reader is one ordered consumer of a ReadState or Follow call.
@@ -48,7 +50,12 @@ type reader struct {
 
 // open starts an ordered consumer of the Log's filter.
 func (l *Log) open(ctx context.Context, policy jetstream.DeliverPolicy, startSeq uint64) (*reader, error) {
-	cons, err := l.js.OrderedConsumer(ctx, l.stream, jetstream.OrderedConsumerConfig{
+	// The request that creates the consumer is not cut short when ctx
+	// ends: the server may create a consumer whose answer was no longer
+	// awaited, and no one would delete it. It is deleted below instead.
+	create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+	defer cancel()
+	cons, err := l.js.OrderedConsumer(create, l.stream, jetstream.OrderedConsumerConfig{
 		FilterSubjects:    []string{l.filter},
 		DeliverPolicy:     policy,
 		OptStartSeq:       startSeq,
@@ -57,6 +64,10 @@ func (l *Log) open(ctx context.Context, policy jetstream.DeliverPolicy, startSeq
 	})
 	if err != nil {
 		return nil, fmt.Errorf("nats consumer: consumer on stream %s: %w", l.stream, err)
+	}
+	if err := ctx.Err(); err != nil {
+		(&reader{l: l, cons: cons}).deleteConsumer()
+		return nil, err
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(l.batch))
 	if err != nil {
