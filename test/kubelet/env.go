@@ -143,14 +143,14 @@ func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVa
 			return "", false, nil
 		}
 		if err != nil {
-			return "", false, fmt.Errorf("Secret %s: %w", ref.Name, err)
+			return "", false, fmt.Errorf("secret %s: %w", ref.Name, err)
 		}
 		data, ok := s.Data[ref.Key]
 		if !ok {
 			if optional {
 				return "", false, nil
 			}
-			return "", false, fmt.Errorf("Secret %s has no key %q", ref.Name, ref.Key)
+			return "", false, fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)
 		}
 		return string(data), true, nil
 	case src.ConfigMapKeyRef != nil:

@@ -170,7 +170,7 @@ func (n *Node) secretFiles(ctx context.Context, pod *corev1.Pod, name string, it
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("Secret %s: %w", name, err)
+		return nil, fmt.Errorf("secret %s: %w", name, err)
 	}
 	return keyFiles("Secret "+name, s.Data, items, opt, defaultMode)
 }
