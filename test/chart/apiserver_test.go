@@ -54,6 +54,7 @@ func TestAPIServer(t *testing.T) {
 	for _, s := range valueSets {
 		t.Run("rbac/"+s.name, func(t *testing.T) { checkRBAC(t, c, s) })
 	}
+	t.Run("helm-lifecycle", func(t *testing.T) { checkLifecycle(t, c, cp.KubeconfigPath()) })
 	// Last: it installs CRDs, which the questions above would include.
 	t.Run("watch-all", func(t *testing.T) { checkWatchAll(t, c, cp.KubeconfigPath()) })
 }
