@@ -135,9 +135,22 @@ checkpoint:
 	c.createNamespaces(t, life.namespace, ha.namespace, keep.namespace, lifeA, lifeB)
 	l := newLifecycle(t, c, kubeconfig, life, ha, keep)
 
-	l.helm("install", life.release, chartDir, "-n", life.namespace, "-f", l.files["one"])
-	l.helm("install", ha.release, chartDir, "-n", ha.namespace, "-f", l.files["ha"])
-	l.helm("install", keep.release, chartDir, "-n", keep.namespace, "-f", l.files["keep"])
+	// The NOTES say what helm uninstall will do with the claim ("": there
+	// is none).
+	for _, in := range []struct {
+		r     lifeRelease
+		claim string
+	}{
+		{life, "helm uninstall deletes the claim, and the checkpoint with it"},
+		{ha, ""},
+		{keep, "helm uninstall keeps the claim, and an install of life-keep in life-keep-system takes it over"},
+	} {
+		out := l.helm("install", in.r.release, chartDir, "-n", in.r.namespace, "-f", l.files[in.r.states[0].name])
+		_, notes, _ := strings.Cut(out, "NOTES:\n")
+		if said := strings.Contains(notes, "helm uninstall"); in.claim == "" && said || !strings.Contains(notes, in.claim) {
+			t.Errorf("helm install %s: the NOTES should say %q of the claim:\n%s", in.r.release, in.claim, notes)
+		}
+	}
 	lifeToken := c.tokenConfig(t, life.namespace, life.fullname())
 	l.holds(life, life.states[0], lifeToken)
 	l.holds(ha, ha.states[0], c.tokenConfig(t, ha.namespace, ha.fullname()))
