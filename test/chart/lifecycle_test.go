@@ -13,6 +13,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -99,12 +100,10 @@ metrics:
 			grants: grants{namespaced: set(deployments), cluster: set(nodes), namespaces: []string{lifeB}},
 		},
 	}}
-	// What a file checkpoint cannot have: two replicas, so leader election
-	// and a PodDisruptionBudget, with the checkpoint in NATS.
-	ha := lifeRelease{release: "life-ha", namespace: "life-ha-system", states: []lifeState{{
-		name: "ha",
-		values: `
-replicaCount: 2
+	// What a file checkpoint cannot have: two replicas, so leader election,
+	// a PodDisruptionBudget and a RollingUpdate, with the checkpoint in
+	// NATS; then one replica, so none of them, and a Recreate.
+	haValues := `
 watch:
   resources: [configmaps, deployments.apps]
 sink: nats
@@ -115,9 +114,19 @@ nats:
 metrics:
   serviceMonitor:
     enabled: true
-`,
-		grants: grants{namespaced: set(configmaps, deployments), lease: "life-ha-bridge", leaseNamespace: "life-ha-system"},
-	}}}
+`
+	ha := lifeRelease{release: "life-ha", namespace: "life-ha-system", states: []lifeState{
+		{
+			name:   "ha",
+			values: haValues + "replicaCount: 2\n",
+			grants: grants{namespaced: set(configmaps, deployments), lease: "life-ha-bridge", leaseNamespace: "life-ha-system"},
+		},
+		{
+			name:   "ha-single",
+			values: haValues + "replicaCount: 1\n",
+			grants: grants{namespaced: set(configmaps, deployments)},
+		},
+	}}
 	// The chart's defaults, with the annotation that tells helm to keep the
 	// checkpoint's claim.
 	keep := lifeRelease{release: "life-keep", namespace: "life-keep-system", states: []lifeState{{
@@ -153,7 +162,8 @@ checkpoint:
 	}
 	lifeToken := c.tokenConfig(t, life.namespace, life.fullname())
 	l.holds(life, life.states[0], lifeToken)
-	l.holds(ha, ha.states[0], c.tokenConfig(t, ha.namespace, ha.fullname()))
+	haToken := c.tokenConfig(t, ha.namespace, ha.fullname())
+	l.holds(ha, ha.states[0], haToken)
 	l.holds(keep, keep.states[0], c.tokenConfig(t, keep.namespace, keep.fullname()))
 
 	// The claim's access modes are fixed once it exists: the API server
@@ -168,6 +178,10 @@ checkpoint:
 
 	l.helm("upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["two"])
 	l.holds(life, life.states[1], lifeToken)
+
+	// The Deployment's strategy goes from RollingUpdate to Recreate.
+	l.helm("upgrade", ha.release, chartDir, "-n", ha.namespace, "-f", l.files["ha-single"])
+	l.holds(ha, ha.states[1], haToken)
 
 	l.helm("rollback", life.release, "1", "-n", life.namespace)
 	l.holds(life, life.states[0], lifeToken)
@@ -237,7 +251,28 @@ func (l *lifecycle) holds(r lifeRelease, state lifeState, token *rest.Config) {
 	if got := l.c.byName(t, l.kinds, want); len(got) != len(want) {
 		t.Errorf("%s at %s: %d of the %d objects it renders found by name", r.release, state.name, len(got), len(want))
 	}
+	l.checkStrategy(state)
 	awaitGrants(t, l.c, token, r, state)
+}
+
+// checkStrategy checks that the Deployment's strategy is what state
+// renders: helm's patch leaves nothing of another revision's.
+func (l *lifecycle) checkStrategy(state lifeState) {
+	t := l.t
+	t.Helper()
+	d := only(l.renders[state.name].all(), "Deployment")[0]
+	want, _, _ := unstructured.NestedMap(d.Object, "spec", "strategy")
+	live, err := l.c.cs.AppsV1().Deployments(d.GetNamespace()).Get(t.Context(), d.GetName(), metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&live.Spec.Strategy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if g, w := jsonOf(got), jsonOf(want); g != w {
+		t.Errorf("%s at %s: the Deployment's strategy is %s, want %s", d.GetName(), state.name, g, w)
+	}
 }
 
 // checkKeptClaim uninstalls r, whose checkpoint claim asks helm to keep
