@@ -17,8 +17,9 @@ import (
 
 // TestAPIServer judges the chart's objects by a real kube-apiserver: the
 // chart's table of built-in resources against discovery, every rendered
-// object by a server-side dry run, helm install against the server, and
-// the ServiceAccount's permissions by the RBAC authorizer.
+// object by a server-side dry run, helm install against the server, the
+// ServiceAccount's permissions by the RBAC authorizer, and helm install,
+// upgrade, rollback and uninstall for real.
 func TestAPIServer(t *testing.T) {
 	t.Parallel()
 	cp := controlplane.ForTest(t)

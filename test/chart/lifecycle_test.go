@@ -23,8 +23,7 @@ import (
 	"github.com/kubebus/bridge/test/poll"
 )
 
-// The lifecycle's namespaces: each release's own, and the two its first
-// release watches in turn.
+// The namespaces that the lifecycle's first release watches in turn.
 const (
 	lifeA = "life-a"
 	lifeB = "life-b"
@@ -156,8 +155,11 @@ checkpoint:
 	} {
 		out := l.helm("install", in.r.release, chartDir, "-n", in.r.namespace, "-f", l.files[in.r.states[0].name])
 		_, notes, _ := strings.Cut(out, "NOTES:\n")
-		if said := strings.Contains(notes, "helm uninstall"); in.claim == "" && said || !strings.Contains(notes, in.claim) {
-			t.Errorf("helm install %s: the NOTES should say %q of the claim:\n%s", in.r.release, in.claim, notes)
+		switch {
+		case in.claim == "" && strings.Contains(notes, "helm uninstall"):
+			t.Errorf("helm install %s: the NOTES speak of a claim there is not:\n%s", in.r.release, notes)
+		case !strings.Contains(notes, in.claim):
+			t.Errorf("helm install %s: the NOTES should say %q:\n%s", in.r.release, in.claim, notes)
 		}
 	}
 	lifeToken := c.tokenConfig(t, life.namespace, life.fullname())
