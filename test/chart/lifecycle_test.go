@@ -140,8 +140,27 @@ checkpoint:
 		grants: grants{namespaced: set(configmaps)},
 	}}}
 
-	c.createNamespaces(t, life.namespace, ha.namespace, keep.namespace, lifeA, lifeB)
-	l := newLifecycle(t, c, kubeconfig, life, ha, keep)
+	// A watched namespace that does not exist.
+	lost := lifeRelease{release: "life-lost", namespace: "life-lost-system", states: []lifeState{{
+		name: "lost",
+		values: `
+watch:
+  namespaces: [life-missing]
+`,
+	}}}
+
+	c.createNamespaces(t, life.namespace, ha.namespace, keep.namespace, lost.namespace, lifeA, lifeB)
+	l := newLifecycle(t, c, kubeconfig, life, ha, keep, lost)
+
+	// The API server refuses the Role in the missing namespace: helm
+	// install fails naming it, after creating what it could, and helm
+	// uninstall removes that.
+	_, err := runHelm(t, "install", lost.release, chartDir, "-n", lost.namespace, "-f", l.files["lost"], "--kubeconfig", kubeconfig)
+	if want := `namespaces "life-missing" not found`; err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("helm install with a watched namespace that does not exist: %v, want an error with %q", err, want)
+	}
+	l.helm("uninstall", lost.release, "-n", lost.namespace)
+	l.checkGone(lost, nil)
 
 	// The NOTES say what helm uninstall will do with the claim ("": there
 	// is none).
@@ -171,7 +190,7 @@ checkpoint:
 	// The claim's access modes are fixed once it exists: the API server
 	// refuses the upgrade, helm names the claim, and the release stays as it
 	// was.
-	_, err := runHelm(t, "upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["one"],
+	_, err = runHelm(t, "upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["one"],
 		"--set", "checkpoint.file.persistence.accessModes={ReadWriteOncePod}", "--kubeconfig", kubeconfig)
 	if want := `PersistentVolumeClaim "life-bridge-checkpoint" is invalid: spec: Forbidden: spec is immutable`; err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("helm upgrade with the claim's access modes changed: %v, want an error with %q", err, want)
@@ -332,6 +351,7 @@ func (l *lifecycle) checkGone(r lifeRelease, kept *objectRef) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	logged := map[objectRef]bool{}
 	left := func(how string, fs []found) {
 		t.Helper()
 		for _, f := range fs {
@@ -341,6 +361,10 @@ func (l *lifecycle) checkGone(r lifeRelease, kept *objectRef) {
 					t.Errorf("helm uninstall %s: %s is being deleted; its annotation asks helm to keep it", r.release, f)
 				}
 			case f.released() && len(pods.Items) == 0:
+				if logged[f.objectRef] {
+					continue
+				}
+				logged[f.objectRef] = true
 				t.Logf("helm uninstall %s deleted %s, which no pod uses (found %s)", r.release, f, how)
 			default:
 				t.Errorf("helm uninstall %s left %s (found %s)", r.release, f, how)
