@@ -152,73 +152,73 @@ watch:
 	c.createNamespaces(t, life.namespace, ha.namespace, keep.namespace, lost.namespace, lifeA, lifeB)
 	l := newLifecycle(t, c, kubeconfig, life, ha, keep, lost)
 
-	// The API server refuses the Role in the missing namespace: helm
-	// install fails naming it, after creating what it could, and helm
-	// uninstall removes that.
-	_, err := runHelm(t, "install", lost.release, chartDir, "-n", lost.namespace, "-f", l.files["lost"], "--kubeconfig", kubeconfig)
-	if want := `namespaces "life-missing" not found`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("helm install with a watched namespace that does not exist: %v, want an error with %q", err, want)
-	}
-	l.helm("uninstall", lost.release, "-n", lost.namespace)
-	l.checkGone(lost, nil)
+	// The releases are independent of each other: each runs its course
+	// beside the others.
+	t.Run(life.release, func(t *testing.T) {
+		t.Parallel()
+		l := l.on(t)
+		l.install(life, "helm uninstall deletes the claim, and the checkpoint with it")
+		token := c.tokenConfig(t, life.namespace, life.fullname())
+		l.holds(life, life.states[0], token)
 
-	// The NOTES say what helm uninstall will do with the claim ("": there
-	// is none).
-	for _, in := range []struct {
-		r     lifeRelease
-		claim string
-	}{
-		{life, "helm uninstall deletes the claim, and the checkpoint with it"},
-		{ha, ""},
-		{keep, "helm uninstall keeps the claim, and an install of life-keep in life-keep-system takes it over"},
-	} {
-		out := l.helm("install", in.r.release, chartDir, "-n", in.r.namespace, "-f", l.files[in.r.states[0].name])
-		_, notes, _ := strings.Cut(out, "NOTES:\n")
-		switch {
-		case in.claim == "" && strings.Contains(notes, "helm uninstall"):
-			t.Errorf("helm install %s: the NOTES speak of a claim there is not:\n%s", in.r.release, notes)
-		case !strings.Contains(notes, in.claim):
-			t.Errorf("helm install %s: the NOTES should say %q:\n%s", in.r.release, in.claim, notes)
+		// The claim's access modes are fixed once it exists: the API server
+		// refuses the upgrade, helm names the claim, and the release stays
+		// as it was.
+		_, err := runHelm(t, "upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["one"],
+			"--set", "checkpoint.file.persistence.accessModes={ReadWriteOncePod}", "--kubeconfig", kubeconfig)
+		if want := `PersistentVolumeClaim "life-bridge-checkpoint" is invalid: spec: Forbidden: spec is immutable`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("helm upgrade with the claim's access modes changed: %v, want an error with %q", err, want)
 		}
-	}
-	lifeToken := c.tokenConfig(t, life.namespace, life.fullname())
-	l.holds(life, life.states[0], lifeToken)
-	haToken := c.tokenConfig(t, ha.namespace, ha.fullname())
-	l.holds(ha, ha.states[0], haToken)
-	l.holds(keep, keep.states[0], c.tokenConfig(t, keep.namespace, keep.fullname()))
+		l.holds(life, life.states[0], token)
 
-	// The claim's access modes are fixed once it exists: the API server
-	// refuses the upgrade, helm names the claim, and the release stays as it
-	// was.
-	_, err = runHelm(t, "upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["one"],
-		"--set", "checkpoint.file.persistence.accessModes={ReadWriteOncePod}", "--kubeconfig", kubeconfig)
-	if want := `PersistentVolumeClaim "life-bridge-checkpoint" is invalid: spec: Forbidden: spec is immutable`; err == nil || !strings.Contains(err.Error(), want) {
-		t.Errorf("helm upgrade with the claim's access modes changed: %v, want an error with %q", err, want)
-	}
-	l.holds(life, life.states[0], lifeToken)
+		l.helm("upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["two"])
+		l.holds(life, life.states[1], token)
 
-	l.helm("upgrade", life.release, chartDir, "-n", life.namespace, "-f", l.files["two"])
-	l.holds(life, life.states[1], lifeToken)
+		l.helm("rollback", life.release, "1", "-n", life.namespace)
+		l.holds(life, life.states[0], token)
+		checkHistory(t, l.helm("history", life.release, "-n", life.namespace, "-o", "json"),
+			"1 superseded Install complete", `2 failed Upgrade "life" failed: cannot patch "life-bridge-checkpoint"`,
+			"3 superseded Upgrade complete", "4 deployed Rollback to 1")
+		if got := c.releaseRecords(t, life.namespace, life.release); len(got) != 4 {
+			t.Errorf("helm's records of %s: %v, want one for each of 4 revisions", life.release, got)
+		}
 
-	// The Deployment's strategy goes from RollingUpdate to Recreate.
-	l.helm("upgrade", ha.release, chartDir, "-n", ha.namespace, "-f", l.files["ha-single"])
-	l.holds(ha, ha.states[1], haToken)
-
-	l.helm("rollback", life.release, "1", "-n", life.namespace)
-	l.holds(life, life.states[0], lifeToken)
-	checkHistory(t, l.helm("history", life.release, "-n", life.namespace, "-o", "json"),
-		"1 superseded Install complete", `2 failed Upgrade "life" failed: cannot patch "life-bridge-checkpoint"`,
-		"3 superseded Upgrade complete", "4 deployed Rollback to 1")
-	if got := c.releaseRecords(t, life.namespace, life.release); len(got) != 4 {
-		t.Errorf("helm's records of %s: %v, want one for each of 4 revisions", life.release, got)
-	}
-
-	l.helm("uninstall", life.release, "-n", life.namespace)
-	l.helm("uninstall", ha.release, "-n", ha.namespace)
-	claim := l.checkKeptClaim(keep)
-	l.checkGone(life, nil)
-	l.checkGone(ha, nil)
-	l.checkGone(keep, &claim)
+		l.helm("uninstall", life.release, "-n", life.namespace)
+		l.checkGone(life, nil)
+	})
+	t.Run(ha.release, func(t *testing.T) {
+		t.Parallel()
+		l := l.on(t)
+		l.install(ha, "")
+		token := c.tokenConfig(t, ha.namespace, ha.fullname())
+		l.holds(ha, ha.states[0], token)
+		// The Deployment's strategy goes from RollingUpdate to Recreate.
+		l.helm("upgrade", ha.release, chartDir, "-n", ha.namespace, "-f", l.files["ha-single"])
+		l.holds(ha, ha.states[1], token)
+		l.helm("uninstall", ha.release, "-n", ha.namespace)
+		l.checkGone(ha, nil)
+	})
+	t.Run(keep.release, func(t *testing.T) {
+		t.Parallel()
+		l := l.on(t)
+		l.install(keep, "helm uninstall keeps the claim, and an install of life-keep in life-keep-system takes it over")
+		l.holds(keep, keep.states[0], c.tokenConfig(t, keep.namespace, keep.fullname()))
+		claim := l.checkKeptClaim(keep)
+		l.checkGone(keep, &claim)
+	})
+	t.Run(lost.release, func(t *testing.T) {
+		t.Parallel()
+		l := l.on(t)
+		// The API server refuses the Role in the missing namespace: helm
+		// install fails naming it, after creating what it could, and helm
+		// uninstall removes that.
+		_, err := runHelm(t, "install", lost.release, chartDir, "-n", lost.namespace, "-f", l.files["lost"], "--kubeconfig", kubeconfig)
+		if want := `namespaces "life-missing" not found`; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("helm install with a watched namespace that does not exist: %v, want an error with %q", err, want)
+		}
+		l.helm("uninstall", lost.release, "-n", lost.namespace)
+		l.checkGone(lost, nil)
+	})
 }
 
 // lifecycle runs helm on one API server for releases whose revisions it
@@ -258,6 +258,29 @@ func (l *lifecycle) helm(args ...string) string {
 		l.t.Fatal(err)
 	}
 	return out
+}
+
+// on is l for the test t.
+func (l *lifecycle) on(t *testing.T) *lifecycle {
+	cp := *l
+	cp.t = t
+	return &cp
+}
+
+// install installs r at its first state. Its NOTES must say claim of what
+// helm uninstall does with the checkpoint's claim; "" is that there is none,
+// and they must not speak of it.
+func (l *lifecycle) install(r lifeRelease, claim string) {
+	t := l.t
+	t.Helper()
+	out := l.helm("install", r.release, chartDir, "-n", r.namespace, "-f", l.files[r.states[0].name])
+	_, notes, _ := strings.Cut(out, "NOTES:\n")
+	switch {
+	case claim == "" && strings.Contains(notes, "helm uninstall"):
+		t.Errorf("helm install %s: the NOTES speak of a claim there is not:\n%s", r.release, notes)
+	case !strings.Contains(notes, claim):
+		t.Errorf("helm install %s: the NOTES should say %q:\n%s", r.release, claim, notes)
+	}
 }
 
 // holds checks that the release's objects are exactly what state renders,
