@@ -17,7 +17,12 @@
 //     shows that can be listed and watched, minus the exclusions and
 //     secrets, in the built-in API groups and the extra ones (a CRD), and
 //     is forbidden secrets unless they are named, the excluded built-in
-//     resources, and the resources of groups it was not given.
+//     resources, and the resources of groups it was not given;
+//   - helm install, upgrade and rollback, run for real, leave exactly what
+//     the revision renders, and the ServiceAccount's token may then read
+//     exactly what that revision grants; helm uninstall leaves no object
+//     of any kind the chart can render, and no release record, except the
+//     checkpoint's claim when its annotation asks helm to keep it.
 //
 // helm is taken from $BRIDGE_TEST_BIN_DIR, else <repository>/.bin; `make
 // helm` builds it there. A missing helm fails the tests, never skips them.
