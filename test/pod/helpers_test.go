@@ -1,14 +1,12 @@
 package pod
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
 	"maps"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -27,6 +25,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/test/helmtest"
 	"github.com/kubebus/bridge/test/kubelet"
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -47,42 +46,18 @@ func admin(t testing.TB) kubernetes.Interface {
 	return cs
 }
 
-// helmPath finds the helm binary `make helm` builds.
-func helmPath(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("BRIDGE_TEST_BIN_DIR")
-	if dir == "" {
-		dir = "../../.bin"
-	}
-	path, err := filepath.Abs(filepath.Join(dir, "helm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := os.Stat(path); err != nil {
-		t.Fatalf("helm not found at %s (run `make helm`, or set BRIDGE_TEST_BIN_DIR): %v", path, err)
-	}
-	return path
-}
-
-// helm runs helm against the package's API server, in a private home.
+// helm runs helm against the package's API server, in a home of its
+// own, failing t if it fails.
 func helm(t testing.TB, args ...string) string {
 	t.Helper()
-	home := t.TempDir()
 	// Not t.Context(): helm uninstall runs in a cleanup, after it ended.
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, helmPath(t), append(args, "--kubeconfig", cp.KubeconfigPath())...)
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		t.Fatalf("helm %s: %v\n%s%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
+	out, err := helmtest.Run(ctx, t, append(args, "--kubeconfig", cp.KubeconfigPath())...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	return stdout.String()
+	return out
 }
 
 // release is an installed release of the chart.
