@@ -45,7 +45,8 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
 				Resource: it.delta.Resource.Name(),
 				Key:      it.delta.Key(),
 				UID:      string(it.delta.UID),
-				View:     it.delta.View,
+				View:            it.delta.View,
+				ResourceVersion: it.delta.ResourceVersion,
 			})
 		}
 	}
