@@ -74,6 +74,7 @@ func (n *Node) Run(t testing.TB, pod *corev1.Pod) *Pod {
 		if t.Failed() {
 			t.Logf("pod %s logs:\n%s", p.Object.Name, p.Logs())
 		}
+		n.deletePod(pod.Namespace, pod.Name)
 	})
 	return p
 }
@@ -93,6 +94,12 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 		return nil, err
 	}
 	pod = created
+	ok := false
+	defer func() {
+		if !ok {
+			n.deletePod(pod.Namespace, pod.Name)
+		}
+	}()
 	c := pod.Spec.Containers[0]
 	if automount(pod) && mountAt(c, serviceAccountDir) == nil {
 		return nil, fmt.Errorf("the API server added no ServiceAccount token volume at %s: it must run the ServiceAccount admission plugin", serviceAccountDir)
@@ -161,11 +168,10 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 		if !ok {
 			return nil, fmt.Errorf("volumeMount %s: no volume of that name", m.Name)
 		}
-		if m.SubPath != "" {
-			src = filepath.Join(src, filepath.Clean("/"+m.SubPath))
-			if err := os.MkdirAll(src, 0o755); err != nil {
-				return nil, err
-			}
+		if m.SubPath != "" || m.SubPathExpr != "" {
+			// A subPath is resolved in a volume the container may
+			// write, where a link could lead out of it.
+			return nil, fmt.Errorf("volumeMount %s: subPath is not supported by this kubelet", m.Name)
 		}
 		spec.Mounts = append(spec.Mounts, shimMount{Source: src, Target: m.MountPath, ReadOnly: m.ReadOnly})
 	}
@@ -234,7 +240,16 @@ func (n *Node) run(t testing.TB, pod *corev1.Pod) (*Pod, error) {
 			go pr.run(probeCtx)
 		}
 	}
+	ok = true
 	return p, nil
+}
+
+// deletePod deletes the pod from the API server at once, as the kubelet
+// does once its containers ended; its token is then no longer accepted.
+func (n *Node) deletePod(namespace, name string) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_ = n.cs.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64(0))})
 }
 
 // homeOf is uid's home directory in the image's /etc/passwd, or "/".
@@ -379,8 +394,14 @@ func (p *Pod) Logs() string { return p.log.String() }
 // Stdout is what the container wrote to its standard output.
 func (p *Pod) Stdout() string { return p.stdout.String() }
 
-// Ready reports whether the readiness probe passes, by its thresholds.
-func (p *Pod) Ready() bool { return p.readiness != nil && p.readiness.passing() }
+// Ready reports whether the container runs and its readiness probe
+// passes, by its thresholds.
+func (p *Pod) Ready() bool {
+	if done, _ := p.Exited(); done {
+		return false
+	}
+	return p.readiness != nil && p.readiness.passing()
+}
 
 // Readiness is the readiness probe's latest answer.
 func (p *Pod) Readiness() (ProbeResult, bool) {

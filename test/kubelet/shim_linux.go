@@ -83,7 +83,7 @@ func runShim(file string) error {
 		if m.Proc {
 			source = "/proc"
 		}
-		if err := mountPoint(source, target); err != nil {
+		if err := mountPoint(s.Root, source, target); err != nil {
 			return err
 		}
 		if err := unix.Mount(source, target, "", unix.MS_BIND|unix.MS_REC, ""); err != nil {
@@ -142,11 +142,21 @@ func runShim(file string) error {
 }
 
 // mountPoint makes target, in the container's root, a directory or an
-// empty file as source is one.
-func mountPoint(source, target string) error {
+// empty file as source is one. A target whose path holds a link (one an
+// earlier container left in a volume mounted above it) is refused: the
+// mount would follow it out of the root.
+func mountPoint(root, source, target string) error {
 	info, err := os.Stat(source)
 	if err != nil {
 		return err
+	}
+	for dir := filepath.Dir(target); dir != root && len(dir) > len(root); dir = filepath.Dir(dir) {
+		if fi, err := os.Lstat(dir); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+			return fmt.Errorf("mount point %s: %s is a link", target, dir)
+		}
+	}
+	if fi, err := os.Lstat(target); err == nil && fi.Mode()&os.ModeSymlink != 0 {
+		return fmt.Errorf("mount point %s is a link", target)
 	}
 	if info.IsDir() {
 		return os.MkdirAll(target, 0o755)

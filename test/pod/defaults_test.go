@@ -49,8 +49,10 @@ func of(msgs []*sink.Message, namespace string) []string {
 // fsGroup, must be able to write on its read-only root. A second pod on
 // the same claim publishes exactly what changed while no pod ran, deletes
 // included, and nothing else.
+//
+// Not parallel: the defaults watch ConfigMaps in every namespace, and the
+// other tests' changes would be published too.
 func TestChartPodDefaults(t *testing.T) {
-	t.Parallel()
 	const namespace, apps = "bridge-system", "defaults-app"
 	createNamespace(t, namespace)
 	createNamespace(t, apps)

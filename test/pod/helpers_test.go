@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"net"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -162,15 +164,23 @@ func readFile(t testing.TB, path string) []byte {
 	return data
 }
 
-// freePort is a TCP port nothing listens on now.
+// freePort is a TCP port nothing listens on now, below the range the
+// kernel hands out to other sockets (ip_local_port_range starts at 32768
+// by default): the pod binds it seconds later, and an ephemeral port could
+// be taken by then.
 func freePort(t testing.TB) int {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	for range 100 {
+		port := 20000 + rand.IntN(12000)
+		l, err := net.Listen("tcp", net.JoinHostPort("", strconv.Itoa(port)))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free port between 20000 and 32000")
+	return 0
 }
 
 // fastProbes are probe values that keep the chart's paths and ports and
