@@ -25,6 +25,11 @@ const (
 	resetAttempts = 5
 	// deleteTimeout bounds deleting a reader's consumer when it ends.
 	deleteTimeout = 5 * time.Second
+	// createTimeout bounds the creation of a reader's consumer, and
+	// cancelWait how long a caller whose context ended waits for it
+	// before it returns.
+	createTimeout = 10 * time.Second
+	cancelWait    = 2 * time.Second
 )
 
 // reader is one ordered consumer of a ReadState or Follow call.
@@ -48,15 +53,57 @@ type reader struct {
 
 // open starts an ordered consumer of the Log's filter.
 func (l *Log) open(ctx context.Context, policy jetstream.DeliverPolicy, startSeq uint64) (*reader, error) {
-	cons, err := l.js.OrderedConsumer(ctx, l.stream, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{l.filter},
-		DeliverPolicy:     policy,
-		OptStartSeq:       startSeq,
-		InactiveThreshold: consumerInactive,
-		MaxResetAttempts:  resetAttempts,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("nats consumer: consumer on stream %s: %w", l.stream, err)
+	// The request that creates the consumer is not cut short when ctx
+	// ends: the server may have created a consumer whose answer would no
+	// longer be awaited, and no one would delete it. The caller waits for
+	// the answer a little (it comes in milliseconds from a server that
+	// is up), so that the consumer is gone when the call returns; after
+	// that it is deleted once created. (One whose answer never comes
+	// within createTimeout is left to the server, which removes it after
+	// consumerInactive.)
+	type result struct {
+		cons jetstream.Consumer
+		err  error
+	}
+	done := make(chan result, 1)
+	go func() {
+		create, cancel := context.WithTimeout(context.WithoutCancel(ctx), createTimeout)
+		defer cancel()
+		cons, err := l.js.OrderedConsumer(create, l.stream, jetstream.OrderedConsumerConfig{
+			FilterSubjects:    []string{l.filter},
+			DeliverPolicy:     policy,
+			OptStartSeq:       startSeq,
+			InactiveThreshold: consumerInactive,
+			MaxResetAttempts:  resetAttempts,
+		})
+		done <- result{cons, err}
+	}()
+	var res result
+	select {
+	case res = <-done:
+	case <-ctx.Done():
+		deleteOnce := func(res result) {
+			if res.err == nil {
+				(&reader{l: l, cons: res.cons}).deleteConsumer()
+			}
+		}
+		wait := time.NewTimer(cancelWait)
+		defer wait.Stop()
+		select {
+		case res := <-done:
+			deleteOnce(res)
+		case <-wait.C:
+			go func() { deleteOnce(<-done) }()
+		}
+		return nil, ctx.Err()
+	}
+	if res.err != nil {
+		return nil, fmt.Errorf("nats consumer: consumer on stream %s: %w", l.stream, res.err)
+	}
+	cons := res.cons
+	if err := ctx.Err(); err != nil {
+		(&reader{l: l, cons: cons}).deleteConsumer()
+		return nil, err
 	}
 	it, err := cons.Messages(jetstream.PullMaxMessages(l.batch))
 	if err != nil {

@@ -17,8 +17,9 @@ import (
 
 // TestAPIServer judges the chart's objects by a real kube-apiserver: the
 // chart's table of built-in resources against discovery, every rendered
-// object by a server-side dry run, helm install against the server, and
-// the ServiceAccount's permissions by the RBAC authorizer.
+// object by a server-side dry run, helm install against the server, the
+// ServiceAccount's permissions by the RBAC authorizer, and helm install,
+// upgrade, rollback and uninstall for real.
 func TestAPIServer(t *testing.T) {
 	t.Parallel()
 	cp := controlplane.ForTest(t)
@@ -45,6 +46,16 @@ func TestAPIServer(t *testing.T) {
 	c.createNamespaces(t, namespaces...)
 	c.installServiceMonitorCRD(t)
 
+	// The helm lifecycle has releases and namespaces of its own, and asks
+	// nothing of discovery that the checks below change: it runs beside
+	// them, until watch-all.
+	lifecycle := make(chan struct{})
+	go func() {
+		defer close(lifecycle)
+		t.Run("helm-lifecycle", func(t *testing.T) { checkLifecycle(t, c, cp.KubeconfigPath()) })
+	}()
+	defer func() { <-lifecycle }()
+
 	for _, s := range valueSets {
 		t.Run("dry-run/"+s.name, func(t *testing.T) { dryRun(t, c, s) })
 	}
@@ -54,7 +65,9 @@ func TestAPIServer(t *testing.T) {
 	for _, s := range valueSets {
 		t.Run("rbac/"+s.name, func(t *testing.T) { checkRBAC(t, c, s) })
 	}
-	// Last: it installs CRDs, which the questions above would include.
+	// Last: it installs CRDs, which the questions above would include, and
+	// which change the discovery that helm runs on.
+	<-lifecycle
 	t.Run("watch-all", func(t *testing.T) { checkWatchAll(t, c, cp.KubeconfigPath()) })
 }
 

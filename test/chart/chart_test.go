@@ -17,19 +17,21 @@
 //     shows that can be listed and watched, minus the exclusions and
 //     secrets, in the built-in API groups and the extra ones (a CRD), and
 //     is forbidden secrets unless they are named, the excluded built-in
-//     resources, and the resources of groups it was not given.
+//     resources, and the resources of groups it was not given;
+//   - helm install, upgrade and rollback, run for real, leave exactly what
+//     the revision renders, and the ServiceAccount's token may then read
+//     exactly what that revision grants; helm uninstall leaves no object
+//     of any kind the chart can render, and no release record, except the
+//     checkpoint's claim when its annotation asks helm to keep it.
 //
 // helm is taken from $BRIDGE_TEST_BIN_DIR, else <repository>/.bin; `make
 // helm` builds it there. A missing helm fails the tests, never skips them.
 package chart
 
 import (
-	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -38,6 +40,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/yaml"
+
+	"github.com/kubebus/bridge/test/helmtest"
 )
 
 // kubeVersion is the Kubernetes version helm renders for: the version of
@@ -114,41 +118,11 @@ func (v setValues) leaderElection() bool {
 	return v.ReplicaCount != nil && *v.ReplicaCount > 1
 }
 
-// helmPath finds the helm binary, or fails t saying how to build it.
-func helmPath(t testing.TB) string {
-	t.Helper()
-	dir := os.Getenv("BRIDGE_TEST_BIN_DIR")
-	if dir == "" {
-		dir = "../../.bin"
-	}
-	path, err := filepath.Abs(filepath.Join(dir, "helm"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	info, err := os.Stat(path)
-	if err != nil || !info.Mode().IsRegular() || info.Mode().Perm()&0o111 == 0 {
-		t.Fatalf("helm not found at %s (run `make helm` in the repository root to build it into .bin/, or set BRIDGE_TEST_BIN_DIR): %v", path, err)
-	}
-	return path
-}
-
-// runHelm runs helm with args in a private home, and returns its standard
-// output, or an error holding its standard error.
+// runHelm runs helm with args in a home of its own, and returns its
+// standard output, or an error holding its standard error.
 func runHelm(t testing.TB, args ...string) (string, error) {
 	t.Helper()
-	home := t.TempDir()
-	cmd := exec.CommandContext(t.Context(), helmPath(t), args...)
-	cmd.Env = append(os.Environ(),
-		"HELM_CACHE_HOME="+filepath.Join(home, "cache"),
-		"HELM_CONFIG_HOME="+filepath.Join(home, "config"),
-		"HELM_DATA_HOME="+filepath.Join(home, "data"),
-	)
-	var stdout, stderr bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	if err := cmd.Run(); err != nil {
-		return stdout.String(), fmt.Errorf("helm %s: %w\n%s%s", strings.Join(args, " "), err, stderr.String(), stdout.String())
-	}
-	return stdout.String(), nil
+	return helmtest.Run(t.Context(), t, args...)
 }
 
 // template runs helm template for release in namespace with args (-f,

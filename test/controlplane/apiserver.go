@@ -24,7 +24,7 @@ const (
 
 // startAPIServer starts kube-apiserver against the running etcd on a free
 // port and waits until it is ready.
-func (c *ControlPlane) startAPIServer(ctx context.Context, sec secrets, extraArgs []string) error {
+func (c *ControlPlane) startAPIServer(ctx context.Context, sec secrets, serviceAccounts bool, extraArgs []string) error {
 	ctx, cancel := context.WithTimeout(ctx, apiServerStartTimeout)
 	defer cancel()
 	p, err := startWithRetry(ctx, c.apiServerLog, func(ctx context.Context) (*process, error) {
@@ -32,7 +32,7 @@ func (c *ControlPlane) startAPIServer(ctx context.Context, sec secrets, extraArg
 		if err != nil {
 			return nil, err
 		}
-		args := append(apiServerArgs(c.dir, c.etcdURL, ports[0], sec), extraArgs...)
+		args := append(apiServerArgs(c.dir, c.etcdURL, ports[0], sec, serviceAccounts), extraArgs...)
 		p, caPEM, err := c.runAPIServer(ctx, args, ports[0])
 		if err != nil {
 			return nil, err
@@ -69,8 +69,8 @@ func (c *ControlPlane) restartAPIServerLocked(ctx context.Context) error {
 
 // apiServerArgs are the flags for a single-node API server that listens on
 // 127.0.0.1 only and trusts the admin token.
-func apiServerArgs(dir, etcdURL string, port int, sec secrets) []string {
-	return []string{
+func apiServerArgs(dir, etcdURL string, port int, sec secrets, serviceAccounts bool) []string {
+	args := []string{
 		"--etcd-servers=" + etcdURL,
 		"--bind-address=127.0.0.1",
 		// Without this, a loopback bind address makes the API server
@@ -88,8 +88,11 @@ func apiServerArgs(dir, etcdURL string, port int, sec secrets) []string {
 		"--service-account-key-file=" + sec.serviceAcctKey,
 		"--service-account-signing-key-file=" + sec.serviceAcctKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--disable-admission-plugins=ServiceAccount",
 	}
+	if !serviceAccounts {
+		args = append(args, "--disable-admission-plugins=ServiceAccount")
+	}
+	return args
 }
 
 // runAPIServer starts one kube-apiserver process and waits for /readyz. On

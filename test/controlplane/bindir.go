@@ -86,3 +86,7 @@ func findBinary(dir, name string) (string, error) {
 	}
 	return path, nil
 }
+
+// BinDir is where the tools that make builds for tests are: $BRIDGE_TEST_BIN_DIR,
+// else <module root>/.bin.
+func BinDir() (string, error) { return resolveBinDir("") }

@@ -67,6 +67,12 @@ type Options struct {
 	// "--watch-cache=false" for the API server.
 	ExtraEtcdArgs      []string
 	ExtraAPIServerArgs []string
+	// ServiceAccountAdmission runs the API server's ServiceAccount
+	// admission plugin, which gives each new pod the volume of its
+	// ServiceAccount's token and refuses a pod whose ServiceAccount does
+	// not exist. Off by default: no controller here creates the default
+	// ServiceAccount that pods of other tests would need.
+	ServiceAccountAdmission bool
 }
 
 // ControlPlane is a running etcd plus kube-apiserver. Its methods are safe
@@ -137,7 +143,7 @@ func Start(ctx context.Context, opts Options) (_ *ControlPlane, err error) {
 	if err := c.startEtcd(ctx, etcdBin, opts.ExtraEtcdArgs); err != nil {
 		return nil, err
 	}
-	if err := c.startAPIServer(ctx, sec, opts.ExtraAPIServerArgs); err != nil {
+	if err := c.startAPIServer(ctx, sec, opts.ServiceAccountAdmission, opts.ExtraAPIServerArgs); err != nil {
 		return nil, err
 	}
 	if c.kubeconfigPath, err = writeKubeconfig(c.dir, c.apiServerURL, c.caData, c.token); err != nil {

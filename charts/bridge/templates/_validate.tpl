@@ -69,6 +69,11 @@ values.schema.json cannot see, each naming the value at fault.
 {{- end }}
 {{- end }}
 
+{{- /* A rolling update runs the new pod beside the old one. */}}
+{{- if and $v.strategy (eq (toString $v.strategy.type) "RollingUpdate") (or (not (include "bridge.leaderElection" .)) (eq $v.checkpoint.type "file")) }}
+{{- $errs = append $errs "strategy.type=RollingUpdate needs leader election and a checkpoint other than file: otherwise the new pod publishes beside the old one (or waits on its checkpoint file) during the rollout. Leave strategy unset ({}), and the chart picks Recreate" }}
+{{- end }}
+
 {{- if and (include "bridge.usesNATS" .) (not $v.nats.urls) }}
 {{- $errs = append $errs (printf "nats.urls is required with sink=%s and checkpoint.type=%s" $v.sink $v.checkpoint.type) }}
 {{- end }}

@@ -1,0 +1,237 @@
+package kubelet
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// envList is an environment in order, where a later value of a name
+// replaces the earlier one in its place, as the container runtime merges
+// the container's variables over the image's.
+type envList struct {
+	names  []string
+	values map[string]string
+}
+
+func newEnvList() *envList { return &envList{values: map[string]string{}} }
+
+func (e *envList) set(name, value string) {
+	if _, ok := e.values[name]; !ok {
+		e.names = append(e.names, name)
+	}
+	e.values[name] = value
+}
+
+func (e *envList) lookup(name string) (string, bool) {
+	v, ok := e.values[name]
+	return v, ok
+}
+
+func (e *envList) environ() []string {
+	out := make([]string, 0, len(e.names))
+	for _, n := range e.names {
+		out = append(out, n+"="+e.values[n])
+	}
+	return out
+}
+
+// containerEnv is the environment of c in pod, as the kubelet makes it:
+// the image's variables, the kubernetes Service's, HOSTNAME, then envFrom
+// and env in order, with $(NAME) references expanded and valueFrom
+// resolved from the API server and the pod.
+func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Container) ([]string, error) {
+	env := newEnvList()
+	for _, kv := range n.image.config.Env {
+		name, value, _ := strings.Cut(kv, "=")
+		env.set(name, value)
+	}
+	env.set("HOSTNAME", pod.Name)
+	// The kubelet gives every container the kubernetes Service of the
+	// default namespace, also without service links; the container's env
+	// may refer to them, and to its own earlier variables, with $(NAME).
+	defined := newEnvList()
+	port := strconv.Itoa(n.apiPort)
+	for _, kv := range [][2]string{
+		{"KUBERNETES_SERVICE_HOST", n.apiHost},
+		{"KUBERNETES_SERVICE_PORT", port},
+		{"KUBERNETES_SERVICE_PORT_HTTPS", port},
+		{"KUBERNETES_PORT", "tcp://" + n.apiHost + ":" + port},
+		{"KUBERNETES_PORT_" + port + "_TCP", "tcp://" + n.apiHost + ":" + port},
+		{"KUBERNETES_PORT_" + port + "_TCP_PROTO", "tcp"},
+		{"KUBERNETES_PORT_" + port + "_TCP_PORT", port},
+		{"KUBERNETES_PORT_" + port + "_TCP_ADDR", n.apiHost},
+	} {
+		env.set(kv[0], kv[1])
+		defined.set(kv[0], kv[1])
+	}
+	for _, from := range c.EnvFrom {
+		var data map[string]string
+		switch {
+		case from.ConfigMapRef != nil:
+			cm, err := n.cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, from.ConfigMapRef.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("envFrom ConfigMap %s: %w", from.ConfigMapRef.Name, err)
+			}
+			data = cm.Data
+		case from.SecretRef != nil:
+			s, err := n.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, from.SecretRef.Name, metav1.GetOptions{})
+			if apierrors.IsNotFound(err) && from.SecretRef.Optional != nil && *from.SecretRef.Optional {
+				continue
+			}
+			if err != nil {
+				return nil, fmt.Errorf("envFrom Secret %s: %w", from.SecretRef.Name, err)
+			}
+			data = map[string]string{}
+			for k, v := range s.Data {
+				data[k] = string(v)
+			}
+		default:
+			return nil, fmt.Errorf("envFrom: a source this kubelet does not know")
+		}
+		keys := make([]string, 0, len(data))
+		for k := range data {
+			keys = append(keys, k)
+		}
+		slices.Sort(keys)
+		for _, k := range keys {
+			env.set(from.Prefix+k, data[k])
+			defined.set(from.Prefix+k, data[k])
+		}
+	}
+	for _, v := range c.Env {
+		value := v.Value
+		if v.ValueFrom != nil {
+			resolved, ok, err := n.valueFrom(ctx, pod, v.ValueFrom)
+			if err != nil {
+				return nil, fmt.Errorf("env %s: %w", v.Name, err)
+			}
+			if !ok {
+				continue
+			}
+			value = resolved
+		} else {
+			value = expand(value, defined)
+		}
+		env.set(v.Name, value)
+		defined.set(v.Name, value)
+	}
+	return env.environ(), nil
+}
+
+// valueFrom resolves one env source. It reports false for an optional
+// key that is not there.
+func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVarSource) (string, bool, error) {
+	switch {
+	case src.FieldRef != nil:
+		v, err := n.fieldValue(pod, src.FieldRef.FieldPath)
+		return v, err == nil, err
+	case src.SecretKeyRef != nil:
+		ref := src.SecretKeyRef
+		optional := ref.Optional != nil && *ref.Optional
+		s, err := n.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && optional {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("secret %s: %w", ref.Name, err)
+		}
+		data, ok := s.Data[ref.Key]
+		if !ok {
+			if optional {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)
+		}
+		return string(data), true, nil
+	case src.ConfigMapKeyRef != nil:
+		ref := src.ConfigMapKeyRef
+		optional := ref.Optional != nil && *ref.Optional
+		cm, err := n.cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
+		if apierrors.IsNotFound(err) && optional {
+			return "", false, nil
+		}
+		if err != nil {
+			return "", false, fmt.Errorf("ConfigMap %s: %w", ref.Name, err)
+		}
+		data, ok := cm.Data[ref.Key]
+		if !ok {
+			if optional {
+				return "", false, nil
+			}
+			return "", false, fmt.Errorf("ConfigMap %s has no key %q", ref.Name, ref.Key)
+		}
+		return data, true, nil
+	default:
+		return "", false, fmt.Errorf("a valueFrom this kubelet does not resolve (resourceFieldRef, fileKeyRef)")
+	}
+}
+
+// fieldValue is the Downward API's value of a pod field.
+func (n *Node) fieldValue(pod *corev1.Pod, path string) (string, error) {
+	if key, ok := strings.CutPrefix(path, "metadata.labels['"); ok {
+		return pod.Labels[strings.TrimSuffix(key, "']")], nil
+	}
+	if key, ok := strings.CutPrefix(path, "metadata.annotations['"); ok {
+		return pod.Annotations[strings.TrimSuffix(key, "']")], nil
+	}
+	switch path {
+	case "metadata.name":
+		return pod.Name, nil
+	case "metadata.namespace":
+		return pod.Namespace, nil
+	case "metadata.uid":
+		return string(pod.UID), nil
+	case "spec.nodeName":
+		return nodeName, nil
+	case "spec.serviceAccountName":
+		return pod.Spec.ServiceAccountName, nil
+	case "status.podIP", "status.podIPs", "status.hostIP", "status.hostIPs":
+		// The pods share the host's network.
+		return n.apiHost, nil
+	}
+	return "", fmt.Errorf("fieldRef %q: a field this kubelet does not resolve", path)
+}
+
+// expand replaces $(NAME) with NAME's value where it is defined and
+// $$ with $, leaving any other text as it is: the kubelet's expansion of
+// env values, command and args.
+func expand(s string, env *envList) string {
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] != '$' || i+1 >= len(s) {
+			b.WriteByte(s[i])
+			continue
+		}
+		switch s[i+1] {
+		case '$':
+			b.WriteByte('$')
+			i++
+		case '(':
+			end := strings.IndexByte(s[i+2:], ')')
+			if end < 0 {
+				b.WriteString(s[i:])
+				return b.String()
+			}
+			name := s[i+2 : i+2+end]
+			if v, ok := env.lookup(name); ok {
+				b.WriteString(v)
+			} else {
+				b.WriteString(s[i : i+3+end])
+			}
+			i += 2 + end
+		default:
+			b.WriteByte('$')
+		}
+	}
+	return b.String()
+}
