@@ -276,8 +276,8 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 }
 
 // appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}
-// and "view":"…" and "published":"…" when p has them: the bytes
-// encoding/json writes for it with HTML escaping off.
+// and "view":"…" when p has a View: the bytes encoding/json writes for it
+// with HTML escaping off.
 func appendPosition(dst []byte, p Position) []byte {
 	dst = append(dst, `{"uid":`...)
 	dst = jsonenc.AppendString(dst, p.UID)
@@ -286,10 +286,6 @@ func appendPosition(dst []byte, p Position) []byte {
 	if p.View != "" {
 		dst = append(dst, `,"view":`...)
 		dst = jsonenc.AppendString(dst, p.View)
-	}
-	if p.Published != "" {
-		dst = append(dst, `,"published":`...)
-		dst = jsonenc.AppendString(dst, p.Published)
 	}
 	return append(dst, '}')
 }

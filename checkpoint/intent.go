@@ -13,9 +13,8 @@ package checkpoint
 // the bus), and one missing from the list is published as deleted.
 //
 // An intent is stored as a Position with the object's uid and no
-// resourceVersion ({"uid":"…","rv":""}, as every release has stored it,
-// with "view":"…" and "published":"…" since the release that records
-// them); [Position.IsIntent] tells one apart. The acknowledged position that
+// resourceVersion ({"uid":"…","rv":""}), as every release has stored it;
+// [Position.IsIntent] tells one apart. The acknowledged position that
 // follows replaces it.
 type Intent struct {
 	// Resource and Key name the object as in a Record.
@@ -23,19 +22,11 @@ type Intent struct {
 	Key      string
 	// UID is the object's uid.
 	UID string
-	// View is the object's state in the view its creation is published
-	// in (as Position.View), "" without a view, and ResourceVersion the
-	// event's resourceVersion, which a view may have dated past the
-	// object's own: a restart that finds the intent under the same view,
-	// and the object unchanged, publishes the creation again as it was,
-	// under the same event id.
-	View            string
-	ResourceVersion string
 }
 
 // Record is the record that stores i.
 func (i Intent) Record() Record {
-	return Record{Resource: i.Resource, Key: i.Key, Position: Position{UID: i.UID, View: i.View, Published: i.ResourceVersion}}
+	return Record{Resource: i.Resource, Key: i.Key, Position: Position{UID: i.UID}}
 }
 
 // IsIntent reports whether p is an intent (see [Intent]): its object was

@@ -33,32 +33,6 @@ func TestIntentBytes(t *testing.T) {
 	}
 }
 
-// An intent under a view also records the view state and the event's
-// resourceVersion, the same bytes in every store, and reads back as an
-// intent with them; a release that does not know them still reads an
-// intent.
-func TestIntentWithAViewBytes(t *testing.T) {
-	const want = `{"uid":"u1","rv":"","view":"d1.h","published":"25"}`
-	rec := Intent{Resource: "configmaps", Key: "ns/a", UID: "u1", View: "d1.h", ResourceVersion: "25"}.Record()
-	if got := string(appendPosition(nil, rec.Position)); got != want {
-		t.Errorf("file value = %s, want %s", got, want)
-	}
-	if b, err := json.Marshal(rec.Position); err != nil || string(b) != want {
-		t.Errorf("json = %s (%v), want %s", b, err, want)
-	}
-	p, err := DecodePosition([]byte(want))
-	if err != nil || !p.IsIntent() || p.View != "d1.h" || p.Published != "25" {
-		t.Errorf("DecodePosition(%s) = %+v, %v", want, p, err)
-	}
-	var before struct {
-		UID string `json:"uid"`
-		RV  string `json:"rv"`
-	}
-	if err := json.Unmarshal([]byte(want), &before); err != nil || before.UID != "u1" || before.RV != "" {
-		t.Errorf("as an earlier release reads it: %+v, %v", before, err)
-	}
-}
-
 // What the stores decode (DecodePosition) reads back as an intent when it
 // is one, and as no intent when it holds a resourceVersion.
 func TestDecodePositionIntent(t *testing.T) {

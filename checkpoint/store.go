@@ -17,11 +17,6 @@ type Position struct {
 	// It is stored only when set, so a position without one is stored,
 	// and loads, as every earlier release has stored it.
 	View string `json:"view,omitempty"`
-	// Published is an intent's (see Intent): the resourceVersion of the
-	// event its creation is published with, which a view may have dated
-	// past the object's own; "" otherwise, and in the intents of releases
-	// that did not record it. Stored only when set.
-	Published string `json:"published,omitempty"`
 }
 
 // Record is one acknowledged delta.
@@ -83,8 +78,7 @@ func emptySnapshot() Snapshot {
 }
 
 // DecodePosition decodes a Position as every Store writes it,
-// {"uid":"…","rv":"…"}, with "view":"…" and "published":"…" as well when
-// it has them. A value that is not such an object, or that has no
+// {"uid":"…","rv":"…"}, with "view":"…" as well when it has a View. A value that is not such an object, or that has no
 // uid, is an error: every object has a UID, and a position without one
 // would be taken for an object that was replaced.
 func DecodePosition(b []byte) (Position, error) {

@@ -70,9 +70,6 @@ type tracker struct {
 	// Options.OldObject.
 	views map[string]string
 	olds  map[string]*unstructured.Unstructured
-	// published holds, by key, the event resourceVersion of each intent
-	// in the checkpoint that recorded it (checkpoint.Position.Published).
-	published map[string]string
 	// lists counts the complete lists made by the reflector of each
 	// namespace ("" for all namespaces); listRV is the resourceVersion of
 	// its latest.
@@ -86,17 +83,14 @@ type tracker struct {
 
 func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
 	known := make(map[string]entry, len(prior))
-	views, published := map[string]string{}, map[string]string{}
+	views := map[string]string{}
 	for k, p := range prior {
 		known[k] = entry{id: newIdent(p.UID, p.ResourceVersion), prior: true}
 		if p.View != "" {
 			views[k] = p.View
 		}
-		if p.IsIntent() && p.Published != "" {
-			published[k] = p.Published
-		}
 	}
-	return &tracker{res: res, known: known, views: views, published: published, olds: map[string]*unstructured.Unstructured{},
+	return &tracker{res: res, known: known, views: views, olds: map[string]*unstructured.Unstructured{},
 		handler: h, keepOld: keepOld, log: log, now: time.Now, observer: noObserver{},
 		lists: map[string]int{}, listRV: map[string]string{},
 		namespaces: namespaces, allListed: make(chan struct{})}
@@ -299,20 +293,8 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	// An object no newer than known compared again: the view changed,
 	// not it.
 	redo := !intent && e.id.notNewer(u.rv)
-	// An intent recorded under the view in use, of an object unchanged
-	// since, was published, if at all, as it is published now: it keeps
-	// the event resourceVersion it was published with, and so its event
-	// id, and the bus and consumers drop the repeat. One recorded under
-	// another definition, or by a release that recorded neither, may have
-	// been published otherwise, and is dated.
-	published := t.published[key]
-	delete(t.published, key)
-	same := intent && t.view != nil && published != "" && t.view.Current(was) && !rvBefore(published, u.rv)
 	emit := func(d Delta) {
-		switch {
-		case same:
-			d.ResourceVersion = published
-		case redo || intent:
+		if redo || intent {
 			t.dated(&d)
 		}
 		t.handler.OnDelta(d)
@@ -445,7 +427,6 @@ func (t *tracker) remember(key string, u object, v ViewResult, listing bool) {
 func (t *tracker) forget(key string) {
 	delete(t.known, key)
 	delete(t.views, key)
-	delete(t.published, key)
 	delete(t.olds, key)
 }
 

@@ -252,39 +252,3 @@ func TestViewChanged(t *testing.T) {
 		}
 	}
 }
-
-// An intent is published again as created. One recorded under the view
-// in use, of an object unchanged since, keeps the event resourceVersion
-// it was published with (the object's own, or the one a view dated it
-// by), so that the repeat has the event id of the creation it may
-// repeat, which the bus and consumers drop. One of an object changed
-// since, one recorded under another definition, and one without what it
-// was published with (by an earlier release) are dated, as any change a
-// view finds: their content may differ.
-func TestViewIntentKeepsItsEventIDUnderTheSameDefinition(t *testing.T) {
-	prior := map[string]checkpoint.Position{
-		"ns/same":    {UID: "u1", View: "d1.v", Published: "12"},
-		"ns/dated":   {UID: "u5", View: "d1.v", Published: "22"},
-		"ns/changed": {UID: "u6", View: "d1.v", Published: "9"},
-		"ns/other":   {UID: "u2", View: "d0.v", Published: "13"},
-		"ns/before":  {UID: "u3"},
-		"ns/done":    {UID: "u4", ResourceVersion: "14", View: "d1.v"},
-	}
-	v := testView{def: "d1", projects: true}
-	tr, got := newViewTracker(prior, v)
-	tr.viewRV, tr.lastRV = "25", "14"
-	list(tr, "30", viewCM(t, "same", "u1", "12", "yes", "v", "n"), viewCM(t, "dated", "u5", "10", "yes", "v", "n"),
-		viewCM(t, "changed", "u6", "11", "yes", "v", "n"), viewCM(t, "other", "u2", "13", "yes", "v", "n"),
-		viewCM(t, "before", "u3", "11", "yes", "v", "n"), viewCM(t, "done", "u4", "14", "yes", "v", "n"))
-	tr.finishInitialList()
-	want := []string{
-		"added ns/same u1@12 snapshot view=d1.v",
-		"added ns/dated u5@22 snapshot view=d1.v",
-		"added ns/changed u6@25 snapshot view=d1.v",
-		"added ns/other u2@25 snapshot view=d1.v",
-		"added ns/before u3@25 snapshot view=d1.v",
-	}
-	if g := viewSummary(*got); !slices.Equal(g, want) {
-		t.Errorf("got %q\nwant %q", g, want)
-	}
-}

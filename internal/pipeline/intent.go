@@ -42,11 +42,9 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
 	for _, it := range items {
 		if needsIntent(it.delta) {
 			intents = append(intents, checkpoint.Intent{
-				Resource:        it.delta.Resource.Name(),
-				Key:             it.delta.Key(),
-				UID:             string(it.delta.UID),
-				View:            it.delta.View,
-				ResourceVersion: it.delta.ResourceVersion,
+				Resource: it.delta.Resource.Name(),
+				Key:      it.delta.Key(),
+				UID:      string(it.delta.UID),
 			})
 		}
 	}
