@@ -3,6 +3,7 @@ package chart
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -59,6 +60,9 @@ func environment(t *testing.T, s valueSet, d *appsv1.Deployment, known map[strin
 				val = podName
 			case f.SecretKeyRef != nil:
 				val = "secret:" + f.SecretKeyRef.Key
+			case f.ResourceFieldRef != nil && f.ResourceFieldRef.Resource == "limits.memory" && f.ResourceFieldRef.ContainerName == ctr.Name:
+				// GOMEMLIMIT, in bytes (test/pod runs it).
+				val = strconv.FormatInt(ctr.Resources.Limits.Memory().Value(), 10)
 			default:
 				t.Fatalf("%s: unexpected valueFrom %+v", e.Name, f)
 			}

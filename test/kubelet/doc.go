@@ -20,7 +20,8 @@
 //   - the environment: the image's, HOSTNAME, the kubernetes Service's
 //     KUBERNETES_SERVICE_HOST and _PORT (the API server's address),
 //     envFrom, then env in order with $(NAME) expanded and valueFrom
-//     resolved from Secrets, ConfigMaps and the Downward API;
+//     resolved from Secrets, ConfigMaps and the Downward API (fields, and
+//     the container's own limits and requests);
 //   - the command and args over the image's entrypoint and cmd, the
 //     working directory, the user and group (runAsNonRoot refuses uid 0),
 //     fsGroup and supplemental groups, and no_new_privs when
@@ -38,7 +39,7 @@
 // tokens are written once, not refreshed; resource limits, seccomp and
 // capabilities beyond what a non-root user lacks are not applied; a
 // claim is never bound to a volume. What the Node does not know (another
-// volume type, a startup or exec probe, a resourceFieldRef) fails the
+// volume type, a startup or exec probe, a node's allocatable) fails the
 // test rather than run something else.
 //
 // Run as root, the container runs as the pod's user. Run as another user,

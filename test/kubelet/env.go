@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -171,9 +172,50 @@ func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVa
 			return "", false, fmt.Errorf("ConfigMap %s has no key %q", ref.Name, ref.Key)
 		}
 		return data, true, nil
+	case src.ResourceFieldRef != nil:
+		v, err := resourceValue(pod, src.ResourceFieldRef)
+		return v, err == nil, err
 	default:
-		return "", false, fmt.Errorf("a valueFrom this kubelet does not resolve (resourceFieldRef, fileKeyRef)")
+		return "", false, fmt.Errorf("a valueFrom this kubelet does not resolve (fileKeyRef)")
 	}
+}
+
+// resourceValue is the Downward API's value of a container's resource
+// limit or request, in units of the divisor, rounded up.
+func resourceValue(pod *corev1.Pod, ref *corev1.ResourceFieldSelector) (string, error) {
+	var c *corev1.Container
+	for i := range pod.Spec.Containers {
+		if ref.ContainerName == "" || pod.Spec.Containers[i].Name == ref.ContainerName {
+			c = &pod.Spec.Containers[i]
+			break
+		}
+	}
+	if c == nil {
+		return "", fmt.Errorf("resourceFieldRef: no container %q", ref.ContainerName)
+	}
+	kind, name, _ := strings.Cut(ref.Resource, ".")
+	var list corev1.ResourceList
+	switch kind {
+	case "limits":
+		list = c.Resources.Limits
+	case "requests":
+		list = c.Resources.Requests
+	default:
+		return "", fmt.Errorf("resourceFieldRef %q: not a limit or a request", ref.Resource)
+	}
+	q, ok := list[corev1.ResourceName(name)]
+	if !ok {
+		// The kubelet would give the node's allocatable amount.
+		return "", fmt.Errorf("resourceFieldRef %q: the container sets none, and this kubelet has no node allocatable to give", ref.Resource)
+	}
+	divisor := ref.Divisor
+	if divisor.IsZero() {
+		divisor = resource.MustParse("1")
+	}
+	if name == string(corev1.ResourceCPU) {
+		return strconv.FormatInt((q.MilliValue()+divisor.MilliValue()-1)/divisor.MilliValue(), 10), nil
+	}
+	return strconv.FormatInt((q.Value()+divisor.Value()-1)/divisor.Value(), 10), nil
 }
 
 // fieldValue is the Downward API's value of a pod field.

@@ -6,6 +6,7 @@ import (
 
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 )
 
 func TestExpand(t *testing.T) {
@@ -67,5 +68,36 @@ func TestFieldValue(t *testing.T) {
 	}
 	if _, err := n.fieldValue(pod, "spec.priority"); err == nil {
 		t.Error("an unknown field: resolved, want an error")
+	}
+}
+
+func TestResourceValue(t *testing.T) {
+	pod := &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{
+		Name: "bridge",
+		Resources: corev1.ResourceRequirements{
+			Limits:   corev1.ResourceList{corev1.ResourceMemory: resource.MustParse("512Mi"), corev1.ResourceCPU: resource.MustParse("1")},
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")},
+		},
+	}}}}
+	for _, tc := range []struct {
+		res, divisor, want string
+	}{
+		{"limits.memory", "", "536870912"},
+		{"limits.memory", "1Mi", "512"},
+		{"limits.memory", "1G", "1"}, // rounded up
+		{"limits.cpu", "", "1"},
+		{"requests.cpu", "", "1"}, // 100m rounds up to 1
+		{"requests.cpu", "1m", "100"},
+	} {
+		ref := &corev1.ResourceFieldSelector{ContainerName: "bridge", Resource: tc.res}
+		if tc.divisor != "" {
+			ref.Divisor = resource.MustParse(tc.divisor)
+		}
+		if got, err := resourceValue(pod, ref); err != nil || got != tc.want {
+			t.Errorf("%s / %q = %q, %v; want %s", tc.res, tc.divisor, got, err, tc.want)
+		}
+	}
+	if _, err := resourceValue(pod, &corev1.ResourceFieldSelector{Resource: "requests.memory"}); err == nil {
+		t.Error("a request the container does not set: resolved, want an error")
 	}
 }

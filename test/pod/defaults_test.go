@@ -56,8 +56,9 @@ func TestChartPodDefaults(t *testing.T) {
 	const namespace, apps = "bridge-system", "defaults-app"
 	createNamespace(t, namespace)
 	createNamespace(t, apps)
+	port := freePort(t)
 	rel := install(t, "bridge", namespace, nil, merge(fastProbes(), map[string]any{
-		"metrics": map[string]any{"port": freePort(t)},
+		"metrics": map[string]any{"port": port},
 	}))
 	node := kubelet.NewNode(t, cp.RESTConfig(), kubelet.BridgeImage(t))
 	cms := admin(t).CoreV1().ConfigMaps(apps)
@@ -72,6 +73,13 @@ func TestChartPodDefaults(t *testing.T) {
 
 	first := node.Run(t, kubelet.PodOf(rel.deployment, "7b9d6f5c4-m3n8p"))
 	waitReady(t, first, 2*time.Minute)
+	// The Go runtime knows the container's memory limit (512Mi).
+	if !slices.Contains(first.Env, "GOMEMLIMIT=536870912") {
+		t.Errorf("the container's environment has no GOMEMLIMIT of its 512Mi limit")
+	}
+	if got := metric(t, port, "go_gc_gomemlimit_bytes"); got != "5.36870912e+08" {
+		t.Errorf("go_gc_gomemlimit_bytes = %q, want the 512Mi limit", got)
+	}
 	create("first")
 	poll.Until(t, 30*time.Second, func() (bool, string) {
 		got := of(events(t, first.Stdout()), apps)

@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -344,4 +346,25 @@ func checkConfinement(t testing.TB, p *kubelet.Pod) {
 	if !rootRO {
 		t.Error("the bridge's root filesystem is not mounted read-only")
 	}
+}
+
+// metric is the value of an unlabelled metric the bridge on port serves
+// on /metrics, or "" when it serves none of that name.
+func metric(t testing.TB, port int, name string) string {
+	t.Helper()
+	resp, err := http.Get(fmt.Sprintf("http://127.0.0.1:%d/metrics", port))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.Lines(string(body)) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), name+" "); ok {
+			return v
+		}
+	}
+	return ""
 }

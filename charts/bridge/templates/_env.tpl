@@ -208,6 +208,24 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 - name: {{ $f.env }}
   value: {{ printf "%s/%s" (include "bridge.credentialsDir" $) $f.path | quote }}
 {{- end }}
+{{- /*
+The Go runtime does not read the container's memory limit: GOMEMLIMIT
+tells it, so that the garbage collector works harder as the heap nears the
+limit instead of letting it grow to twice what is live. An extraEnv
+GOMEMLIMIT replaces it.
+*/}}
+{{- $limits := default (dict) (default (dict) $v.resources).limits }}
+{{- if $limits.memory }}
+{{- $names := list }}
+{{- range $e := default (list) $v.extraEnv }}{{- $names = append $names $e.name }}{{- end }}
+{{- if not (has "GOMEMLIMIT" $names) }}
+- name: GOMEMLIMIT
+  valueFrom:
+    resourceFieldRef:
+      containerName: bridge
+      resource: limits.memory
+{{- end }}
+{{- end }}
 {{- with $v.extraEnv }}
 {{ toYaml . }}
 {{- end }}
