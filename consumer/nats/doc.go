@@ -8,8 +8,11 @@
 // group, resource and namespace escaped and bounded as the bridge does,
 // every other placeholder a wildcard. Each ReadState or Follow call reads
 // with an ordered consumer of its own (memory storage, no acks), deleted
-// when the call returns, so that many Logs in one process, and many
-// processes, cost the server one small consumer per active read.
+// when the call returns (a call cancelled while the server is slow to
+// create it returns after 2 s, and the consumer is deleted once created,
+// or by the server after a minute without reads), so that many Logs in
+// one process, and many processes, cost the server one small consumer per
+// active read.
 //
 // Guarantees:
 //
