@@ -8,9 +8,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
 // envList is an environment in order, where a later value of a name
@@ -73,31 +71,22 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		defined.set(kv[0], kv[1])
 	}
 	for _, from := range c.EnvFrom {
-		var data map[string]string
+		var data map[string][]byte
+		var found bool
+		var err error
 		switch {
 		case from.ConfigMapRef != nil:
-			cm, err := n.cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, from.ConfigMapRef.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && from.ConfigMapRef.Optional != nil && *from.ConfigMapRef.Optional {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("envFrom ConfigMap %s: %w", from.ConfigMapRef.Name, err)
-			}
-			data = cm.Data
+			data, found, err = n.keyData(ctx, pod, "ConfigMap", from.ConfigMapRef.Name, from.ConfigMapRef.Optional)
 		case from.SecretRef != nil:
-			s, err := n.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, from.SecretRef.Name, metav1.GetOptions{})
-			if apierrors.IsNotFound(err) && from.SecretRef.Optional != nil && *from.SecretRef.Optional {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("envFrom Secret %s: %w", from.SecretRef.Name, err)
-			}
-			data = map[string]string{}
-			for k, v := range s.Data {
-				data[k] = string(v)
-			}
+			data, found, err = n.keyData(ctx, pod, "Secret", from.SecretRef.Name, from.SecretRef.Optional)
 		default:
 			return nil, fmt.Errorf("envFrom: a source this kubelet does not know")
+		}
+		if err != nil {
+			return nil, fmt.Errorf("envFrom: %w", err)
+		}
+		if !found {
+			continue
 		}
 		keys := make([]string, 0, len(data))
 		for k := range data {
@@ -105,8 +94,8 @@ func (n *Node) containerEnv(ctx context.Context, pod *corev1.Pod, c *corev1.Cont
 		}
 		slices.Sort(keys)
 		for _, k := range keys {
-			env.set(from.Prefix+k, data[k])
-			defined.set(from.Prefix+k, data[k])
+			env.set(from.Prefix+k, string(data[k]))
+			defined.set(from.Prefix+k, string(data[k]))
 		}
 	}
 	for _, v := range c.Env {
@@ -137,47 +126,32 @@ func (n *Node) valueFrom(ctx context.Context, pod *corev1.Pod, src *corev1.EnvVa
 		v, err := n.fieldValue(pod, src.FieldRef.FieldPath)
 		return v, err == nil, err
 	case src.SecretKeyRef != nil:
-		ref := src.SecretKeyRef
-		optional := ref.Optional != nil && *ref.Optional
-		s, err := n.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && optional {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("secret %s: %w", ref.Name, err)
-		}
-		data, ok := s.Data[ref.Key]
-		if !ok {
-			if optional {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("secret %s has no key %q", ref.Name, ref.Key)
-		}
-		return string(data), true, nil
+		return n.keyValue(ctx, pod, "Secret", src.SecretKeyRef.Name, src.SecretKeyRef.Key, src.SecretKeyRef.Optional)
 	case src.ConfigMapKeyRef != nil:
-		ref := src.ConfigMapKeyRef
-		optional := ref.Optional != nil && *ref.Optional
-		cm, err := n.cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, ref.Name, metav1.GetOptions{})
-		if apierrors.IsNotFound(err) && optional {
-			return "", false, nil
-		}
-		if err != nil {
-			return "", false, fmt.Errorf("ConfigMap %s: %w", ref.Name, err)
-		}
-		data, ok := cm.Data[ref.Key]
-		if !ok {
-			if optional {
-				return "", false, nil
-			}
-			return "", false, fmt.Errorf("ConfigMap %s has no key %q", ref.Name, ref.Key)
-		}
-		return data, true, nil
+		return n.keyValue(ctx, pod, "ConfigMap", src.ConfigMapKeyRef.Name, src.ConfigMapKeyRef.Key, src.ConfigMapKeyRef.Optional)
 	case src.ResourceFieldRef != nil:
 		v, err := resourceValue(pod, src.ResourceFieldRef)
 		return v, err == nil, err
 	default:
 		return "", false, fmt.Errorf("a valueFrom this kubelet does not resolve (fileKeyRef)")
 	}
+}
+
+// keyValue is one key of a Secret or ConfigMap. It reports false for an
+// optional key or object that is not there.
+func (n *Node) keyValue(ctx context.Context, pod *corev1.Pod, kind, name, key string, optional *bool) (string, bool, error) {
+	data, found, err := n.keyData(ctx, pod, kind, name, optional)
+	if err != nil || !found {
+		return "", false, err
+	}
+	v, ok := data[key]
+	if !ok {
+		if optional != nil && *optional {
+			return "", false, nil
+		}
+		return "", false, fmt.Errorf("%s %s has no key %q", kind, name, key)
+	}
+	return string(v), true, nil
 }
 
 // resourceValue is the Downward API's value of a container's resource

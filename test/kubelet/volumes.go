@@ -44,9 +44,9 @@ func (n *Node) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volu
 		// Anyone in the pod may write in an empty dir.
 		return dir, os.Chmod(dir, 0o777)
 	case v.Secret != nil:
-		files, err = n.secretFiles(ctx, pod, v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
+		files, err = n.sourceFiles(ctx, pod, "Secret", v.Secret.SecretName, v.Secret.Items, v.Secret.Optional, v.Secret.DefaultMode)
 	case v.ConfigMap != nil:
-		files, err = n.configMapFiles(ctx, pod, v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
+		files, err = n.sourceFiles(ctx, pod, "ConfigMap", v.ConfigMap.Name, v.ConfigMap.Items, v.ConfigMap.Optional, v.ConfigMap.DefaultMode)
 	case v.DownwardAPI != nil:
 		files, err = n.downwardFiles(pod, v.DownwardAPI.Items, v.DownwardAPI.DefaultMode)
 	case v.Projected != nil:
@@ -54,9 +54,9 @@ func (n *Node) prepareVolume(ctx context.Context, pod *corev1.Pod, v corev1.Volu
 			var more []volumeFile
 			switch {
 			case src.Secret != nil:
-				more, err = n.secretFiles(ctx, pod, src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
+				more, err = n.sourceFiles(ctx, pod, "Secret", src.Secret.Name, src.Secret.Items, src.Secret.Optional, v.Projected.DefaultMode)
 			case src.ConfigMap != nil:
-				more, err = n.configMapFiles(ctx, pod, src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, v.Projected.DefaultMode)
+				more, err = n.sourceFiles(ctx, pod, "ConfigMap", src.ConfigMap.Name, src.ConfigMap.Items, src.ConfigMap.Optional, v.Projected.DefaultMode)
 			case src.DownwardAPI != nil:
 				more, err = n.downwardFiles(pod, src.DownwardAPI.Items, v.Projected.DefaultMode)
 			case src.ServiceAccountToken != nil:
@@ -163,36 +163,45 @@ func keyFiles(what string, data map[string][]byte, items []corev1.KeyToPath, opt
 	return files, nil
 }
 
-func (n *Node) secretFiles(ctx context.Context, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, defaultMode *int32) ([]volumeFile, error) {
-	opt := optional != nil && *optional
-	s, err := n.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && opt {
-		return nil, nil
+// keyData is the data of the Secret or ConfigMap (kind) name in the
+// pod's namespace; found is false for an optional one that is not there.
+func (n *Node) keyData(ctx context.Context, pod *corev1.Pod, kind, name string, optional *bool) (data map[string][]byte, found bool, err error) {
+	data = map[string][]byte{}
+	if kind == "Secret" {
+		s, err := n.cs.CoreV1().Secrets(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
+		if err == nil {
+			return s.Data, true, nil
+		}
+		return missing(kind, name, optional, err)
 	}
-	if err != nil {
-		return nil, fmt.Errorf("secret %s: %w", name, err)
-	}
-	return keyFiles("Secret "+name, s.Data, items, opt, defaultMode)
-}
-
-func (n *Node) configMapFiles(ctx context.Context, pod *corev1.Pod, name string, items []corev1.KeyToPath, optional *bool, defaultMode *int32) ([]volumeFile, error) {
-	opt := optional != nil && *optional
 	cm, err := n.cs.CoreV1().ConfigMaps(pod.Namespace).Get(ctx, name, metav1.GetOptions{})
-	if apierrors.IsNotFound(err) && opt {
-		return nil, nil
-	}
 	if err != nil {
-		return nil, fmt.Errorf("ConfigMap %s: %w", name, err)
+		return missing(kind, name, optional, err)
 	}
-	data := map[string][]byte{}
 	for k, v := range cm.Data {
 		data[k] = []byte(v)
 	}
-	maps := cm.BinaryData
-	for k, v := range maps {
+	for k, v := range cm.BinaryData {
 		data[k] = v
 	}
-	return keyFiles("ConfigMap "+name, data, items, opt, defaultMode)
+	return data, true, nil
+}
+
+// missing is keyData's answer when the object could not be read.
+func missing(kind, name string, optional *bool, err error) (map[string][]byte, bool, error) {
+	if apierrors.IsNotFound(err) && optional != nil && *optional {
+		return nil, false, nil
+	}
+	return nil, false, fmt.Errorf("%s %s: %w", kind, name, err)
+}
+
+// sourceFiles are the files of a Secret's or ConfigMap's keys.
+func (n *Node) sourceFiles(ctx context.Context, pod *corev1.Pod, kind, name string, items []corev1.KeyToPath, optional *bool, defaultMode *int32) ([]volumeFile, error) {
+	data, found, err := n.keyData(ctx, pod, kind, name, optional)
+	if err != nil || !found {
+		return nil, err
+	}
+	return keyFiles(kind+" "+name, data, items, optional != nil && *optional, defaultMode)
 }
 
 func (n *Node) downwardFiles(pod *corev1.Pod, items []corev1.DownwardAPIVolumeFile, defaultMode *int32) ([]volumeFile, error) {
