@@ -36,6 +36,8 @@ type Metrics struct {
 	view viewMetrics
 	// resources follow the resources watched (see resources.go).
 	resources resourceMetrics
+	// reconcile describes the reconcile passes (see reconcile.go).
+	reconcile reconcileMetrics
 }
 
 // Gauges read state that other parts of the bridge own, at scrape time.
@@ -114,6 +116,7 @@ func New() *Metrics {
 		notCompacted: newNotCompacted(),
 		view:         newViewMetrics(),
 		resources:    newResourceMetrics(),
+		reconcile:    newReconcileMetrics(),
 	}
 	// Both reasons are there from the start, at 0, so that an alert on
 	// them sees a value instead of nothing.
@@ -123,6 +126,7 @@ func New() *Metrics {
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.Registry.MustRegister(m.view.collectors()...)
 	m.Registry.MustRegister(m.resources.collectors()...)
+	m.Registry.MustRegister(m.reconcile.collectors()...)
 	return m
 }
 
