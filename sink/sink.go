@@ -56,3 +56,28 @@ type HealthChecker interface {
 type Preparer interface {
 	Prepare(ctx context.Context, resource schema.GroupVersionResource) error
 }
+
+// Held is what a bus holds of one object: the identity and
+// resourceVersion of its latest message there.
+type Held struct {
+	Namespace, Name string
+	UID             string
+	ResourceVersion string
+	// Deleted is true when the latest message says the object is gone (a
+	// delete, or a tombstone).
+	Deleted bool
+}
+
+// StateReader is implemented by sinks whose bus can keep each object's
+// latest message for as long as the object lives (a state layout), and
+// read back what it holds: the bridge compares that with the cluster and
+// repairs what differs.
+type StateReader interface {
+	// HoldsState reports whether the sink writes a state layout; when it
+	// does not, ReadState is not called.
+	HoldsState() bool
+	// ReadState calls fn once for each object of resource (of cluster,
+	// where the bus tells clusters apart) that the bus holds a message
+	// of, with what its latest message says. It returns fn's first error.
+	ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, fn func(Held) error) error
+}

@@ -79,17 +79,25 @@ type Delta struct {
 	// that a restart compares the object with what the view published;
 	// "" without a view, and for deletes.
 	View string
-	// Reason says why a Deleted delta was made for an object that still
-	// exists; "" for an object deleted in the cluster.
+	// Reason says why a delta was made other than for a change in the
+	// cluster: a Deleted delta of an object that still exists, or a
+	// repair of the bus; "" for a change in the cluster.
 	Reason Reason
 }
 
-// Reason is why an object that still exists is reported Deleted.
+// Reason is why a delta was made other than for a change in the cluster.
 type Reason string
 
-// ReasonLeftFilter: the object no longer matches the view's filter, so it
-// left the stream, which is a view of the objects that match.
-const ReasonLeftFilter Reason = "left-filter"
+const (
+	// ReasonLeftFilter: the object no longer matches the view's filter, so
+	// it left the stream, which is a view of the objects that match.
+	ReasonLeftFilter Reason = "left-filter"
+	// ReasonReconciled: the bus did not hold what the cluster does (see
+	// Options.Bus), and the delta repairs it: the delete of an object the
+	// bus held and the cluster lacks, or the current state of an object
+	// the bus lacked or held at an older state.
+	ReasonReconciled Reason = "reconciled"
+)
 
 // RawObject is an object's JSON exactly as the API server sent it
 // (metadata.managedFields included), and what rawobject.Scan read of it:

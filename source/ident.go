@@ -67,6 +67,14 @@ func (i ident) hasUID(uid string) bool {
 	return packUID(uid, &b) && b == i.uid
 }
 
+// sameUID reports whether i and j have the same uid.
+func (i ident) sameUID(j ident) bool {
+	if i.odd == nil && j.odd == nil {
+		return i.uid == j.uid
+	}
+	return i.UID() == j.UID()
+}
+
 // notNewer reports whether rv is the known resourceVersion or an older one
 // (rv == RV() || rvBefore(rv, RV())), without making a string of it.
 func (i ident) notNewer(rv string) bool {

@@ -52,6 +52,8 @@ func NewRESTClient(cfg *rest.Config) (*rest.RESTClient, error) {
 type apiClient interface {
 	List(ctx context.Context, o metav1.ListOptions) (runtime.Object, error)
 	Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error)
+	// Get reads one object, as a list or a watch hands it on.
+	Get(ctx context.Context, name string) (object, error)
 }
 
 // parsedClient is the parsed path's apiClient: a dynamic client, which
@@ -68,6 +70,14 @@ func (c parsedClient) List(ctx context.Context, o metav1.ListOptions) (runtime.O
 
 func (c parsedClient) Watch(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 	return c.ri.Watch(ctx, o)
+}
+
+func (c parsedClient) Get(ctx context.Context, name string) (object, error) {
+	u, err := c.ri.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return object{}, err
+	}
+	return parsedObject(u), nil
 }
 
 // rawClient is the raw path's apiClient: its lists hold, and its watches
@@ -130,6 +140,23 @@ func (c rawClient) List(ctx context.Context, o metav1.ListOptions) (runtime.Obje
 	}
 	list.ResourceVersion, list.Continue = lm.ResourceVersion, lm.Continue
 	return list, nil
+}
+
+// Get reads one object of the resource, as the API server sent it.
+func (c rawClient) Get(ctx context.Context, name string) (object, error) {
+	res := c.request(&metav1.ListOptions{}).Suffix(name).Do(ctx)
+	if err := res.Error(); err != nil {
+		return object{}, err
+	}
+	body, err := res.Raw()
+	if err != nil {
+		return object{}, err
+	}
+	m, err := rawobject.Scan(body)
+	if err != nil {
+		return object{}, fmt.Errorf("source: %s %s%s: %w", c.res.Name(), name, inNamespace(c.ns), err)
+	}
+	return newRawObject(body, m).object(), nil
 }
 
 // Watch watches the resource, as client-go's REST client does, but reads

@@ -75,6 +75,14 @@ type Options struct {
 	// state in the view, so that a restart, or a new definition of the
 	// view, publishes what changed in it.
 	View View
+	// Bus, when set, reads back what the bus holds (a state layout): the
+	// bus is then the record of what was published, and the checkpoint a
+	// cache of it. At start the source compares the checkpoint with it
+	// before the first list, and the bus wins every difference, so that
+	// the first list publishes exactly what the bus lacks, holds older or
+	// holds of objects the cluster lacks, whatever became of the
+	// checkpoint; Set.Reconcile compares it again while the source runs.
+	Bus Bus
 }
 
 // Observer is told of events in the life of the informers, for metrics.
@@ -116,6 +124,9 @@ type Source struct {
 	health map[watchKey]*health
 	// throttle counts and logs the answers 429 (see throttle.go).
 	throttle throttling
+	// trackers are the resources' trackers, set once each delivered its
+	// initial list, for Reconcile.
+	trackers atomic.Pointer[[]*tracker]
 }
 
 // New returns a Source. Nothing is contacted until Run. client must be
@@ -229,7 +240,13 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
 			"lastResourceVersion", snap.LastResourceVersion)
-		trackers[i] = newTracker(res, snap.Objects, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
+		var fromBus map[string]bool
+		if s.opts.Bus != nil {
+			if snap, fromBus, err = s.priorFromBus(ctx, res, snap); err != nil {
+				return err
+			}
+		}
+		trackers[i] = newTracker(res, snap.Objects, fromBus, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
 		trackers[i].observer = s.opts.Observer
 		// On the parsed path a view filters and projects nothing (the
 		// configuration refuses one there), but it still tells a position
@@ -307,8 +324,14 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		s.opts.Observer.Synced(t.res, true)
 		gone := t.finishInitialList()
-		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone)
+		ghosts := t.ghostsFound()
+		// ghosts are among the deletes: objects only the bus held.
+		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone, "ghostsDeleted", ghosts)
+		if ghosts > 0 {
+			s.repaired(Repair{Resource: t.res, Ghosts: ghosts})
+		}
 	}
+	s.trackers.Store(&trackers)
 	close(s.synced)
 
 	<-ctx.Done()

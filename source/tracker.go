@@ -35,6 +35,9 @@ type entry struct {
 	// published, or its last delta was a Deleted one (it left the
 	// filter). Without a view every object is in.
 	out bool
+	// fromBus marks a prior position that only the bus knew (see
+	// priorFromBus): if no list matches it, it is a ghost on the bus.
+	fromBus bool
 }
 
 // tracker turns what one resource's reflectors report (lists and watch
@@ -79,13 +82,15 @@ type tracker struct {
 	// closed once each has made its first list.
 	namespaces int
 	allListed  chan struct{}
+	// ghosts counts the deletes of objects only the bus knew (ghosted).
+	ghosts int
 }
 
-func newTracker(res Resource, prior map[string]checkpoint.Position, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
+func newTracker(res Resource, prior map[string]checkpoint.Position, fromBus map[string]bool, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
 	known := make(map[string]entry, len(prior))
 	views := map[string]string{}
 	for k, p := range prior {
-		known[k] = entry{id: newIdent(p.UID, p.ResourceVersion), prior: true}
+		known[k] = entry{id: newIdent(p.UID, p.ResourceVersion), prior: true, fromBus: fromBus[k]}
 		if p.View != "" {
 			views[k] = p.View
 		}
@@ -218,7 +223,7 @@ func (t *tracker) observe(u object, listed bool) {
 		// Deleted and created again unseen: the old object was gone
 		// before the new one was made.
 		if !e.out {
-			t.handler.OnDelta(t.vanished(key, t.position(key, e), u.rv))
+			t.handler.OnDelta(t.ghosted(t.vanished(key, t.position(key, e), u.rv), e))
 		}
 		t.enter(key, u, listed, true)
 	}
@@ -476,9 +481,10 @@ func (t *tracker) finishInitialList() int {
 	slices.Sort(gone)
 	rv := t.newestList()
 	for _, k := range gone {
-		pos := t.position(k, t.known[k])
+		e := t.known[k]
+		pos := t.position(k, e)
 		t.forget(k)
-		t.handler.OnDelta(t.vanished(k, pos, rv))
+		t.handler.OnDelta(t.ghosted(t.vanished(k, pos, rv), e))
 	}
 	return len(gone)
 }
@@ -570,6 +576,17 @@ func (t *tracker) vanished(key string, pos checkpoint.Position, rv string) Delta
 		Snapshot:        true,
 		Object:          u,
 	}
+}
+
+// ghosted marks d, the delete of the object of e, as a repair when only
+// the bus knew the object: it was never in the checkpoint, so the bus
+// held it though the cluster did not.
+func (t *tracker) ghosted(d Delta, e entry) Delta {
+	if e.fromBus && e.prior {
+		d.Reason = ReasonReconciled
+		t.ghosts++
+	}
+	return d
 }
 
 func typeName(obj any) string { return fmt.Sprintf("%T", obj) }

@@ -50,7 +50,7 @@ func newTestTracker(prior map[string]checkpoint.Position, keepOld bool) (*tracke
 
 func newTestTrackerIn(prior map[string]checkpoint.Position, namespaces int, keepOld bool) (*tracker, *collected) {
 	c := &collected{}
-	return newTracker(configmaps, prior, namespaces, c, keepOld, slog.New(slog.NewTextHandler(io.Discard, nil))), c
+	return newTracker(configmaps, prior, nil, namespaces, c, keepOld, slog.New(slog.NewTextHandler(io.Discard, nil))), c
 }
 
 func items(objs ...*unstructured.Unstructured) []*unstructured.Unstructured { return objs }

@@ -56,7 +56,7 @@ func viewCM(t *testing.T, name, uid, rv, keep, value, noise string) object {
 
 func newViewTracker(prior map[string]checkpoint.Position, v View) (*tracker, *collected) {
 	c := &collected{}
-	tr := newTracker(configmaps, prior, 1, c, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	tr := newTracker(configmaps, prior, nil, 1, c, false, slog.New(slog.NewTextHandler(io.Discard, nil)))
 	tr.view = v
 	return tr, c
 }

@@ -146,25 +146,18 @@ func (s *Store) load(ctx context.Context, conn *kafkaconn.Conn, cfg Config) (int
 	if err := ensureTopic(ctx, client, cfg, s.topic, s.log); err != nil {
 		return 0, err
 	}
-	sps, err := spans(ctx, client, s.topic)
+	n := 0
+	err := conn.ReadTopic(ctx, client, s.topic, func(m kafkago.Message) error {
+		n++
+		p, err := parse(m.Key, m.Value)
+		if err != nil {
+			return err
+		}
+		s.apply(p)
+		return nil
+	})
 	if err != nil {
 		return 0, err
-	}
-	n := 0
-	dialer := conn.Dialer()
-	for _, sp := range sps {
-		err := readSpan(ctx, dialer, conn.Brokers(), s.topic, sp, func(m kafkago.Message) error {
-			n++
-			p, err := parse(m.Key, m.Value)
-			if err != nil {
-				return err
-			}
-			s.apply(p)
-			return nil
-		})
-		if err != nil {
-			return 0, err
-		}
 	}
 	return n, nil
 }

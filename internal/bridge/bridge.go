@@ -191,6 +191,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 		writer *checkpoint.Writer
 	)
 	sel := b.cfg.Selection()
+	bus := b.bus()
 	src := source.NewSet(dyn, dc, source.SetOptions{
 		Selection:       sel,
 		ListConcurrency: b.cfg.ListConcurrency,
@@ -217,6 +218,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 			// decides it from OldObject).
 			REST: rc,
 			View: vw,
+			// In a state layout the bus is the record: compared with
+			// the checkpoint at start, and with the cluster while the
+			// bridge runs (see reconciler).
+			Bus: bus,
 		},
 	}, loaderFunc(func(ctx context.Context, resource string) (checkpoint.Snapshot, error) {
 		// A resource's source may start again while the bridge runs
@@ -350,7 +355,22 @@ func (b *Bridge) Run(ctx context.Context) error {
 		}
 	}()
 
+	// The reconciler compares the bus with the cluster while the source
+	// runs, and stops with it.
+	recCtx, stopRec := context.WithCancel(srcCtx)
+	var recWG sync.WaitGroup
+	if bus != nil {
+		rec := &reconciler{set: src, settle: pipe.Drain, interval: b.cfg.ReconcileInterval, ready: b.ready,
+			metrics: b.metrics, log: b.log.With("component", "reconcile")}
+		recWG.Go(func() {
+			defer utilruntime.HandleCrash()
+			_ = rec.Run(recCtx)
+		})
+	}
+
 	srcErr := src.Run(srcCtx)
+	stopRec()
+	recWG.Wait()
 	// The stop began when ctx ended, or now, on a damaged store: every
 	// stage's deadline counts from then (see package shutdown).
 	budget.Begin()

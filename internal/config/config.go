@@ -75,6 +75,11 @@ type Config struct {
 	// operator's choice, made knowingly, not a silent default.
 	CheckpointFreshStart bool `env:"BRIDGE_CHECKPOINT_FRESH_START" envDefault:"false" help:"when the file checkpoint is empty or corrupt, move it aside (to <path>.unreadable-<time>) and start afresh, publishing every object again, instead of refusing to start; deletes made while the bridge was down are then never published"`
 
+	// An hour: a pass that finds the bus right reads the bus and asks
+	// the API server nothing, and drift (a message lost from a stream, a
+	// record written by hand) is rare; it is repaired within the hour.
+	ReconcileInterval time.Duration `env:"BRIDGE_RECONCILE_INTERVAL" envDefault:"1h" help:"state layouts: how often the bridge compares what the bus holds with the cluster and publishes what differs (the delete of an object the cluster lacks, the current state of one the bus lacks or holds older); it also compares at start and after a relist. 0 turns the scheduled comparison off (the one at start stays)"`
+
 	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
 	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory and CPU: the bridge then decodes every object, where by default it hands on the API server's bytes, and keeps every watched object's latest state)"`
 
@@ -293,6 +298,9 @@ func (c *Config) problems() envvar.Problems {
 	}
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
+	}
+	if c.ReconcileInterval != 0 && c.ReconcileInterval < time.Second {
+		bad("BRIDGE_RECONCILE_INTERVAL", "must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
 	}
 	c.compileView(bad)
 	// The view runs on the path that hands on the API server's bytes;

@@ -195,13 +195,21 @@ func appendObject(dst []byte, obj *unstructured.Unstructured) ([]byte, error) {
 }
 
 // ID is the event id of d: a hash of the resource, the object's identity
-// (namespace, name, uid), its resourceVersion and the delta type. The same
-// change always gets the same id; different changes get different ids.
+// (namespace, name, uid), its resourceVersion and the delta type, and, for
+// a repair of the bus (source.ReasonReconciled), its reason. The same
+// change always gets the same id; different changes get different ids. A
+// repair is an event of its own: it publishes again a state whose first
+// event the bus lost, which a bus that drops repeated ids (JetStream's
+// duplicate window) would otherwise drop again.
 func ID(d *source.Delta) string {
 	var scratch [256]byte
 	b := scratch[:0]
 	for _, part := range [...]string{d.Resource.Name(), d.Namespace, d.Name, string(d.UID), d.ResourceVersion, string(d.Type)} {
 		b = append(b, part...)
+		b = append(b, 0)
+	}
+	if d.Reason == source.ReasonReconciled {
+		b = append(b, d.Reason...)
 		b = append(b, 0)
 	}
 	sum := sha256.Sum256(b)

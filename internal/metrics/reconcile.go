@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kubebus/bridge/source"
 )
 
 // The kinds of drift a reconcile pass repairs (the kind label of
@@ -78,4 +80,13 @@ func (m *Metrics) ReconcileRepaired(resource, kind string, n int) {
 	if n > 0 {
 		m.reconcile.repaired.WithLabelValues(resource, kind).Add(float64(n))
 	}
+}
+
+var _ source.RepairObserver = (*Metrics)(nil)
+
+// Repaired counts the objects of a repair of the bus, by kind.
+func (m *Metrics) Repaired(r source.Repair) {
+	m.ReconcileRepaired(r.Resource.Name(), DriftGhost, r.Ghosts)
+	m.ReconcileRepaired(r.Resource.Name(), DriftMissing, r.Missing)
+	m.ReconcileRepaired(r.Resource.Name(), DriftStale, r.Stale)
 }

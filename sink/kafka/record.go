@@ -12,8 +12,9 @@ import (
 )
 
 // Record headers. In both modes every event carries HeaderContentType,
-// HeaderID, HeaderType and HeaderResourceVersion, so consumers can filter
-// and deduplicate without reading the value, and an event that carries
+// HeaderID, HeaderType, HeaderResourceVersion and HeaderUID, so consumers
+// (and the bridge, reading back what a topic holds) can filter and
+// deduplicate without decoding the value, and an event that carries
 // only its object's identity (sink.Message.ContentOmitted) carries
 // HeaderContentOmitted, and a delete of an object that still exists
 // (sink.Message.Reason, such as "left-filter") HeaderReason. Binary mode
@@ -61,6 +62,7 @@ func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Messag
 		{Key: HeaderID, Value: []byte(m.ID)},
 		{Key: HeaderType, Value: []byte(m.Type)},
 		{Key: HeaderResourceVersion, Value: []byte(m.ResourceVersion)},
+		{Key: HeaderUID, Value: []byte(m.UID)},
 	}
 	if m.ContentOmitted {
 		rec.Headers = append(rec.Headers, kafkago.Header{Key: HeaderContentOmitted, Value: []byte("true")})

@@ -78,11 +78,17 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := make(nats.Header, 4)
+	h := make(nats.Header, 6)
 	h[MsgIDHeader] = []string{m.ID}
 	h[ContentTypeHeader] = []string{StructuredContentType}
 	if ttl != "" {
 		h[jetstream.MsgTTLHeader] = []string{ttl}
+	}
+	if s.HoldsState() {
+		// What the stream holds can be read with headers only (see
+		// ReadState).
+		h[uidHeader] = []string{percentEncode(m.UID)}
+		h[resourceVersionHeader] = []string{percentEncode(m.ResourceVersion)}
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
 }

@@ -1,4 +1,4 @@
-package kafkastore
+package kafkaconn
 
 import (
 	"context"
@@ -12,22 +12,22 @@ import (
 const (
 	// fetchMaxBytes bounds one fetch's response.
 	fetchMaxBytes = 4 << 20
-	// fetchMaxWait is how long a fetch waits for data. Open only fetches
-	// below the end offsets, where data is at hand, so this is rarely
-	// waited out.
+	// fetchMaxWait is how long a fetch waits for data. ReadSpan only
+	// fetches below the end offsets, where data is at hand, so this is
+	// rarely waited out.
 	fetchMaxWait = 500 * time.Millisecond
 	// readTimeout bounds one fetch's round trip.
 	readTimeout = 30 * time.Second
 )
 
-// span is the offsets of one partition that Open reads: [first, end).
-type span struct {
-	partition  int
-	first, end int64
+// Span is the offsets of one partition to read: [First, End).
+type Span struct {
+	Partition  int
+	First, End int64
 }
 
-// spans takes the first and end offsets of every partition of topic.
-func spans(ctx context.Context, client *kafkago.Client, topic string) ([]span, error) {
+// Spans takes the first and end offsets of every partition of topic.
+func Spans(ctx context.Context, client *kafkago.Client, topic string) ([]Span, error) {
 	md, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return nil, fmt.Errorf("read metadata of topic %s: %w", topic, err)
@@ -46,12 +46,12 @@ func spans(ctx context.Context, client *kafkago.Client, topic string) ([]span, e
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of topic %s: %w", topic, err)
 	}
-	var out []span
+	var out []Span
 	for _, p := range res.Topics[topic] {
 		if p.Error != nil {
 			return nil, fmt.Errorf("list offsets of topic %s partition %d: %w", topic, p.Partition, p.Error)
 		}
-		out = append(out, span{partition: p.Partition, first: p.FirstOffset, end: p.LastOffset})
+		out = append(out, Span{Partition: p.Partition, First: p.FirstOffset, End: p.LastOffset})
 	}
 	if len(out) != len(md.Topics[0].Partitions) {
 		return nil, fmt.Errorf("list offsets of topic %s: %d of %d partitions answered", topic, len(out), len(md.Topics[0].Partitions))
@@ -59,14 +59,14 @@ func spans(ctx context.Context, client *kafkago.Client, topic string) ([]span, e
 	return out, nil
 }
 
-// readSpan hands every record of sp to apply, in offset order. Compaction
+// ReadSpan hands every record of sp to apply, in offset order. Compaction
 // leaves gaps in the offsets, at the end too: when a fetch below the end
 // finds nothing more, the rest of the span was compacted away.
-func readSpan(ctx context.Context, dialer *kafkago.Dialer, brokers []string, topic string, sp span, apply func(kafkago.Message) error) error {
-	if sp.first >= sp.end {
+func ReadSpan(ctx context.Context, dialer *kafkago.Dialer, brokers []string, topic string, sp Span, apply func(kafkago.Message) error) error {
+	if sp.First >= sp.End {
 		return nil
 	}
-	conn, err := dialLeader(ctx, dialer, brokers, topic, sp.partition)
+	conn, err := dialLeader(ctx, dialer, brokers, topic, sp.Partition)
 	if err != nil {
 		return err
 	}
@@ -75,13 +75,13 @@ func readSpan(ctx context.Context, dialer *kafkago.Dialer, brokers []string, top
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
 
-	if _, err := conn.Seek(sp.first, kafkago.SeekAbsolute); err != nil {
-		return fmt.Errorf("partition %d: seek to %d: %w", sp.partition, sp.first, err)
+	if _, err := conn.Seek(sp.First, kafkago.SeekAbsolute); err != nil {
+		return fmt.Errorf("partition %d: seek to %d: %w", sp.Partition, sp.First, err)
 	}
-	offset := sp.first
-	for offset < sp.end {
+	offset := sp.First
+	for offset < sp.End {
 		if err := conn.SetReadDeadline(time.Now().Add(readTimeout)); err != nil {
-			return fmt.Errorf("partition %d: %w", sp.partition, err)
+			return fmt.Errorf("partition %d: %w", sp.Partition, err)
 		}
 		batch := conn.ReadBatchWith(kafkago.ReadBatchConfig{MinBytes: 1, MaxBytes: fetchMaxBytes, MaxWait: fetchMaxWait})
 		done := false
@@ -90,18 +90,18 @@ func readSpan(ctx context.Context, dialer *kafkago.Dialer, brokers []string, top
 			switch {
 			case err != nil:
 				done = true // the batch's error, if any, comes from Close
-			case msg.Offset >= sp.end:
+			case msg.Offset >= sp.End:
 				batch.Close()
 				return nil
 			default:
 				if err := apply(msg); err != nil {
 					batch.Close()
-					return fmt.Errorf("partition %d offset %d: %w", sp.partition, msg.Offset, err)
+					return fmt.Errorf("partition %d offset %d: %w", sp.Partition, msg.Offset, err)
 				}
 			}
 		}
 		if err := batch.Close(); err != nil {
-			return fmt.Errorf("partition %d: read from offset %d: %w", sp.partition, offset, errors.Join(ctx.Err(), err))
+			return fmt.Errorf("partition %d: read from offset %d: %w", sp.Partition, offset, errors.Join(ctx.Err(), err))
 		}
 		next := batch.Offset()
 		if next <= offset {
@@ -124,4 +124,20 @@ func dialLeader(ctx context.Context, dialer *kafkago.Dialer, brokers []string, t
 		errs = append(errs, fmt.Errorf("via %s: %w", b, err))
 	}
 	return nil, fmt.Errorf("partition %d: connect to its leader: %w", partition, errors.Join(errs...))
+}
+
+// ReadTopic hands every record of topic below the partitions' end offsets
+// when it is called to apply, each partition's in offset order.
+func (c *Conn) ReadTopic(ctx context.Context, client *kafkago.Client, topic string, apply func(kafkago.Message) error) error {
+	sps, err := Spans(ctx, client, topic)
+	if err != nil {
+		return err
+	}
+	dialer := c.Dialer()
+	for _, sp := range sps {
+		if err := ReadSpan(ctx, dialer, c.Brokers(), topic, sp, apply); err != nil {
+			return err
+		}
+	}
+	return nil
 }

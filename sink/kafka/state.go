@@ -1,0 +1,108 @@
+package kafka
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	kafkago "github.com/segmentio/kafka-go"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+var _ sink.StateReader = (*Sink)(nil)
+
+// HeaderUID carries the object's uid on every event, in structured mode
+// too, so that what a topic holds can be read without decoding values.
+const HeaderUID = headerPrefix + "uid"
+
+// headerCluster is the cluster's header (binary mode).
+const headerCluster = headerPrefix + "cluster"
+
+// stateReadTimeout bounds each request of ReadState but the reads.
+const stateReadTimeout = 30 * time.Second
+
+// HoldsState reports whether the sink writes the state layout.
+func (s *Sink) HoldsState() bool { return s.cfg.Layout == LayoutState }
+
+// ReadState reads the topic of resource to its end and calls fn with the
+// latest record of each of the resource's objects, in no set order: its
+// identity from the headers (a record written without HeaderUID is
+// decoded), or Deleted for a tombstone or a delete. Records whose cluster
+// header names another cluster are passed over.
+func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, fn func(sink.Held) error) error {
+	if !s.HoldsState() {
+		return fmt.Errorf("kafka sink: BRIDGE_KAFKA_LAYOUT=%s keeps no state", s.cfg.Layout)
+	}
+	topic := s.cfg.TopicOf(resource)
+	prefix := ""
+	if s.cfg.Topic != "" {
+		prefix = resource.GroupResource().String() + "/"
+	}
+	latest := map[string]sink.Held{}
+	err := s.cfg.Conn().ReadTopic(ctx, s.client(stateReadTimeout), topic, func(m kafkago.Message) error {
+		key, ok := strings.CutPrefix(string(m.Key), prefix)
+		if !ok || key == "" {
+			return nil // another resource's, in a topic for every resource
+		}
+		var uid, rv, typ, ofCluster string
+		for _, h := range m.Headers {
+			switch h.Key {
+			case HeaderUID:
+				uid = string(h.Value)
+			case HeaderResourceVersion:
+				rv = string(h.Value)
+			case HeaderType:
+				typ = string(h.Value)
+			case headerCluster:
+				ofCluster = string(h.Value)
+			}
+		}
+		if ofCluster != "" && ofCluster != cluster {
+			return nil
+		}
+		ns, name, found := strings.Cut(key, "/")
+		if !found {
+			ns, name = "", key
+		}
+		held := sink.Held{Namespace: ns, Name: name, UID: uid, ResourceVersion: rv}
+		switch {
+		case m.Value == nil:
+			held = latest[key]
+			held.Namespace, held.Name, held.Deleted = ns, name, true
+		case uid == "" || rv == "":
+			msg, err := DecodeRecord(m.Value, headerMap(m.Headers))
+			if err != nil {
+				return fmt.Errorf("topic %s key %q: %w", topic, key, err)
+			}
+			if msg.Cluster != "" && msg.Cluster != cluster {
+				return nil
+			}
+			held.UID, held.ResourceVersion, held.Deleted = msg.UID, msg.ResourceVersion, msg.Action == actionDeleted
+		default:
+			held.Deleted = strings.HasSuffix(typ, "."+actionDeleted)
+		}
+		latest[key] = held
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
+	}
+	for _, h := range latest {
+		if err := fn(h); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// headerMap is headers by name; a later header of a name wins.
+func headerMap(hs []kafkago.Header) map[string]string {
+	out := make(map[string]string, len(hs))
+	for _, h := range hs {
+		out[h.Key] = string(h.Value)
+	}
+	return out
+}

@@ -1,0 +1,198 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
+	"github.com/kubebus/bridge/sink"
+)
+
+var _ sink.StateReader = (*Sink)(nil)
+
+// Identity headers: in the state layout, a structured-mode message also
+// carries its object's uid and resourceVersion as headers, under the
+// names binary mode gives them, so that what the stream holds can be
+// read with headers only. The Content-Type of structured mode still tells
+// the modes apart, for Decode and for the CloudEvents binding's
+// receivers.
+const (
+	uidHeader             = HeaderPrefix + "uid"
+	resourceVersionHeader = HeaderPrefix + "resourceversion"
+	typeHeader            = HeaderPrefix + "type"
+)
+
+// stateBatch is how many messages one fetch of ReadState asks for.
+const stateBatch = 1000
+
+// stateFetchWait bounds one fetch of ReadState.
+const stateFetchWait = 30 * time.Second
+
+// HoldsState reports whether the sink writes the state layout of
+// JetStream mode.
+func (s *Sink) HoldsState() bool {
+	return s.js != nil && s.cfg.Layout == LayoutState
+}
+
+// ReadState calls fn with the latest message of each object of resource
+// and cluster the stream holds, read with headers only: one message per
+// subject. A message that lacks the identity headers (one written before
+// they were added, or by another writer) is read whole and decoded.
+func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, fn func(sink.Held) error) error {
+	if !s.HoldsState() {
+		return errors.New("nats sink: the stream keeps no state (BRIDGE_NATS_LAYOUT=history, or core mode)")
+	}
+	filter := s.tmpl.stateFilter(cluster, resource)
+	stream, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return fmt.Errorf("nats sink: stream %s: %w", s.cfg.Stream, err)
+	}
+	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{filter},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		HeadersOnly:       true,
+		InactiveThreshold: time.Minute,
+	})
+	if err != nil {
+		return fmt.Errorf("nats sink: read the state of %s on stream %s: %w", filter, s.cfg.Stream, err)
+	}
+	defer func() {
+		if ci := cons.CachedInfo(); ci != nil {
+			del, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+			_ = stream.DeleteConsumer(del, ci.Name)
+			cancel()
+		}
+	}()
+	ci := cons.CachedInfo()
+	if ci == nil || ci.NumPending == 0 {
+		return nil
+	}
+	for {
+		batch, err := cons.Fetch(stateBatch, jetstream.FetchMaxWait(stateFetchWait))
+		if err != nil {
+			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
+		}
+		n := 0
+		caughtUp := false
+		for msg := range batch.Messages() {
+			n++
+			md, err := msg.Metadata()
+			if err != nil {
+				return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
+			}
+			h, err := s.held(ctx, stream, msg, md.Sequence.Stream)
+			if err != nil {
+				return err
+			}
+			if err := fn(h); err != nil {
+				return err
+			}
+			caughtUp = md.NumPending == 0
+		}
+		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
+			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
+		}
+		if caughtUp {
+			return nil
+		}
+		if n == 0 {
+			if err := ctx.Err(); err != nil {
+				return err
+			}
+			return fmt.Errorf("nats sink: read the state of %s: no message within %s before the last", filter, stateFetchWait)
+		}
+	}
+}
+
+// held reads what msg, the latest message of a subject delivered with
+// headers only, says of its object; seq is its sequence in the stream.
+func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.Msg, seq uint64) (sink.Held, error) {
+	hdr := msg.Headers()
+	h := sink.Held{UID: hdr.Get(uidHeader), ResourceVersion: hdr.Get(resourceVersionHeader)}
+	// A delete carries the delete TTL; one written without it says so by
+	// its type.
+	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || strings.HasSuffix(hdr.Get(typeHeader), "."+actionDeleted)
+	ns, name, keyed := s.tmpl.objectOf(msg.Subject())
+	if hdr.Get(HeaderPrefix+"name") != "" {
+		var err error
+		if name, err = percentDecode(hdr.Get(HeaderPrefix + "name")); err != nil {
+			return h, fmt.Errorf("nats sink: %s: header %sname: %w", msg.Subject(), HeaderPrefix, err)
+		}
+		if ns, err = percentDecode(hdr.Get(HeaderPrefix + "namespace")); err != nil {
+			return h, fmt.Errorf("nats sink: %s: header %snamespace: %w", msg.Subject(), HeaderPrefix, err)
+		}
+		keyed = true
+	}
+	if keyed && h.UID != "" && h.ResourceVersion != "" {
+		h.Namespace, h.Name = ns, name
+		return h, nil
+	}
+	// Read it whole.
+	raw, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		return h, fmt.Errorf("nats sink: read message %d of %s: %w", seq, msg.Subject(), err)
+	}
+	m, err := Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+	if err != nil {
+		return h, err
+	}
+	return sink.Held{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
+		Deleted: h.Deleted || m.Action == actionDeleted}, nil
+}
+
+// stateFilter is the subject filter of every object of resource in
+// cluster: the subject of the state layout with "*" for what differs from
+// object to object.
+func (t *Template) stateFilter(cluster string, resource schema.GroupVersionResource) string {
+	toks := make([]string, len(t.parts))
+	for i, p := range t.parts {
+		switch p.f {
+		case literal:
+			toks[i] = p.lit
+		case fieldCluster:
+			toks[i] = EscapeToken(cluster)
+		case fieldGroup:
+			toks[i] = CoreGroupToken
+			if resource.Group != "" {
+				toks[i] = EscapeToken(resource.Group)
+			}
+		case fieldResource:
+			toks[i] = EscapeToken(resource.Resource)
+		default:
+			toks[i] = "*"
+		}
+	}
+	return strings.Join(toks, ".")
+}
+
+// objectOf reads the namespace and name of a subject of the template; ok
+// is false when either cannot be read back (a bounded token).
+func (t *Template) objectOf(subject string) (namespace, name string, ok bool) {
+	toks := strings.Split(subject, ".")
+	if len(toks) != len(t.parts) {
+		return "", "", false
+	}
+	var haveNS, haveName bool
+	for i, p := range t.parts {
+		var err error
+		switch p.f {
+		case fieldNamespace:
+			if toks[i] == ClusterScopedToken {
+				namespace, haveNS = "", true
+				continue
+			}
+			namespace, err = UnescapeToken(toks[i])
+			haveNS = err == nil
+		case fieldName:
+			name, err = UnescapeToken(toks[i])
+			haveName = err == nil
+		}
+	}
+	return namespace, name, haveNS && haveName
+}

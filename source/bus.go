@@ -1,0 +1,114 @@
+package source
+
+import (
+	"context"
+	"maps"
+	"slices"
+
+	"github.com/kubebus/bridge/checkpoint"
+)
+
+// Holding is what the bus holds of one object: the identity and
+// resourceVersion of its latest message there.
+type Holding struct {
+	UID             string
+	ResourceVersion string
+	// Deleted is true when the latest message says the object is gone: a
+	// delete, or a tombstone that follows one.
+	Deleted bool
+}
+
+// Bus reads back what the bus holds of a resource's objects. A bus in a
+// state layout keeps each object's latest message for as long as the
+// object lives, and so is the record that consumers trust: the source
+// compares it with the cluster (see Options.Bus).
+type Bus interface {
+	// Holdings returns what the bus holds of res's objects, by ObjectKey.
+	Holdings(ctx context.Context, res Resource) (map[string]Holding, error)
+}
+
+// BusFunc adapts a function to Bus.
+type BusFunc func(ctx context.Context, res Resource) (map[string]Holding, error)
+
+// Holdings calls f.
+func (f BusFunc) Holdings(ctx context.Context, res Resource) (map[string]Holding, error) {
+	return f(ctx, res)
+}
+
+// BusComparison is how the checkpoint and the bus compared at a start,
+// before the first list: the bus wins every difference.
+type BusComparison struct {
+	// Held is the number of live objects the bus holds.
+	Held int
+	// OnlyOnBus are live objects on the bus that the checkpoint lacks, or
+	// holds as another object, or at an older resourceVersion (a
+	// checkpoint lost, or behind the bus after a crash).
+	OnlyOnBus int
+	// NotOnBus are objects the checkpoint holds as published and the bus
+	// does not, or holds at an older resourceVersion (a message lost
+	// from the bus, or an older one written over it).
+	NotOnBus int
+	// Examples names a few of them.
+	Examples []string
+}
+
+// Differs reports whether the bus and the checkpoint disagreed.
+func (c BusComparison) Differs() bool { return c.OnlyOnBus > 0 || c.NotOnBus > 0 }
+
+// maxExamples is how many objects a log line names.
+const maxExamples = 5
+
+// priorFromBus merges what the bus holds into snap, the checkpoint of a
+// resource: in the state layouts the bus is the record, and the
+// checkpoint a cache of it. Each live object on the bus is taken at its
+// position there, keeping the checkpoint's view state when both agree;
+// objects the bus does not hold are dropped, so that the first list
+// publishes them (the checkpoint's intents included: a creation that did
+// not reach the bus is published again). fromBus are the keys that only
+// the bus knew: a list that lacks them finds ghosts, which it deletes
+// with ReasonReconciled. The resource's last resourceVersion is the newer
+// of the checkpoint's and the bus's newest.
+func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint.Snapshot, map[string]bool, BusComparison) {
+	out := checkpoint.Snapshot{Objects: make(map[string]checkpoint.Position, len(held)), LastResourceVersion: snap.LastResourceVersion}
+	fromBus := map[string]bool{}
+	var cmp BusComparison
+	example := func(key string) {
+		if len(cmp.Examples) < maxExamples {
+			cmp.Examples = append(cmp.Examples, key)
+		}
+	}
+	for _, key := range slices.Sorted(maps.Keys(held)) {
+		h := held[key]
+		if rvBefore(out.LastResourceVersion, h.ResourceVersion) || out.LastResourceVersion == "" {
+			out.LastResourceVersion = h.ResourceVersion
+		}
+		if h.Deleted || h.UID == "" {
+			continue
+		}
+		cmp.Held++
+		p, ok := snap.Objects[key]
+		switch {
+		case ok && p.UID == h.UID && p.ResourceVersion == h.ResourceVersion:
+			out.Objects[key] = p
+			continue
+		case !ok || p.UID != h.UID:
+			fromBus[key] = true
+		}
+		if !ok || p.IsIntent() || p.UID != h.UID || rvBefore(p.ResourceVersion, h.ResourceVersion) {
+			cmp.OnlyOnBus++
+			example(key)
+		}
+		out.Objects[key] = checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion}
+	}
+	for _, key := range slices.Sorted(maps.Keys(snap.Objects)) {
+		p := snap.Objects[key]
+		if p.IsIntent() {
+			continue // a creation that may not have been published
+		}
+		if h, ok := held[key]; !ok || h.Deleted || h.UID != p.UID || rvBefore(h.ResourceVersion, p.ResourceVersion) {
+			cmp.NotOnBus++
+			example(key)
+		}
+	}
+	return out, fromBus, cmp
+}

@@ -1,0 +1,330 @@
+package source
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/cenkalti/backoff/v4"
+
+	"github.com/kubebus/bridge/checkpoint"
+)
+
+// Repair is what one comparison of the bus with the cluster found wrong
+// with one resource on the bus, and published to set right.
+type Repair struct {
+	Resource Resource
+	// Ghosts are objects the bus held live and the cluster lacks: their
+	// deletes were published.
+	Ghosts int
+	// Missing are objects the cluster holds and the bus lacked; Stale
+	// those the bus held at an older state. Their current states were
+	// published.
+	Missing, Stale int
+	// Examples names a few of the objects repaired.
+	Examples []string
+}
+
+// Total is the number of objects repaired.
+func (r Repair) Total() int { return r.Ghosts + r.Missing + r.Stale }
+
+// RepairObserver is told of every repair of the bus, at start and by
+// Set.Reconcile. An Observer (Options.Observer) that implements it is
+// told.
+type RepairObserver interface {
+	Repaired(Repair)
+}
+
+// repaired tells the observer of r.
+func (s *Source) repaired(r Repair) {
+	if o, ok := s.opts.Observer.(RepairObserver); ok {
+		o.Repaired(r)
+	}
+}
+
+// busReadTimeout bounds the retries of reading the bus at start.
+const busReadTimeout = time.Minute
+
+// priorFromBus reads what the bus holds of res and merges it into snap,
+// the checkpoint (see priorFromBus the function), retrying for a minute
+// while the bus cannot be read.
+func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint.Snapshot) (checkpoint.Snapshot, map[string]bool, error) {
+	b := backoff.NewExponentialBackOff()
+	b.MaxElapsedTime = busReadTimeout
+	held, err := backoff.RetryNotifyWithData(func() (map[string]Holding, error) {
+		return s.opts.Bus.Holdings(ctx, res)
+	}, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
+		s.log.Warn("reading what the bus holds failed; retrying", "resource", res.Name(), "in", wait, "err", err)
+	})
+	if err != nil {
+		return snap, nil, fmt.Errorf("source: read what the bus holds of %s: %w", res.Name(), err)
+	}
+	prior, fromBus, cmp := priorFromBus(snap, held)
+	if cmp.Differs() {
+		s.log.Warn("the checkpoint and the bus disagree: the bus is the record, so the first list publishes what the bus lacks or holds wrong",
+			"resource", res.Name(), "onBus", cmp.Held, "checkpoint", len(snap.Objects), "onlyOnBus", cmp.OnlyOnBus,
+			"notOnBus", cmp.NotOnBus, "examples", cmp.Examples)
+	} else {
+		s.log.Info("the bus agrees with the checkpoint", "resource", res.Name(), "objects", cmp.Held)
+	}
+	return prior, fromBus, nil
+}
+
+// ghostsFound is how many objects only the bus held were deleted.
+func (t *tracker) ghostsFound() int {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.ghosts
+}
+
+// inView is a copy of what the tracker knows of the objects in the view,
+// by key.
+func (t *tracker) inView() map[string]ident {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make(map[string]ident, len(t.known))
+	for k, e := range t.known {
+		if !e.out && !e.prior {
+			out[k] = e.id
+		}
+	}
+	return out
+}
+
+// drift is what compareBus finds.
+type drift struct {
+	repair Repair
+	// missing and stale are the keys of objects whose current state is to
+	// be published again.
+	missing, stale []string
+}
+
+// compareBus compares held, what the bus holds, with before, what the
+// tracker knew of the objects in the view before every delta handed on
+// until then was published (see Set.Reconcile), and with what it knows
+// now. Objects on the bus that the tracker neither knew before nor knows
+// now are ghosts: their deletes are handed on at once. Objects the
+// tracker knew before and still knows as the same object, which the bus
+// lacks (missing) or holds older than it was known before (stale), are
+// returned, to be read from the API server and published again.
+// Anything else that differs is a change under way, which its own delta
+// sets right.
+func (t *tracker) compareBus(before map[string]ident, held map[string]Holding) drift {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	d := drift{repair: Repair{Resource: t.res}}
+	example := func(key string) {
+		if len(d.repair.Examples) < maxExamples {
+			d.repair.Examples = append(d.repair.Examples, key)
+		}
+	}
+	var ghosts []string
+	for key, h := range held {
+		if h.Deleted || h.UID == "" {
+			continue
+		}
+		if _, was := before[key]; was {
+			continue
+		}
+		if e, ok := t.known[key]; ok && !e.out {
+			continue
+		}
+		ghosts = append(ghosts, key)
+	}
+	if len(ghosts) > 0 {
+		slices.Sort(ghosts)
+		rv := t.newestKnown(held)
+		for _, key := range ghosts {
+			h := held[key]
+			del := t.vanished(key, checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion}, rv)
+			del.Reason = ReasonReconciled
+			t.handler.OnDelta(del)
+			example(key)
+		}
+		d.repair.Ghosts = len(ghosts)
+	}
+	for _, key := range slices.Sorted(maps.Keys(before)) {
+		id := before[key]
+		e, ok := t.known[key]
+		if !ok || e.out || !e.id.sameUID(id) {
+			continue // changed since: its own delta repairs it
+		}
+		h, ok := held[key]
+		switch {
+		case !ok || h.Deleted || !id.hasUID(h.UID):
+			d.missing = append(d.missing, key)
+		case id.olderThan(h.ResourceVersion):
+			d.stale = append(d.stale, key)
+		}
+	}
+	return d
+}
+
+// newestKnown is the newest resourceVersion the tracker or the bus knows
+// of the resource: an object the tracker does not know was gone by then.
+// Called with t.mu held.
+func (t *tracker) newestKnown(held map[string]Holding) string {
+	rv := t.newestList()
+	for _, e := range t.known {
+		if !e.id.isIntent() && (rv == "" || e.id.olderThan(rv)) {
+			rv = e.id.RV()
+		}
+	}
+	for _, h := range held {
+		if rvBefore(rv, h.ResourceVersion) || rv == "" {
+			rv = h.ResourceVersion
+		}
+	}
+	return rv
+}
+
+// republish hands on o, read from the API server, as the repair of an
+// object the bus lacked (typ Added) or held at an older state (Updated),
+// marked ReasonReconciled. It hands on nothing when the tracker no longer
+// knows the object as o, knows a newer state (a list from a lagging
+// cache), or o is not in the view: a change is under way, which its own
+// delta sets right. It reports whether it handed o on.
+func (t *tracker) republish(o object, typ DeltaType) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	key := o.key()
+	e, ok := t.known[key]
+	if !ok || e.out || e.prior || !e.id.hasUID(o.uid) || e.id.olderThan(o.rv) {
+		return false
+	}
+	in, v := t.apply(o)
+	if !in {
+		return false
+	}
+	t.remember(key, o, v, false)
+	d := t.delta(typ, o, true)
+	t.viewed(&d, v)
+	d.Reason = ReasonReconciled
+	t.handler.OnDelta(d)
+	return true
+}
+
+// reconcile compares what the bus holds of t's resource with before (see
+// compareBus), and publishes what the bus lacks.
+func (s *Source) reconcile(ctx context.Context, t *tracker, before map[string]ident) (Repair, error) {
+	held, err := s.opts.Bus.Holdings(ctx, t.res)
+	if err != nil {
+		return Repair{Resource: t.res}, fmt.Errorf("source: read what the bus holds of %s: %w", t.res.Name(), err)
+	}
+	d := t.compareBus(before, held)
+	var errs []error
+	for _, batch := range []struct {
+		keys []string
+		typ  DeltaType
+		n    *int
+	}{{d.missing, Added, &d.repair.Missing}, {d.stale, Updated, &d.repair.Stale}} {
+		for _, key := range batch.keys {
+			o, err := s.get(ctx, t.res, key)
+			switch {
+			case apierrors.IsNotFound(err):
+				continue // deleted meanwhile: the watch reports it
+			case err != nil:
+				errs = append(errs, fmt.Errorf("source: read %s %s to publish it again: %w", t.res.Name(), key, err))
+				continue
+			}
+			if t.republish(o, batch.typ) {
+				*batch.n++
+				if len(d.repair.Examples) < maxExamples {
+					d.repair.Examples = append(d.repair.Examples, key)
+				}
+			}
+		}
+	}
+	return d.repair, errors.Join(errs...)
+}
+
+// get reads the object of key of res from the API server.
+func (s *Source) get(ctx context.Context, res Resource, key string) (object, error) {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return object{}, err
+	}
+	return s.apiClient(res, ns).Get(ctx, name)
+}
+
+// befores are what Reconcile knew of the objects of each tracker before
+// the pipeline settled.
+type befores struct {
+	src      *Source
+	trackers []*tracker
+	known    []map[string]ident
+}
+
+// snapshot takes what the source's trackers know of the objects in the
+// view; nothing before the source synced.
+func (s *Source) snapshot() befores {
+	b := befores{src: s}
+	ts := s.trackers.Load()
+	if ts == nil || s.opts.Bus == nil {
+		return b
+	}
+	for _, t := range *ts {
+		b.trackers = append(b.trackers, t)
+		b.known = append(b.known, t.inView())
+	}
+	return b
+}
+
+// Reconcile compares what the bus holds of every resource watched with
+// what the API server holds, as the watches report it, and publishes what
+// the bus lacks: the delete of every object the bus holds live and the
+// cluster lacks, and the current state, read from the API server, of every
+// object the bus lacks or holds at an older state; each with
+// ReasonReconciled. Objects that agree cost nothing: the comparison reads
+// the bus, and the API server only for the objects to publish again.
+//
+// settle must return once every delta handed on before it was called is
+// published (or the context ends): the bus then holds at least what the
+// source knew before, and what differs from it is drift, not a change
+// under way. Resources whose initial list is not done, and a Set without
+// Options.Bus, are left out. The repairs it returns are one per resource
+// compared; an error says which resources could not be compared (they
+// are compared again by the next call).
+func (s *Set) Reconcile(ctx context.Context, settle func(context.Context) error) ([]Repair, error) {
+	s.mu.Lock()
+	var all []befores
+	for _, gr := range slices.SortedFunc(maps.Keys(s.members), compareGR) {
+		m := s.members[gr]
+		select {
+		case <-m.synced:
+		default:
+			continue
+		}
+		if b := m.src.snapshot(); len(b.trackers) > 0 {
+			all = append(all, b)
+		}
+	}
+	s.mu.Unlock()
+	if len(all) == 0 {
+		return nil, nil
+	}
+	if err := settle(ctx); err != nil {
+		return nil, fmt.Errorf("source: wait for what was handed on to be published: %w", err)
+	}
+	var repairs []Repair
+	var errs []error
+	for _, b := range all {
+		for i, t := range b.trackers {
+			r, err := b.src.reconcile(ctx, t, b.known[i])
+			if err != nil {
+				errs = append(errs, err)
+			}
+			if r.Total() > 0 {
+				b.src.repaired(r)
+			}
+			repairs = append(repairs, r)
+		}
+	}
+	return repairs, errors.Join(errs...)
+}
