@@ -77,7 +77,8 @@ type StateReader interface {
 	// does not, ReadState is not called.
 	HoldsState() bool
 	// ReadState calls fn once for each object of resource (of cluster,
-	// where the bus tells clusters apart) that the bus holds a message
-	// of, with what its latest message says. It returns fn's first error.
-	ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, fn func(Held) error) error
+	// where the bus tells clusters apart) in namespaces (every namespace
+	// when it is empty) that the bus holds a message of, with what its
+	// latest message says. It returns fn's first error.
+	ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, namespaces []string, fn func(Held) error) error
 }

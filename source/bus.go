@@ -23,16 +23,17 @@ type Holding struct {
 // object lives, and so is the record that consumers trust: the source
 // compares it with the cluster (see Options.Bus).
 type Bus interface {
-	// Holdings returns what the bus holds of res's objects, by ObjectKey.
-	Holdings(ctx context.Context, res Resource) (map[string]Holding, error)
+	// Holdings returns what the bus holds of res's objects in namespaces
+	// (every namespace when it is empty), by ObjectKey.
+	Holdings(ctx context.Context, res Resource, namespaces []string) (map[string]Holding, error)
 }
 
 // BusFunc adapts a function to Bus.
-type BusFunc func(ctx context.Context, res Resource) (map[string]Holding, error)
+type BusFunc func(ctx context.Context, res Resource, namespaces []string) (map[string]Holding, error)
 
 // Holdings calls f.
-func (f BusFunc) Holdings(ctx context.Context, res Resource) (map[string]Holding, error) {
-	return f(ctx, res)
+func (f BusFunc) Holdings(ctx context.Context, res Resource, namespaces []string) (map[string]Holding, error) {
+	return f(ctx, res, namespaces)
 }
 
 // BusComparison is how the checkpoint and the bus compared at a start,

@@ -58,7 +58,7 @@ func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint
 	b := backoff.NewExponentialBackOff()
 	b.MaxElapsedTime = busReadTimeout
 	held, err := backoff.RetryNotifyWithData(func() (map[string]Holding, error) {
-		return s.opts.Bus.Holdings(ctx, res)
+		return s.opts.Bus.Holdings(ctx, res, s.busNamespaces(res))
 	}, backoff.WithContext(b, ctx), func(err error, wait time.Duration) {
 		s.log.Warn("reading what the bus holds failed; retrying", "resource", res.Name(), "in", wait, "err", err)
 	})
@@ -74,6 +74,52 @@ func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint
 		s.log.Info("the bus agrees with the checkpoint", "resource", res.Name(), "objects", cmp.Held)
 	}
 	return prior, fromBus, nil
+}
+
+// busNamespaces are the namespaces of res whose objects the bus is
+// compared with: those the source watches; nil for all.
+func (s *Source) busNamespaces(res Resource) []string {
+	nss := s.namespacesFor(res)
+	if slices.Contains(nss, "") {
+		return nil
+	}
+	return nss
+}
+
+// confirmGhosts deletes from the bus each of candidates, objects the bus
+// holds live and the tracker does not know, that the API server confirms
+// gone: not found, or found as another object. One the API server still
+// holds is left alone: the source does not select it (another bridge's
+// perhaps, under another selector), and it is not this source's to
+// delete. One that cannot be read is left for the next comparison. It
+// returns a few of the keys deleted.
+func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []ghost) []string {
+	var examples []string
+	left, failed := 0, 0
+	for _, g := range candidates {
+		if !g.known {
+			o, err := s.get(ctx, t.res, g.key)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				failed++
+				s.log.Warn("could not tell whether an object the bus holds is in the cluster; the next comparison tries again",
+					"resource", t.res.Name(), "object", g.key, "err", err)
+				continue
+			case o.uid == g.pos.UID:
+				left++
+				continue
+			}
+		}
+		if t.deleteGhost(g) && len(examples) < maxExamples {
+			examples = append(examples, g.key)
+		}
+	}
+	if left > 0 {
+		s.log.Info("the bus holds objects of the cluster that this bridge does not select; left as they are",
+			"resource", t.res.Name(), "objects", left)
+	}
+	return examples
 }
 
 // ghostsFound is how many objects only the bus held were deleted.
@@ -100,6 +146,9 @@ func (t *tracker) inView() map[string]ident {
 // drift is what compareBus finds.
 type drift struct {
 	repair Repair
+	// ghosts are the objects on the bus the tracker does not know in the
+	// view, to confirm with the API server (confirmGhosts).
+	ghosts []ghost
 	// missing and stale are the keys of objects whose current state is to
 	// be published again.
 	missing, stale []string
@@ -119,11 +168,6 @@ func (t *tracker) compareBus(before map[string]ident, held map[string]Holding) d
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	d := drift{repair: Repair{Resource: t.res}}
-	example := func(key string) {
-		if len(d.repair.Examples) < maxExamples {
-			d.repair.Examples = append(d.repair.Examples, key)
-		}
-	}
 	var ghosts []string
 	for key, h := range held {
 		if h.Deleted || h.UID == "" {
@@ -142,12 +186,10 @@ func (t *tracker) compareBus(before map[string]ident, held map[string]Holding) d
 		rv := t.newestKnown(held)
 		for _, key := range ghosts {
 			h := held[key]
-			del := t.vanished(key, checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion}, rv)
-			del.Reason = ReasonReconciled
-			t.handler.OnDelta(del)
-			example(key)
+			e, known := t.known[key]
+			d.ghosts = append(d.ghosts, ghost{key: key, pos: checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion}, rv: rv,
+				known: known && e.out && e.id.hasUID(h.UID)})
 		}
-		d.repair.Ghosts = len(ghosts)
 	}
 	for _, key := range slices.Sorted(maps.Keys(before)) {
 		id := before[key]
@@ -213,11 +255,18 @@ func (t *tracker) republish(o object, typ DeltaType) bool {
 // reconcile compares what the bus holds of t's resource with before (see
 // compareBus), and publishes what the bus lacks.
 func (s *Source) reconcile(ctx context.Context, t *tracker, before map[string]ident) (Repair, error) {
-	held, err := s.opts.Bus.Holdings(ctx, t.res)
+	held, err := s.opts.Bus.Holdings(ctx, t.res, s.busNamespaces(t.res))
 	if err != nil {
 		return Repair{Resource: t.res}, fmt.Errorf("source: read what the bus holds of %s: %w", t.res.Name(), err)
 	}
 	d := t.compareBus(before, held)
+	ghostsBefore := t.ghostsFound()
+	for _, key := range s.confirmGhosts(ctx, t, d.ghosts) {
+		if len(d.repair.Examples) < maxExamples {
+			d.repair.Examples = append(d.repair.Examples, key)
+		}
+	}
+	d.repair.Ghosts = t.ghostsFound() - ghostsBefore
 	var errs []error
 	for _, batch := range []struct {
 		keys []string

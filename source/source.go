@@ -323,12 +323,12 @@ func (s *Source) Run(ctx context.Context) error {
 			return notServed(ctx) // ctx ended before the initial list was in
 		}
 		s.opts.Observer.Synced(t.res, true)
-		gone := t.finishInitialList()
+		gone, candidates := t.finishInitialList()
+		examples := s.confirmGhosts(ctx, t, candidates)
 		ghosts := t.ghostsFound()
-		// ghosts are among the deletes: objects only the bus held.
 		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone, "ghostsDeleted", ghosts)
 		if ghosts > 0 {
-			s.repaired(Repair{Resource: t.res, Ghosts: ghosts})
+			s.repaired(Repair{Resource: t.res, Ghosts: ghosts, Examples: examples})
 		}
 	}
 	s.trackers.Store(&trackers)

@@ -469,7 +469,12 @@ func rvBefore(a, b string) bool {
 // gone, so that an object's resourceVersions never go backwards in the
 // stream, even when its live delete was published before a crash and not
 // checkpointed.
-func (t *tracker) finishInitialList() int {
+//
+// Objects that only the bus knew (Options.Bus) are not reported: they are
+// returned, as ghosts to confirm, since the bus may hold objects of the
+// cluster that this source does not select (another bridge's, under
+// another selector).
+func (t *tracker) finishInitialList() (int, []ghost) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	var gone []string
@@ -480,13 +485,18 @@ func (t *tracker) finishInitialList() int {
 	}
 	slices.Sort(gone)
 	rv := t.newestList()
+	var ghosts []ghost
 	for _, k := range gone {
 		e := t.known[k]
 		pos := t.position(k, e)
 		t.forget(k)
-		t.handler.OnDelta(t.ghosted(t.vanished(k, pos, rv), e))
+		if e.fromBus {
+			ghosts = append(ghosts, ghost{key: k, pos: pos, rv: rv})
+			continue
+		}
+		t.handler.OnDelta(t.vanished(k, pos, rv))
 	}
-	return len(gone)
+	return len(gone) - len(ghosts), ghosts
 }
 
 // retire reports every object the tracker knows, in the view, as
@@ -587,6 +597,34 @@ func (t *tracker) ghosted(d Delta, e entry) Delta {
 		t.ghosts++
 	}
 	return d
+}
+
+// ghost is an object the bus holds live that the tracker does not know
+// in the view: its position on the bus, and the resourceVersion by which
+// it was found gone.
+type ghost struct {
+	key string
+	pos checkpoint.Position
+	rv  string
+	// known is true when the tracker knows the object, out of the view:
+	// the cluster holds it, but the stream must not.
+	known bool
+}
+
+// deleteGhost hands on the delete of g, marked ReasonReconciled, unless
+// the tracker has come to know an object in the view under its key
+// meanwhile. It reports whether it did.
+func (t *tracker) deleteGhost(g ghost) bool {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if e, ok := t.known[g.key]; ok && !e.out {
+		return false
+	}
+	d := t.vanished(g.key, g.pos, g.rv)
+	d.Reason = ReasonReconciled
+	t.ghosts++
+	t.handler.OnDelta(d)
+	return true
 }
 
 func typeName(obj any) string { return fmt.Sprintf("%T", obj) }

@@ -76,7 +76,7 @@ func TestInitialListDiff(t *testing.T) {
 	// Created again after the list, before the diff ended: its old
 	// incarnation's delete must come first.
 	tr.add(cm("late", "u8", "31"))
-	if n := tr.finishInitialList(); n != 2 {
+	if n, _ := tr.finishInitialList(); n != 2 {
 		t.Errorf("finishInitialList reported %d deletes, want 2", n)
 	}
 	// After the diff, adds are plain watch events.

@@ -110,13 +110,13 @@ func (b *Bridge) bus() source.Bus {
 	} else if !holdsState(b.cfg) {
 		return nil
 	}
-	return source.BusFunc(func(ctx context.Context, res source.Resource) (map[string]source.Holding, error) {
+	return source.BusFunc(func(ctx context.Context, res source.Resource, namespaces []string) (map[string]source.Holding, error) {
 		sr, ok := b.sink.(sink.StateReader)
 		if !ok || !sr.HoldsState() {
 			return nil, fmt.Errorf("bridge: the sink %T keeps no state to compare with", b.sink)
 		}
 		held := map[string]source.Holding{}
-		err := sr.ReadState(ctx, b.cfg.ClusterName, res.GroupVersionResource, func(h sink.Held) error {
+		err := sr.ReadState(ctx, b.cfg.ClusterName, res.GroupVersionResource, namespaces, func(h sink.Held) error {
 			held[source.ObjectKey(h.Namespace, h.Name)] = source.Holding{UID: h.UID, ResourceVersion: h.ResourceVersion, Deleted: h.Deleted}
 			return nil
 		})

@@ -3,6 +3,7 @@ package kafka
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -32,7 +33,7 @@ func (s *Sink) HoldsState() bool { return s.cfg.Layout == LayoutState }
 // identity from the headers (a record written without HeaderUID is
 // decoded), or Deleted for a tombstone or a delete. Records whose cluster
 // header names another cluster are passed over.
-func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, fn func(sink.Held) error) error {
+func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, namespaces []string, fn func(sink.Held) error) error {
 	if !s.HoldsState() {
 		return fmt.Errorf("kafka sink: BRIDGE_KAFKA_LAYOUT=%s keeps no state", s.cfg.Layout)
 	}
@@ -66,6 +67,9 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 		ns, name, found := strings.Cut(key, "/")
 		if !found {
 			ns, name = "", key
+		}
+		if len(namespaces) > 0 && !slices.Contains(namespaces, ns) {
+			return nil
 		}
 		held := sink.Held{Namespace: ns, Name: name, UID: uid, ResourceVersion: rv}
 		switch {

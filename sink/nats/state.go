@@ -44,17 +44,24 @@ func (s *Sink) HoldsState() bool {
 // and cluster the stream holds, read with headers only: one message per
 // subject. A message that lacks the identity headers (one written before
 // they were added, or by another writer) is read whole and decoded.
-func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, fn func(sink.Held) error) error {
+func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, namespaces []string, fn func(sink.Held) error) error {
 	if !s.HoldsState() {
 		return errors.New("nats sink: the stream keeps no state (BRIDGE_NATS_LAYOUT=history, or core mode)")
 	}
-	filter := s.tmpl.stateFilter(cluster, resource)
+	filters := []string{s.tmpl.stateFilter(cluster, resource, "")}
+	if len(namespaces) > 0 {
+		filters = filters[:0]
+		for _, ns := range namespaces {
+			filters = append(filters, s.tmpl.stateFilter(cluster, resource, ns))
+		}
+	}
+	filter := strings.Join(filters, ", ")
 	stream, err := s.js.Stream(ctx, s.cfg.Stream)
 	if err != nil {
 		return fmt.Errorf("nats sink: stream %s: %w", s.cfg.Stream, err)
 	}
 	cons, err := stream.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{
-		FilterSubjects:    []string{filter},
+		FilterSubjects:    filters,
 		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
 		HeadersOnly:       true,
 		InactiveThreshold: time.Minute,
@@ -147,9 +154,9 @@ func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.
 }
 
 // stateFilter is the subject filter of every object of resource in
-// cluster: the subject of the state layout with "*" for what differs from
-// object to object.
-func (t *Template) stateFilter(cluster string, resource schema.GroupVersionResource) string {
+// cluster, in namespace unless it is "": the subject of the state layout
+// with "*" for what differs from object to object.
+func (t *Template) stateFilter(cluster string, resource schema.GroupVersionResource, namespace string) string {
 	toks := make([]string, len(t.parts))
 	for i, p := range t.parts {
 		switch p.f {
@@ -164,6 +171,11 @@ func (t *Template) stateFilter(cluster string, resource schema.GroupVersionResou
 			}
 		case fieldResource:
 			toks[i] = EscapeToken(resource.Resource)
+		case fieldNamespace:
+			toks[i] = "*"
+			if namespace != "" {
+				toks[i] = EscapeToken(namespace)
+			}
 		default:
 			toks[i] = "*"
 		}

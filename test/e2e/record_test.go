@@ -1,0 +1,153 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/test/poll"
+)
+
+// The bus is the record: whatever became of the bridge's checkpoint while
+// it was down, a restart leaves the bus's state equal to a LIST, and
+// publishes exactly the changes made meanwhile.
+
+// TestCheckpointLostWhileDown: a bridge publishes 30 ConfigMaps and
+// stops; its checkpoint is lost (the file removed, or the NATS KV bucket
+// or Kafka checkpoint topic deleted); 10 objects are deleted, 5 updated
+// and 5 created; the bridge starts again. The bus's state must equal a
+// LIST, with no object the cluster lacks, and the restart must publish
+// the 20 changes and nothing more: the 10 deletes marked reconciled (the
+// bus alone knew the objects), no unchanged object again.
+func TestCheckpointLostWhileDown(t *testing.T) {
+	for _, lost := range []string{"file", "bus"} {
+		t.Run(lost, func(t *testing.T) {
+			forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
+				ns := namespace(t, "lost-"+lost+"-"+b.name())
+				env := stateEnv(b, ns)
+				file := filepath.Join(t.TempDir(), "checkpoint.db")
+				if lost == "file" {
+					env["BRIDGE_CHECKPOINT"] = "file:" + file
+				}
+				loseCheckpoint := func() {
+					switch lost {
+					case "file":
+						if err := os.Remove(file); err != nil {
+							t.Fatal(err)
+						}
+					default:
+						deleteBusCheckpoint(t, b, ns)
+					}
+				}
+				checkpointLost(t, b, ns, env, loseCheckpoint)
+			})
+		})
+	}
+}
+
+// checkpointLost is the scenario of TestCheckpointLostWhileDown on b.
+func checkpointLost(t *testing.T, b bus, ns string, env map[string]string, loseCheckpoint func()) {
+	t.Helper()
+	ctx := t.Context()
+	cms := kube(t).CoreV1().ConfigMaps(ns)
+	r := startBridge(t, env, nil)
+	for i := range 30 {
+		cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}, Data: map[string]string{"v": "0"}}
+		if _, err := cms.Create(ctx, cm, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll.Until(t, 30*time.Second, func() (bool, string) { return sameAsList(t, ns, b.read(t, ns)) })
+	r.stop(t)
+	before := publishedCount(t, b, ns)
+
+	loseCheckpoint()
+	for i := range 10 {
+		if err := cms.Delete(ctx, fmt.Sprintf("cm-%02d", i), metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 10; i < 15; i++ {
+		cm, err := cms.Get(ctx, fmt.Sprintf("cm-%02d", i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["v"] = "1"
+		if _, err := cms.Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 30; i < 35; i++ {
+		if _, err := cms.Create(ctx, &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%02d", i)}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	r = startBridge(t, env, nil) // ready once the initial diff is published
+	r.stop(t)
+	if ok, why := sameAsList(t, ns, b.read(t, ns)); !ok {
+		t.Errorf("after the restart the bus's state differs from the API server's: %s", why)
+	}
+	published := publishedCount(t, b, ns) - before
+	if published != 20 {
+		t.Errorf("the restart published %d events, want the 20 changes made while the bridge was down", published)
+	}
+	reconciled := 0
+	for _, m := range b.read(t, ns) {
+		if m.Action == "deleted" && m.Reason == "reconciled" {
+			reconciled++
+		}
+	}
+	// NATS deletes stay until their TTL; Kafka keeps every record here.
+	if reconciled != 10 {
+		t.Errorf("%d deletes marked reconciled, want the 10 objects deleted while the checkpoint was lost", reconciled)
+	}
+	if !strings.Contains(r.logs.String(), "the checkpoint and the bus disagree") {
+		t.Errorf("the restart did not log that the checkpoint and the bus disagreed")
+	}
+}
+
+// deleteBusCheckpoint deletes the checkpoint b.env(ns) keeps in the bus:
+// the NATS KV bucket, or the Kafka topic.
+func deleteBusCheckpoint(t *testing.T, b bus, ns string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	switch b := b.(type) {
+	case *natsBus:
+		if err := b.srv.JetStream(t).DeleteKeyValue(ctx, "ckpt-"+ns); err != nil {
+			t.Fatalf("delete the KV bucket: %v", err)
+		}
+	case *kafkaBus:
+		res, err := b.c.Admin().DeleteTopics(ctx, "ckpt-"+ns)
+		if err == nil {
+			err = res.Error()
+		}
+		if err != nil {
+			t.Fatalf("delete the checkpoint topic: %v", err)
+		}
+	}
+}
+
+// publishedCount is how many events the bus has taken for the ConfigMaps
+// of ns so far: on NATS the stream's last sequence (the stream is the
+// test's own), on Kafka the events in the topic (tombstones left out).
+func publishedCount(t *testing.T, b bus, ns string) int {
+	t.Helper()
+	switch b := b.(type) {
+	case *natsBus:
+		return int(natstest.StreamState(t, b.srv.Conn(t), "KUBE").LastSeq)
+	case *kafkaBus:
+		return len(b.read(t, ns))
+	}
+	t.Fatalf("no count for bus %T", b)
+	return 0
+}
