@@ -86,7 +86,6 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
 		}
 		n := 0
-		caughtUp := false
 		for msg := range batch.Messages() {
 			n++
 			md, err := msg.Metadata()
@@ -100,13 +99,14 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 			if err := fn(h); err != nil {
 				return err
 			}
-			caughtUp = md.NumPending == 0
+			if md.NumPending == 0 {
+				// The last subject: the rest of the fetch would only
+				// wait out its timeout.
+				return nil
+			}
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
 			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
-		}
-		if caughtUp {
-			return nil
 		}
 		if n == 0 {
 			if err := ctx.Err(); err != nil {
