@@ -185,6 +185,25 @@ func (f *File) Load(ctx context.Context, resource string) (Snapshot, error) {
 	}
 }
 
+var _ Lister = (*File)(nil)
+
+// Resources implements Lister.
+func (f *File) Resources(ctx context.Context) ([]string, error) {
+	var out []string
+	err := f.guard("list the resources of", func() error {
+		return f.db.View(func(tx *bolt.Tx) error {
+			return tx.ForEach(func(name []byte, b *bolt.Bucket) error {
+				res, ok := strings.CutPrefix(string(name), objectsBucketPrefix)
+				if ok && b.Stats().KeyN > 0 {
+					out = append(out, res)
+				}
+				return nil
+			})
+		})
+	})
+	return out, err
+}
+
 // Commit implements Store. It checks ctx before it starts and again before
 // the transaction is committed; once the commit has begun it runs to
 // completion.

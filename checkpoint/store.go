@@ -56,6 +56,15 @@ type Store interface {
 	Close() error
 }
 
+// Lister is implemented by stores that can name the resources they hold
+// positions of, so that the bridge finds the resources it published
+// before and no longer watches (a CRD deleted while it was down).
+type Lister interface {
+	// Resources returns the resources that hold at least one object's
+	// position, in no set order.
+	Resources(ctx context.Context) ([]string, error)
+}
+
 // validate reports why r cannot be stored, naming it by its position i in
 // a batch.
 func (r Record) validate(i int) error {

@@ -66,6 +66,10 @@ type Held struct {
 	// Deleted is true when the latest message says the object is gone (a
 	// delete, or a tombstone).
 	Deleted bool
+	// Kind and APIVersion are the object's, when the bus tells them
+	// without reading every message whole; ReadState tells them of at
+	// least one object of each call, when it holds any.
+	Kind, APIVersion string
 }
 
 // StateReader is implemented by sinks whose bus can keep each object's

@@ -16,6 +16,8 @@ type Holding struct {
 	// Deleted is true when the latest message says the object is gone: a
 	// delete, or a tombstone that follows one.
 	Deleted bool
+	// Kind and APIVersion are the object's, when the bus tells them.
+	Kind, APIVersion string
 }
 
 // Bus reads back what the bus holds of a resource's objects. A bus in a
@@ -112,4 +114,30 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint
 		}
 	}
 	return out, fromBus, cmp
+}
+
+// Retire hands on the delete of every object of res, a resource no longer
+// watched, that held (what the bus holds, nil without a bus in a state
+// layout) holds live or prior (its checkpoint) holds, each marked
+// ReasonReconciled and dated by the newest resourceVersion known of the
+// resource, so that the bus keeps none of them. It returns how many
+// deletes it handed on.
+func Retire(res Resource, prior checkpoint.Snapshot, held map[string]Holding, h Handler) int {
+	if held != nil {
+		// What the bus holds live, and what the checkpoint holds besides:
+		// a delete of an object the bus does not hold changes nothing
+		// there, and removes its position from the checkpoint.
+		merged, _, _ := priorFromBus(prior, held)
+		for k, p := range prior.Objects {
+			if _, ok := merged.Objects[k]; !ok {
+				merged.Objects[k] = p
+			}
+		}
+		prior = merged
+	}
+	t := newTracker(res, prior.Objects, nil, 1, h, false, nil)
+	if prior.LastResourceVersion != "" {
+		t.listRV[""] = prior.LastResourceVersion
+	}
+	return t.retireWith(ReasonReconciled)
 }

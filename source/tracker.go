@@ -504,7 +504,10 @@ func (t *tracker) finishInitialList() (int, []ghost) {
 // deletes carry the newest resourceVersion the tracker knows, so that an
 // object's resourceVersions never go backwards in the stream. It returns
 // how many deletes it reported.
-func (t *tracker) retire() int {
+func (t *tracker) retire() int { return t.retireWith("") }
+
+// retireWith is retire, its deletes marked with reason.
+func (t *tracker) retireWith(reason Reason) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	rv := t.newestList()
@@ -522,7 +525,9 @@ func (t *tracker) retire() int {
 		pos := t.position(k, e)
 		t.forget(k)
 		if !e.out {
-			t.handler.OnDelta(t.vanished(k, pos, rv))
+			d := t.vanished(k, pos, rv)
+			d.Reason = reason
+			t.handler.OnDelta(d)
 			n++
 		}
 	}

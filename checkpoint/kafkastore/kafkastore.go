@@ -197,6 +197,21 @@ func (s *Store) Load(ctx context.Context, resource string) (checkpoint.Snapshot,
 	return snap, nil
 }
 
+var _ checkpoint.Lister = (*Store)(nil)
+
+// Resources implements checkpoint.Lister, from memory.
+func (s *Store) Resources(ctx context.Context) ([]string, error) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	var out []string
+	for res, objs := range s.objects {
+		if len(objs) > 0 {
+			out = append(out, res)
+		}
+	}
+	return out, nil
+}
+
 // Commit implements checkpoint.Store. It writes one record per record
 // given (a tombstone for a delete) and one per resource touched, in one
 // batched write acknowledged by every in-sync replica, and applies them to

@@ -103,3 +103,28 @@ func (s *Store) load(ctx context.Context, resource string) (checkpoint.Snapshot,
 		}
 	}
 }
+
+var _ checkpoint.Lister = (*Store)(nil)
+
+// Resources implements checkpoint.Lister: the resources with a
+// LastResourceVersion in the bucket (some may hold no object now).
+func (s *Store) Resources(ctx context.Context) ([]string, error) {
+	lister, err := s.kv.ListKeysFiltered(ctx, "*."+lastRVToken)
+	if errors.Is(err, jetstream.ErrNoKeysFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("checkpoint: nats-kv: list the resources of bucket %s: %w", s.bucket, err)
+	}
+	defer lister.Stop()
+	var out []string
+	for key := range lister.Keys() {
+		tok, _, _ := strings.Cut(key, ".")
+		res, err := unescapeKey(tok)
+		if err != nil {
+			continue // not a key this store wrote
+		}
+		out = append(out, res)
+	}
+	return out, nil
+}

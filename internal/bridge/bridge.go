@@ -192,6 +192,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	)
 	sel := b.cfg.Selection()
 	bus := b.bus()
+	handler := source.HandlerFunc(func(d source.Delta) {
+		b.metrics.Observed(&d)
+		pipe.OnDelta(d)
+	})
 	src := source.NewSet(dyn, dc, source.SetOptions{
 		Selection:       sel,
 		ListConcurrency: b.cfg.ListConcurrency,
@@ -232,10 +236,7 @@ func (b *Bridge) Run(ctx context.Context) error {
 			return checkpoint.Snapshot{}, err
 		}
 		return b.store.Load(ctx, resource)
-	}), source.HandlerFunc(func(d source.Delta) {
-		b.metrics.Observed(&d)
-		pipe.OnDelta(d)
-	}), b.log.With("component", "source"))
+	}), handler, b.log.With("component", "source"))
 	if err := src.Select(ctx); err != nil {
 		if errors.Is(err, source.ErrUnknownResource) {
 			return fmt.Errorf("bridge: BRIDGE_RESOURCES: %w", err)
@@ -336,12 +337,24 @@ func (b *Bridge) Run(ctx context.Context) error {
 			stopSrc(errCheckpointBroken)
 		}
 	})
+	// Resources published before and no longer served: their objects are
+	// deleted from the bus, before the bridge is ready.
+	goneDone := make(chan struct{})
 	go func() {
 		defer utilruntime.HandleCrash()
-		select {
-		case <-src.Synced():
-		case <-srcCtx.Done():
-			return
+		defer close(goneDone)
+		if err := b.retireGone(srcCtx, dc, resources, bus, handler); err != nil && srcCtx.Err() == nil {
+			b.log.Error("could not tell which resources published before are gone; their objects stay on the bus until the next start", "err", err)
+		}
+	}()
+	go func() {
+		defer utilruntime.HandleCrash()
+		for _, done := range []<-chan struct{}{src.Synced(), goneDone} {
+			select {
+			case <-done:
+			case <-srcCtx.Done():
+				return
+			}
 		}
 		if pipe.Drain(srcCtx) == nil {
 			close(b.ready)

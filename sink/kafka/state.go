@@ -43,6 +43,9 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 		prefix = resource.GroupResource().String() + "/"
 	}
 	latest := map[string]sink.Held{}
+	// The kind and apiVersion of the resource's objects, from the first
+	// event decoded.
+	var kind, apiVersion string
 	err := s.cfg.Conn().ReadTopic(ctx, s.client(stateReadTimeout), topic, func(m kafkago.Message) error {
 		key, ok := strings.CutPrefix(string(m.Key), prefix)
 		if !ok || key == "" {
@@ -76,7 +79,7 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 		case m.Value == nil:
 			held = latest[key]
 			held.Namespace, held.Name, held.Deleted = ns, name, true
-		case uid == "" || rv == "":
+		case uid == "" || rv == "" || kind == "":
 			msg, err := DecodeRecord(m.Value, headerMap(m.Headers))
 			if err != nil {
 				return fmt.Errorf("topic %s key %q: %w", topic, key, err)
@@ -85,6 +88,9 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 				return nil
 			}
 			held.UID, held.ResourceVersion, held.Deleted = msg.UID, msg.ResourceVersion, msg.Action == actionDeleted
+			if kind == "" {
+				kind, apiVersion = msg.Kind, msg.APIVersion
+			}
 		default:
 			held.Deleted = strings.HasSuffix(typ, "."+actionDeleted)
 		}
@@ -95,6 +101,7 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 		return fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
 	}
 	for _, h := range latest {
+		h.Kind, h.APIVersion = kind, apiVersion
 		if err := fn(h); err != nil {
 			return err
 		}

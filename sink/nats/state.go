@@ -80,6 +80,28 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 	if ci == nil || ci.NumPending == 0 {
 		return nil
 	}
+	// The kind and apiVersion of the resource's objects, told of the
+	// first object: from its headers in binary mode, or its body.
+	described := false
+	describe := func(h *sink.Held, seq uint64) error {
+		if described {
+			return nil
+		}
+		described = true
+		if h.Kind != "" {
+			return nil
+		}
+		raw, err := stream.GetMsg(ctx, seq)
+		if err != nil {
+			return fmt.Errorf("nats sink: read message %d: %w", seq, err)
+		}
+		m, err := Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+		if err != nil {
+			return err
+		}
+		h.Kind, h.APIVersion = m.Kind, m.APIVersion
+		return nil
+	}
 	for {
 		batch, err := cons.Fetch(stateBatch, jetstream.FetchMaxWait(stateFetchWait))
 		if err != nil {
@@ -94,6 +116,9 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 			}
 			h, err := s.held(ctx, stream, msg, md.Sequence.Stream)
 			if err != nil {
+				return err
+			}
+			if err := describe(&h, md.Sequence.Stream); err != nil {
 				return err
 			}
 			if err := fn(h); err != nil {
@@ -121,7 +146,8 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 // headers only, says of its object; seq is its sequence in the stream.
 func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.Msg, seq uint64) (sink.Held, error) {
 	hdr := msg.Headers()
-	h := sink.Held{UID: hdr.Get(uidHeader), ResourceVersion: hdr.Get(resourceVersionHeader)}
+	h := sink.Held{UID: hdr.Get(uidHeader), ResourceVersion: hdr.Get(resourceVersionHeader),
+		Kind: hdr.Get(HeaderPrefix + "kind"), APIVersion: hdr.Get(HeaderPrefix + "apiversion")}
 	// A delete carries the delete TTL; one written without it says so by
 	// its type.
 	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || strings.HasSuffix(hdr.Get(typeHeader), "."+actionDeleted)
@@ -150,7 +176,7 @@ func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.
 		return h, err
 	}
 	return sink.Held{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Deleted: h.Deleted || m.Action == actionDeleted}, nil
+		Deleted: h.Deleted || m.Action == actionDeleted, Kind: m.Kind, APIVersion: m.APIVersion}, nil
 }
 
 // stateFilter is the subject filter of every object of resource in

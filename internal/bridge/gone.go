@@ -1,0 +1,170 @@
+package bridge
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/restmapper"
+
+	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/source"
+)
+
+// goneRecheck is how long the bridge waits before it asks discovery a
+// second time whether a resource it published before is still served: an
+// API server that is starting, or whose aggregated API is briefly away,
+// can miss a group for a moment; one deleted stays missing.
+const goneRecheck = 5 * time.Second
+
+// retireGone finds the resources whose objects the checkpoint holds and
+// the bridge no longer watches, because the cluster serves them no more
+// (a CRD deleted while the bridge was down), and publishes, through h, the
+// delete of each of their objects that the bus (in a state layout) or the
+// checkpoint holds, marked reconciled. A resource counts as gone only
+// when discovery, asked twice goneRecheck apart, serves it at no version.
+// A resource still served but no longer selected is left as it is, and
+// logged. It returns once the deletes are handed on.
+func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, watched []source.Resource, bus source.Bus, h source.Handler) error {
+	lister, ok := b.store.(checkpoint.Lister)
+	if !ok {
+		return nil
+	}
+	names, err := lister.Resources(ctx)
+	if err != nil {
+		return err
+	}
+	snaps := map[string]checkpoint.Snapshot{}
+	for _, name := range names {
+		if slices.ContainsFunc(watched, func(r source.Resource) bool { return r.Name() == name }) {
+			continue
+		}
+		snap, err := b.store.Load(ctx, name)
+		if err != nil {
+			return err
+		}
+		if len(snap.Objects) > 0 {
+			snaps[name] = snap
+		}
+	}
+	if len(snaps) == 0 {
+		return nil
+	}
+	for attempt := range 2 {
+		if attempt > 0 {
+			select {
+			case <-time.After(goneRecheck):
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		groups, err := restmapper.GetAPIGroupResourcesWithContext(ctx, dc)
+		// A group whose discovery failed (an aggregated API that is
+		// away) may serve the resource: unknown is not gone.
+		failed := map[string]bool{}
+		var partial *discovery.ErrGroupDiscoveryFailed
+		switch {
+		case errors.As(err, &partial):
+			for gv := range partial.Groups {
+				failed[gv.Group] = true
+			}
+		case err != nil:
+			return fmt.Errorf("discovery: %w", err)
+		}
+		for name := range snaps {
+			gr := schema.ParseGroupResource(name)
+			if failed[gr.Group] {
+				b.log.Info("not telling whether a resource published before is gone: its group's discovery failed; asked again at the next start",
+					"resource", name, "err", partial.Groups)
+				delete(snaps, name)
+				continue
+			}
+			if served(groups, gr) {
+				b.log.Warn("the checkpoint holds objects of a resource the cluster serves that the bridge no longer watches (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed?); their messages stay on the bus",
+					"resource", name, "objects", len(snaps[name].Objects))
+				delete(snaps, name)
+			}
+		}
+	}
+	if bus == nil {
+		// Without a bus that holds the state (the history layout), the
+		// resource's kind and version are not known, and the stream
+		// keeps every message anyway.
+		for name, snap := range snaps {
+			b.log.Info("resource no longer served: the checkpoint holds objects of it, which stay as they are in the history layout",
+				"resource", name, "objects", len(snap.Objects))
+		}
+		return nil
+	}
+	for name, snap := range snaps {
+		res := source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
+		held, err := bus.Holdings(ctx, res, nil)
+		if err != nil {
+			return err
+		}
+		held = b.ofNamespaces(held)
+		describe(&res, snap, held)
+		n := source.Retire(res, snap, held, h)
+		b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
+		b.log.Warn("resource no longer served (its CRD deleted while the bridge was down?): the objects published of it are deleted from the bus",
+			"resource", name, "deletes", n, "kind", res.Kind, "version", res.Version)
+	}
+	return nil
+}
+
+// ofNamespaces keeps of held the objects of the namespaces the bridge
+// watches, and cluster-scoped ones: those of other namespaces are not its
+// own to delete.
+func (b *Bridge) ofNamespaces(held map[string]source.Holding) map[string]source.Holding {
+	if len(b.cfg.Namespaces) == 0 {
+		return held
+	}
+	for key := range held {
+		ns, _, namespaced := strings.Cut(key, "/")
+		if namespaced && !slices.Contains(b.cfg.Namespaces, ns) {
+			delete(held, key)
+		}
+	}
+	return held
+}
+
+// describe fills in res's version, kind and scope from what the bus told
+// of its objects, or the scope from the checkpoint's keys.
+func describe(res *source.Resource, snap checkpoint.Snapshot, held map[string]source.Holding) {
+	for key := range snap.Objects {
+		res.Namespaced = strings.Contains(key, "/")
+		break
+	}
+	for key, h := range held {
+		res.Namespaced = strings.Contains(key, "/")
+		if h.Kind != "" {
+			res.Kind = h.Kind
+			if gv, err := schema.ParseGroupVersion(h.APIVersion); err == nil {
+				res.Version = gv.Version
+			}
+			return
+		}
+	}
+}
+
+// served reports whether groups serve gr at any version.
+func served(groups []*restmapper.APIGroupResources, gr schema.GroupResource) bool {
+	for _, g := range groups {
+		if g.Group.Name != gr.Group {
+			continue
+		}
+		for _, rs := range g.VersionedResources {
+			for _, r := range rs {
+				if r.Name == gr.Resource {
+					return true
+				}
+			}
+		}
+	}
+	return false
+}
