@@ -33,10 +33,14 @@
 //     bus's "added" or "updated". With a label selector (applied here,
 //     not by the bus), an object that stops matching is handed out as
 //     Deleted in its new state, one that starts matching as Added.
-//   - Records of another cluster or resource (Foreign), another namespace,
-//     or that cannot be decoded or are not bridge events (Invalid) are
-//     counted (Stats, metrics) and logged (the first three of each kind,
-//     then one in a thousand), and never stop the informer. Events the
+//   - Records of another cluster or resource (Foreign; a Kafka tombstone
+//     is another cluster's when it names one, see Record.Cluster), another
+//     namespace, or that cannot be decoded or are not bridge events
+//     (Invalid) are counted (Stats, metrics) and logged (the first three
+//     of each kind, then one in a thousand), and never stop the informer.
+//     A tombstone that names no cluster (written by a bridge before
+//     tombstones named theirs) is applied to the key's object, as it was
+//     before: right for a bus one cluster writes to. Events the
 //     bridge published with only the object's identity (contentomitted)
 //     are handed on as they are, counted and logged.
 //   - A watch from a position the bus no longer holds (its deletes

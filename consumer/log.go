@@ -51,6 +51,13 @@ type Record struct {
 	// a record that says the key's object is gone without an event (a
 	// Kafka tombstone, a NATS delete marker), and when Err is set.
 	Message *sink.Message
+	// Cluster is the cluster a record without a Message names: a Kafka
+	// tombstone's ce_cluster header. The ListerWatcher applies such a
+	// record only when it is Options.Cluster. Empty when the record names
+	// none (a tombstone of a bridge older than the header, a NATS delete
+	// marker, whose subject says the cluster): it is then applied to the
+	// key's object, whatever its cluster.
+	Cluster string
 	// Err is why the record could not be decoded; the ListerWatcher
 	// counts and logs it and goes on.
 	Err error

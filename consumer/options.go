@@ -13,7 +13,8 @@ import (
 // Options narrow a ListerWatcher to one resource of one cluster.
 type Options struct {
 	// Cluster is the bridge's BRIDGE_CLUSTER_NAME. Required: records of
-	// other clusters are skipped and counted as foreign.
+	// other clusters are skipped and counted as foreign, and so are Kafka
+	// tombstones that name another cluster (see Record.Cluster).
 	Cluster string
 	// Resource is the resource to list and watch, e.g.
 	// {Group: "", Resource: "configmaps"}. Required.

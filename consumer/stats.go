@@ -16,7 +16,8 @@ type Stats struct {
 	Events uint64
 	// Records dropped, by reason: repeats and older states (Duplicates);
 	// undecodable or not bridge events (Invalid); another cluster or
-	// resource (Foreign); delete events of objects not held (UnknownDeletes;
+	// resource (Foreign; Kafka tombstones that name another cluster
+	// included); delete events of objects not held (UnknownDeletes;
 	// the tombstone that follows each delete on Kafka is not counted);
 	// another namespace than Options.Namespace (OtherNamespace).
 	Duplicates, Invalid, Foreign, UnknownDeletes, OtherNamespace uint64

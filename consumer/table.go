@@ -79,6 +79,10 @@ func (t *table) apply(r Record) outcome {
 	switch {
 	case r.Err != nil:
 		return outcome{drop: dropInvalid, err: r.Err}
+	case r.Message == nil && r.Cluster != "" && r.Cluster != t.opts.Cluster:
+		// The tombstone of another cluster's object under the same key:
+		// bridges of several clusters may write to one Kafka topic.
+		return outcome{drop: dropForeign, err: fmt.Errorf("tombstone of cluster %q", r.Cluster)}
 	case r.Message == nil:
 		return t.tombstone(r.Key)
 	}
@@ -202,7 +206,11 @@ func olderOrSame(rv apiRV, e entry, u uid, deleting bool) bool {
 	return rv.n == e.rv.n && (e.uid != u || !deleting)
 }
 
-// tombstone applies a record that says the object of a bus key is gone.
+// tombstone applies a record that says the object of a bus key is gone,
+// of this cluster or of no cluster named. One that names none (a Kafka
+// tombstone written by a bridge before tombstones named their cluster)
+// is applied to the key's object as it was before: right when a single
+// cluster writes to the bus, which is all such bridges supported.
 func (t *table) tombstone(busKey string) outcome {
 	key, ok := t.byBus[hashKey(busKey)]
 	if !ok {

@@ -44,6 +44,11 @@ func TestTableRules(t *testing.T) {
 	wrongObject.Message.UID = "someone-else"
 	noAction := rec("added", a1)
 	noAction.Message.Action = "patched"
+	// Bridges of two clusters write the same keys to one Kafka topic.
+	foreignAdd, foreignDelete := rec("added", a1), rec("deleted", a2)
+	foreignAdd.Message.Cluster, foreignDelete.Message.Cluster = "c2", "c2"
+	foreignTombstone, ownTombstone := tombstone(a1), tombstone(a1)
+	foreignTombstone.Cluster, ownTombstone.Cluster = "c2", testCluster
 
 	tests := []struct {
 		name     string
@@ -85,6 +90,14 @@ func TestTableRules(t *testing.T) {
 			"ADDED/a@20 duplicate"},
 		{"tombstone of a held object", "", "", []Record{rec("added", a1), tombstone(a1), rec("updated", a1)},
 			"ADDED/a@10 DELETED/a@10 duplicate"},
+		{"tombstone of another cluster", "", "", []Record{rec("added", a1), foreignAdd, foreignDelete, foreignTombstone, rec("updated", a2)},
+			"ADDED/a@10 foreign foreign foreign MODIFIED/a@11"},
+		{"tombstone naming its cluster", "", "", []Record{rec("added", a1), foreignAdd, ownTombstone, rec("updated", a1)},
+			"ADDED/a@10 foreign DELETED/a@10 duplicate"},
+		// Written by a bridge before tombstones named their cluster: the
+		// key's object is gone, as before.
+		{"tombstone naming no cluster", "", "", []Record{rec("added", a1), foreignAdd, foreignDelete, tombstone(a1)},
+			"ADDED/a@10 foreign foreign DELETED/a@10"},
 		{"selector enter and leave", "color=blue", "", []Record{rec("added", aBlue), rec("updated", aRed), rec("updated", aBlue2)},
 			"ADDED/a@10 DELETED/a@11 ADDED/a@12"},
 		{"older state of an object that left the selector", "color=blue", "", []Record{rec("added", aBlue), rec("updated", aRed), rec("updated", aBlue)},

@@ -17,7 +17,10 @@
 //     so one object's records come in the order the bridge wrote them;
 //     records of different partitions interleave in no set order.
 //   - A tombstone (a record with no value) is a consumer.Record with the
-//     record's key and a nil Message: the object under that key is gone.
+//     record's key, a nil Message and, as Cluster, the cluster its
+//     ce_cluster header names: the object under that key, in that
+//     cluster, is gone. A tombstone without the header (written by a
+//     bridge before tombstones named their cluster) has an empty Cluster.
 //   - Follow passes on a progress record as soon as it has read up to the
 //     end offsets listed when it started, then every few seconds while it
 //     is at the end of every partition.
@@ -51,9 +54,16 @@
 // BRIDGE_KAFKA_TOPIC puts every resource in one topic. The Log passes on
 // the records of every resource in the topic; the ListerWatcher skips
 // those whose Message.Resource is not its own. A tombstone has no
-// Message, only its key: the ListerWatcher applies it to the object whose
-// last record came with the same Record.Key, so a tombstone of another
-// resource (another key prefix) never matches an object it holds.
+// Message, only its key and its cluster: the ListerWatcher applies it to
+// the object whose last record came with the same Record.Key, so a
+// tombstone of another resource (another key prefix) never matches an
+// object it holds. Keys do not name the cluster: bridges of several
+// clusters that write to one topic (the history layout) write the same
+// key for objects of the same namespace and name, and the ListerWatcher
+// skips the tombstones whose Cluster is another than Options.Cluster, as
+// it skips those clusters' events. One with no Cluster is applied to the
+// key's object, whatever cluster wrote it, as before tombstones named
+// their cluster: right for a topic of one cluster.
 //
 // # Clients
 //

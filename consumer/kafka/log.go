@@ -74,8 +74,9 @@ var _ consumer.Log = (*Log)(nil)
 
 // NewLog returns the Log of opts.Resource in the topic cfg names. Only
 // Options.Resource and Options.Logger matter to the Log; records of other
-// clusters, namespaces and (with a topic shared by every resource) other
-// resources are passed on for the ListerWatcher to skip.
+// clusters (their tombstones included), namespaces and (with a topic
+// shared by every resource) other resources are passed on for the
+// ListerWatcher to skip.
 func NewLog(client *kgo.Client, cfg Config, opts consumer.Options) (*Log, error) {
 	if client == nil {
 		return nil, errors.New("consumer/kafka: no client")
@@ -159,12 +160,15 @@ func decode(r *kgo.Record, pos string) consumer.Record {
 		rec.Err = fmt.Errorf("consumer/kafka: record at partition %d offset %d has no key; the bridge keys every record", r.Partition, r.Offset)
 		return rec
 	}
-	if r.Value == nil {
-		return rec // a tombstone: the key's object is gone
-	}
 	headers := make(map[string]string, len(r.Headers))
 	for _, h := range r.Headers {
 		headers[h.Key] = string(h.Value)
+	}
+	if r.Value == nil {
+		// A tombstone: the object of the key, in the cluster it names
+		// (none, from a bridge before the header), is gone.
+		rec.Cluster = headers[sinkkafka.HeaderCluster]
+		return rec
 	}
 	m, err := sinkkafka.DecodeRecord(r.Value, headers)
 	if err != nil {

@@ -17,6 +17,11 @@
 //     key is sent in that call. A record that failed but reached the log
 //     anyway (a timeout after the broker appended it) may therefore appear
 //     twice in a row, never after a newer record of its object.
+//   - Tombstones name their cluster. Keys name an object within its topic
+//     but not its cluster, so a tombstone carries the ce_cluster,
+//     ce_source and ce_uid headers of the delete it follows (see
+//     [HeaderCluster]): where the bridges of several clusters write to one
+//     topic, a consumer applies it to the cluster it names alone.
 //   - No stall. A message too large for the configured or broker limit is a
 //     terminal failure of that message alone (sink.Terminal): the pipeline
 //     counts and logs it and carries on.

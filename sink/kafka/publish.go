@@ -61,7 +61,7 @@ func (s *Sink) round(ctx context.Context, msgs []*sink.Message) []error {
 	var tombstoneOf []int
 	for i, m := range msgs {
 		if s.cfg.Tombstones && m.Action == actionDeleted && !sink.HoldsKey(m, errs[i]) {
-			tombstones = append(tombstones, tombstone(s.cfg.TopicOf(m.Resource), []byte(s.cfg.KeyOf(m))))
+			tombstones = append(tombstones, tombstone(s.cfg.TopicOf(m.Resource), []byte(s.cfg.KeyOf(m)), m))
 			tombstoneOf = append(tombstoneOf, i)
 		}
 	}

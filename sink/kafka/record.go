@@ -18,9 +18,14 @@ import (
 // only its object's identity (sink.Message.ContentOmitted) carries
 // HeaderContentOmitted, and a delete of an object that still exists
 // (sink.Message.Reason, such as "left-filter") HeaderReason. Binary mode
-// adds the other
-// attributes as "ce_<attribute>" headers, as the CloudEvents Kafka binding
-// says. Tombstones carry no headers.
+// adds the other attributes as "ce_<attribute>" headers, as the
+// CloudEvents Kafka binding says.
+//
+// A tombstone carries HeaderCluster, HeaderSource and HeaderUID, the
+// values of the deleted event it follows, and no other header: its key
+// names the object within its topic, but not its cluster, and bridges of
+// several clusters may write to one topic. Without HeaderContentType or
+// ce_specversion it is never taken for an event.
 const (
 	HeaderContentType     = "content-type"
 	HeaderID              = "ce_id"
@@ -28,6 +33,9 @@ const (
 	HeaderResourceVersion = "ce_resourceversion"
 	HeaderContentOmitted  = "ce_contentomitted"
 	HeaderReason          = "ce_reason"
+	HeaderCluster         = "ce_cluster"
+	HeaderSource          = "ce_source"
+	HeaderUID             = "ce_uid"
 
 	headerPrefix = "ce_"
 )
@@ -83,19 +91,19 @@ func binaryHeaders(m *sink.Message) []kafkago.Header {
 	}
 	add(headerPrefix+"specversion", sink.SpecVersion)
 	add(headerPrefix+"id", m.ID)
-	add(headerPrefix+"source", m.Source)
+	add(HeaderSource, m.Source)
 	add(headerPrefix+"type", m.Type)
 	add(headerPrefix+"subject", m.Subject)
 	add(headerPrefix+"time", m.Time.UTC().Format(time.RFC3339Nano))
 	add(headerPrefix+"resourceversion", m.ResourceVersion)
-	add(headerPrefix+"uid", m.UID)
+	add(HeaderUID, m.UID)
 	add(headerPrefix+"kind", m.Kind)
 	add(headerPrefix+"apiversion", m.APIVersion)
 	if m.Namespace != "" {
 		add(headerPrefix+"namespace", m.Namespace)
 	}
 	add(headerPrefix+"name", m.Name)
-	add(headerPrefix+"cluster", m.Cluster)
+	add(HeaderCluster, m.Cluster)
 	add(headerPrefix+"snapshot", strconv.FormatBool(m.Snapshot))
 	if m.ContentOmitted {
 		add(HeaderContentOmitted, "true")
@@ -106,9 +114,19 @@ func binaryHeaders(m *sink.Message) []kafkago.Header {
 	return append(h, kafkago.Header{Key: HeaderContentType, Value: []byte(sink.ContentType)})
 }
 
-// tombstone is the record that tells a compacted topic to forget key.
-func tombstone(topic string, key []byte) kafkago.Message {
-	return kafkago.Message{Topic: topic, Key: key}
+// tombstone is the record that tells a compacted topic to forget key,
+// after the deleted event m. Its headers name m's cluster, source and uid,
+// so that a consumer of a topic several clusters write to applies it only
+// to the cluster it names. The key already names the namespace and the
+// name, which are left out: a tombstone is written even for an object
+// whose name makes its event too large to publish, and must not become
+// too large itself.
+func tombstone(topic string, key []byte, m *sink.Message) kafkago.Message {
+	return kafkago.Message{Topic: topic, Key: key, Headers: []kafkago.Header{
+		{Key: HeaderCluster, Value: []byte(m.Cluster)},
+		{Key: HeaderSource, Value: []byte(m.Source)},
+		{Key: HeaderUID, Value: []byte(m.UID)},
+	}}
 }
 
 // recordSize is the size kafka-go gives a record when it checks it against

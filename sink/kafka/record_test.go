@@ -99,8 +99,12 @@ func TestRecordSize(t *testing.T) {
 	if got, want := recordSize(&rec), 22+4+1000+1+8+2; got != want {
 		t.Errorf("recordSize = %d, want %d", got, want)
 	}
-	tomb := tombstone("t", []byte("ns/a"))
-	if got, want := recordSize(&tomb), 22+4+1; got != want {
+	m := message(configmaps, "ns", "a", "deleted", 3)
+	m.Cluster, m.Source, m.UID = "c", "/clusters/c/api/v1/configmaps", "u"
+	tomb := tombstone("t", []byte("ns/a"), m)
+	// 22 fixed, key 4, three headers: count 1, ce_cluster 1+10 1+1,
+	// ce_source 1+9 1+29, ce_uid 1+6 1+1.
+	if got, want := recordSize(&tomb), 22+4+1+(11+2)+(10+30)+(7+2); got != want {
 		t.Errorf("recordSize(tombstone) = %d, want %d", got, want)
 	}
 }

@@ -77,8 +77,9 @@ func TestNewTopics(t *testing.T) {
 	})
 }
 
-// Each delete is followed by a tombstone with the same key, unless
-// tombstones are off; binary mode carries the same events.
+// Each delete is followed by a tombstone with the same key, naming the
+// delete's cluster, source and uid in headers, unless tombstones are off;
+// binary mode carries the same events.
 func TestTombstonesAndModes(t *testing.T) {
 	tests := []struct {
 		name string
@@ -111,8 +112,8 @@ func TestTombstonesAndModes(t *testing.T) {
 				m := decode(t, r)
 				if m == nil {
 					got = append(got, "tombstone")
-					if len(r.Headers) != 0 {
-						t.Errorf("tombstone has headers %v", headersOf(r))
+					if h := headersOf(r); len(r.Headers) != 3 || h[HeaderCluster] != "test" || h[HeaderSource] != in[2].Source || h[HeaderUID] != in[2].UID {
+						t.Errorf("tombstone has headers %v, want the cluster, source and uid of its delete alone", h)
 					}
 					continue
 				}

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/consumer"
@@ -54,6 +55,9 @@ type heldObject struct {
 type informerConfig struct {
 	// newLW makes the ListerWatcher for opts.
 	newLW func(t *testing.T, opts consumer.Options) *consumer.ListerWatcher
+	// cluster is the BRIDGE_CLUSTER_NAME the informer reads; "" is the
+	// e2e bridges' "e2e".
+	cluster string
 }
 
 // natsInformers reads the state stream KUBE of srv, as the bridge's default
@@ -104,7 +108,11 @@ func informerOptions(t *testing.T, name, ns, snapshot string) consumer.Options {
 func startInformer(t *testing.T, ic informerConfig, name, ns, snapshot string) *busInformer {
 	t.Helper()
 	i := &busInformer{name: name, held: map[string]heldObject{}, latest: map[string]uint64{}, done: make(chan struct{})}
-	i.lw = ic.newLW(t, informerOptions(t, name, ns, snapshot))
+	opts := informerOptions(t, name, ns, snapshot)
+	if ic.cluster != "" {
+		opts.Cluster = ic.cluster
+	}
+	i.lw = ic.newLW(t, opts)
 	i.inf = cache.NewSharedIndexInformer(i.lw, &unstructured.Unstructured{}, 0, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
 	_, err := i.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { i.seen("add", nil, obj) },
@@ -223,7 +231,13 @@ func (i *busInformer) cached() map[string]heldObject {
 // listed is the API server's LIST of the ConfigMaps of ns.
 func listed(t *testing.T, ns string) map[string]heldObject {
 	t.Helper()
-	l, err := kube(t).CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
+	return listedIn(t, kube(t), ns)
+}
+
+// listedIn is the LIST of the ConfigMaps of ns of the API server of kc.
+func listedIn(t *testing.T, kc kubernetes.Interface, ns string) map[string]heldObject {
+	t.Helper()
+	l, err := kc.CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
 		t.Fatalf("list: %v", err)
 	}
