@@ -15,13 +15,6 @@ import (
 
 var _ sink.StateReader = (*Sink)(nil)
 
-// HeaderUID carries the object's uid on every event, in structured mode
-// too, so that what a topic holds can be read without decoding values.
-const HeaderUID = headerPrefix + "uid"
-
-// headerCluster is the cluster's header (binary mode).
-const headerCluster = headerPrefix + "cluster"
-
 // stateReadTimeout bounds each request of ReadState but the reads.
 const stateReadTimeout = 30 * time.Second
 
@@ -60,7 +53,7 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 				rv = string(h.Value)
 			case HeaderType:
 				typ = string(h.Value)
-			case headerCluster:
+			case HeaderCluster:
 				ofCluster = string(h.Value)
 			}
 		}
