@@ -73,6 +73,7 @@ var renderCases = map[string]struct {
 		objects: []string{
 			"ClusterRole /messaging-ha-bridge",
 			"ClusterRoleBinding /messaging-ha-bridge",
+			"ConfigMap messaging/ha-bridge-dashboard",
 			"Deployment messaging/ha-bridge",
 			"PodDisruptionBudget messaging/ha-bridge",
 			"Role messaging/ha-bridge-leader-election",
