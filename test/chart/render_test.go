@@ -76,6 +76,7 @@ var renderCases = map[string]struct {
 			"ConfigMap messaging/ha-bridge-dashboard",
 			"Deployment messaging/ha-bridge",
 			"PodDisruptionBudget messaging/ha-bridge",
+			"PrometheusRule messaging/ha-bridge",
 			"Role messaging/ha-bridge-leader-election",
 			"RoleBinding messaging/ha-bridge-leader-election",
 			"Service messaging/ha-bridge-metrics",
