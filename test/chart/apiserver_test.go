@@ -45,6 +45,7 @@ func TestAPIServer(t *testing.T) {
 	}
 	c.createNamespaces(t, namespaces...)
 	c.installServiceMonitorCRD(t)
+	c.installPrometheusRuleCRD(t)
 
 	// The helm lifecycle has releases and namespaces of its own, and asks
 	// nothing of discovery that the checks below change: it runs beside

@@ -9,7 +9,13 @@
 //     bridge's own configuration loader and means what the values say;
 //   - every rendered object of the four CI value sets is accepted by the
 //     API server (server-side dry run, strict field validation, no
-//     warnings);
+//     warnings; the ServiceMonitor and the PrometheusRule by CRDs of the
+//     fields the chart uses);
+//   - the Grafana dashboard and the PrometheusRule are rendered only when
+//     turned on; every query of the alerts and of the dashboard parses
+//     with Prometheus' PromQL parser and names only metrics the bridge
+//     exports (the consumer's alerts: metrics the consumer package
+//     exports);
 //   - the bridge's ServiceAccount may get, list and watch exactly the
 //     configured resources, in exactly the configured namespaces, plus its
 //     leader-election Lease, and nothing else;

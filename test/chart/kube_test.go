@@ -156,11 +156,71 @@ func (c *cluster) installServiceMonitorCRD(t *testing.T) {
 			}},
 		},
 	}}
+	c.installMonitoringCRD(t, crd, schema.GroupKind{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"})
+}
+
+// installPrometheusRuleCRD installs a PrometheusRule CRD whose schema has
+// the fields the chart uses, as the Prometheus Operator defines them, and
+// nothing else. It returns once the API server serves PrometheusRules.
+func (c *cluster) installPrometheusRuleCRD(t *testing.T) {
+	t.Helper()
+	str := map[string]any{"type": "string"}
+	strMap := map[string]any{"type": "object", "additionalProperties": str}
+	duration := map[string]any{"type": "string", "pattern": "^(0|(([0-9]+)y)?(([0-9]+)w)?(([0-9]+)d)?(([0-9]+)h)?(([0-9]+)m)?(([0-9]+)s)?(([0-9]+)ms)?)$"}
+	rule := map[string]any{
+		"type":     "object",
+		"required": []any{"expr"},
+		"properties": map[string]any{
+			"alert":       str,
+			"record":      str,
+			"expr":        map[string]any{"x-kubernetes-int-or-string": true},
+			"for":         duration,
+			"labels":      strMap,
+			"annotations": strMap,
+		},
+	}
+	spec := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"groups": map[string]any{"type": "array", "items": map[string]any{
+				"type":     "object",
+				"required": []any{"name"},
+				"properties": map[string]any{
+					"name":     map[string]any{"type": "string", "minLength": 1},
+					"interval": duration,
+					"rules":    map[string]any{"type": "array", "items": rule},
+				},
+			}},
+		},
+	}
+	crd := &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "apiextensions.k8s.io/v1",
+		"kind":       "CustomResourceDefinition",
+		"metadata":   map[string]any{"name": "prometheusrules.monitoring.coreos.com"},
+		"spec": map[string]any{
+			"group": "monitoring.coreos.com",
+			"scope": "Namespaced",
+			"names": map[string]any{"kind": "PrometheusRule", "listKind": "PrometheusRuleList", "plural": "prometheusrules", "singular": "prometheusrule"},
+			"versions": []any{map[string]any{
+				"name": "v1", "served": true, "storage": true,
+				"schema": map[string]any{"openAPIV3Schema": map[string]any{
+					"type":       "object",
+					"properties": map[string]any{"spec": spec},
+				}},
+			}},
+		},
+	}}
+	c.installMonitoringCRD(t, crd, schema.GroupKind{Group: "monitoring.coreos.com", Kind: "PrometheusRule"})
+}
+
+// installMonitoringCRD creates crd and returns once the API server serves gk, its
+// kind, at v1.
+func (c *cluster) installMonitoringCRD(t *testing.T, crd *unstructured.Unstructured, gk schema.GroupKind) {
+	t.Helper()
 	crds := c.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
-		t.Fatalf("ServiceMonitor CRD: %v", err)
+		t.Fatalf("%s CRD: %v", gk.Kind, err)
 	}
-	gk := schema.GroupKind{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"}
 	err := wait.PollUntilContextTimeout(t.Context(), 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
 		got, err := crds.Get(ctx, crd.GetName(), metav1.GetOptions{})
 		if err != nil {
@@ -179,7 +239,7 @@ func (c *cluster) installServiceMonitorCRD(t *testing.T) {
 		return err == nil, nil
 	})
 	if err != nil {
-		t.Fatalf("the API server does not serve ServiceMonitors: %v", err)
+		t.Fatalf("the API server does not serve %s: %v", gk, err)
 	}
 }
 

@@ -85,7 +85,8 @@ watch:
 		},
 		{
 			// Another resource, in another namespace, and a cluster-scoped
-			// one: the Roles move, a ClusterRole comes; and a ServiceMonitor.
+			// one: the Roles move, a ClusterRole comes; and a ServiceMonitor,
+			// the Grafana dashboard and the alerts.
 			name: "two",
 			values: `
 watch:
@@ -95,6 +96,10 @@ watch:
 metrics:
   serviceMonitor:
     enabled: true
+grafanaDashboard:
+  enabled: true
+prometheusRule:
+  enabled: true
 `,
 			grants: grants{namespaced: set(deployments), cluster: set(nodes), namespaces: []string{lifeB}},
 		},

@@ -73,8 +73,10 @@ var renderCases = map[string]struct {
 		objects: []string{
 			"ClusterRole /messaging-ha-bridge",
 			"ClusterRoleBinding /messaging-ha-bridge",
+			"ConfigMap messaging/ha-bridge-dashboard",
 			"Deployment messaging/ha-bridge",
 			"PodDisruptionBudget messaging/ha-bridge",
+			"PrometheusRule messaging/ha-bridge",
 			"Role messaging/ha-bridge-leader-election",
 			"RoleBinding messaging/ha-bridge-leader-election",
 			"Service messaging/ha-bridge-metrics",

@@ -21,7 +21,9 @@ import (
 // nats-kv-ha set: this machine's NATS server, which takes a user and
 // password and a client certificate (the set's credentials file needs an
 // operator this server does not run), a stream of one replica (one
-// server), a metrics port of the pod's own, and probes every second.
+// server), a metrics port of the pod's own, probes every second, and
+// neither ServiceMonitor nor PrometheusRule (this API server has no
+// Prometheus Operator's CRDs).
 func natsValues(srv *natstest.Server, metricsPort, replicas int) map[string]any {
 	return merge(fastProbes(), map[string]any{
 		"replicaCount": replicas,
@@ -33,7 +35,8 @@ func natsValues(srv *natstest.Server, metricsPort, replicas int) map[string]any 
 			"tls":            map[string]any{"caKey": "ca.crt", "certKey": "tls.crt", "keyKey": "tls.key"},
 			"streamReplicas": 1,
 		},
-		"metrics": map[string]any{"port": metricsPort, "serviceMonitor": map[string]any{"enabled": false}},
+		"metrics":        map[string]any{"port": metricsPort, "serviceMonitor": map[string]any{"enabled": false}},
+		"prometheusRule": map[string]any{"enabled": false},
 	})
 }
 
