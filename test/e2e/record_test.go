@@ -151,3 +151,50 @@ func publishedCount(t *testing.T, b bus, ns string) int {
 	t.Fatalf("no count for bus %T", b)
 	return 0
 }
+
+// TestCRDDeletedWhileDown: a bridge watching everything publishes the 10
+// objects of a CRD and stops; the CRD is deleted; the bridge starts
+// again. In a state layout the bus is the record, and must hold none of
+// the CRD's objects: their deletes are published, marked reconciled, and
+// the log names the resource. (Discovery is asked twice before the
+// resource counts as gone.)
+func TestCRDDeletedWhileDown(t *testing.T) {
+	forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
+		ns := namespace(t, "crdgone")
+		group := "gone-" + b.name() + ".example.com"
+		plural, kind := "widgets", "Widget"
+		name := plural + "." + group
+		k := watchedKind{kind: kind}
+		k.gvr.Group, k.gvr.Version, k.gvr.Resource = group, "v1", plural
+		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+
+		env := stateEnv(b, ns)
+		env["BRIDGE_RESOURCES"] = "*"
+		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+		r := startBridge(t, env, nil)
+		createObjects(t, gvr, kind, ns, "w", 10)
+		live := func() int {
+			return len(lastStates(b.readKinds(t, ns, []watchedKind{k})))
+		}
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			n := live()
+			return n == 10, fmt.Sprintf("%d of 10 objects of %s on the bus", n, name)
+		})
+		r.stop(t)
+
+		deleteCRD(t.Context(), t, name)
+		r = startBridge(t, env, nil)
+		r.stop(t)
+		if n := live(); n != 0 {
+			t.Errorf("after a start while %s is gone the bus holds %d of its objects, want none", name, n)
+		}
+		for _, m := range b.readKinds(t, ns, []watchedKind{k}) {
+			if m.Action == "deleted" && m.Reason != "reconciled" {
+				t.Errorf("%s: deleted with reason %q, want reconciled", m.Key(), m.Reason)
+			}
+		}
+		if !loggedFor(r.logs.String(), "resource no longer served", name) {
+			t.Errorf("the start did not log that %s is no longer served", name)
+		}
+	})
+}
