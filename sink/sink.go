@@ -86,3 +86,17 @@ type StateReader interface {
 	// latest message says. It returns fn's first error.
 	ReadState(ctx context.Context, cluster string, resource schema.GroupVersionResource, namespaces []string, fn func(Held) error) error
 }
+
+// Witness is implemented by sinks whose bus can tell whether it holds any
+// message of a cluster's resources. In the history layout, where the
+// checkpoint is the only record of what was published, the bridge
+// refuses to take an empty checkpoint for a first start when the bus
+// holds messages: the checkpoint was lost.
+type Witness interface {
+	// HoldsAny reports whether the bus holds a message of any of
+	// resources, of cluster where the bus tells clusters apart, and of
+	// namespaces (every namespace when it is empty; cluster-scoped
+	// resources are not limited by it) where the bus tells them apart
+	// cheaply; false when it cannot tell.
+	HoldsAny(ctx context.Context, cluster string, resources []schema.GroupVersionResource, namespaces []string) (bool, error)
+}

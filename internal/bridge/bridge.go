@@ -271,6 +271,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.store, releaseStore = store, closeStore
 	}
 
+	if err := b.checkLostCheckpoint(ctx, resources, bus); err != nil {
+		return err
+	}
+
 	writer = checkpoint.NewWriter(b.store, b.cfg.CheckpointInterval, b.log.With("component", "checkpoint"))
 	pipe = pipeline.New(b.sink, event.Encoder{Cluster: b.cfg.ClusterName, KeepManagedFields: b.cfg.KeepManagedFields}, writer, pipeline.Options{
 		Workers:             b.cfg.Workers,

@@ -13,6 +13,8 @@ import (
 	"k8s.io/client-go/restmapper"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/config"
+	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -167,4 +169,49 @@ func served(groups []*restmapper.APIGroupResources, gr schema.GroupResource) boo
 		}
 	}
 	return false
+}
+
+// errCheckpointLost is wrapped by Run's error when the history layout's
+// checkpoint is empty while the bus holds messages.
+var errCheckpointLost = errors.New("the checkpoint is empty, but the bus holds messages of this cluster's resources")
+
+// checkLostCheckpoint refuses a start in the history layout (no bus that
+// holds the state) from an empty checkpoint when the bus holds messages
+// of the resources watched: the checkpoint, the only record there of
+// what was published, was lost (a file removed, a bucket or topic
+// deleted), and a start would publish every object again and never the
+// deletes made meanwhile. BRIDGE_CHECKPOINT_FRESH_START=true allows it.
+func (b *Bridge) checkLostCheckpoint(ctx context.Context, resources []source.Resource, bus source.Bus) error {
+	if bus != nil || b.cfg.CheckpointFreshStart {
+		return nil
+	}
+	if kind, _ := b.cfg.CheckpointKind(); kind == config.CheckpointNone {
+		return nil
+	}
+	w, ok := b.sink.(sink.Witness)
+	if !ok {
+		return nil
+	}
+	gvrs := make([]schema.GroupVersionResource, len(resources))
+	for i, res := range resources {
+		snap, err := b.store.Load(ctx, res.Name())
+		if err != nil {
+			return fmt.Errorf("bridge: %w", err)
+		}
+		if len(snap.Objects) > 0 || snap.LastResourceVersion != "" {
+			return nil
+		}
+		gvrs[i] = res.GroupVersionResource
+	}
+	held, err := w.HoldsAny(ctx, b.cfg.ClusterName, gvrs, b.cfg.Namespaces)
+	if err != nil {
+		return fmt.Errorf("bridge: tell whether the bus holds messages, with the checkpoint empty: %w", err)
+	}
+	if held {
+		return fmt.Errorf("bridge: BRIDGE_CHECKPOINT %s: %w (history layout, where the checkpoint is the only record of what was published): "+
+			"it was lost, or belongs to another bridge; starting from it would publish every object again and never the deletes made meanwhile. "+
+			"Point BRIDGE_CHECKPOINT at the checkpoint the bridge wrote, or set BRIDGE_CHECKPOINT_FRESH_START=true to start afresh knowingly",
+			b.cfg.Checkpoint, errCheckpointLost)
+	}
+	return nil
 }

@@ -73,7 +73,7 @@ type Config struct {
 	// Off: starting afresh publishes every object again and never
 	// publishes the deletes made while the bridge was down, so it is the
 	// operator's choice, made knowingly, not a silent default.
-	CheckpointFreshStart bool `env:"BRIDGE_CHECKPOINT_FRESH_START" envDefault:"false" help:"when the file checkpoint is empty or corrupt, move it aside (to <path>.unreadable-<time>) and start afresh, publishing every object again, instead of refusing to start; deletes made while the bridge was down are then never published"`
+	CheckpointFreshStart bool `env:"BRIDGE_CHECKPOINT_FRESH_START" envDefault:"false" help:"when the file checkpoint is empty or corrupt, move it aside (to <path>.unreadable-<time>) and start afresh, publishing every object again, instead of refusing to start; in the history layout, also start from an empty checkpoint while the bus holds messages of the resources watched (a checkpoint lost), which is refused otherwise. Deletes made while the bridge was down are then never published"`
 
 	// An hour: a pass that finds the bus right reads the bus and asks
 	// the API server nothing, and drift (a message lost from a stream, a

@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -109,4 +110,39 @@ func headerMap(hs []kafkago.Header) map[string]string {
 		out[h.Key] = string(h.Value)
 	}
 	return out
+}
+
+var _ sink.Witness = (*Sink)(nil)
+
+// HoldsAny reports whether the topic of any of resources holds a record
+// (of namespaces, when given: the topic is then read until one of theirs,
+// by its key). With one topic for every resource (BRIDGE_KAFKA_TOPIC),
+// any record of the resource counts, whatever its cluster.
+func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.GroupVersionResource, namespaces []string) (bool, error) {
+	found := errors.New("found")
+	for _, res := range resources {
+		topic := s.cfg.TopicOf(res)
+		prefix := ""
+		if s.cfg.Topic != "" {
+			prefix = res.GroupResource().String() + "/"
+		}
+		err := s.cfg.Conn().ReadTopic(ctx, s.client(stateReadTimeout), topic, func(m kafkago.Message) error {
+			key, ok := strings.CutPrefix(string(m.Key), prefix)
+			if !ok {
+				return nil
+			}
+			ns, _, namespaced := strings.Cut(key, "/")
+			if len(namespaces) == 0 || !namespaced || slices.Contains(namespaces, ns) {
+				return found
+			}
+			return nil
+		})
+		switch {
+		case errors.Is(err, found):
+			return true, nil
+		case err != nil:
+			return false, fmt.Errorf("kafka sink: read topic %s: %w", topic, err)
+		}
+	}
+	return false, nil
 }

@@ -234,3 +234,36 @@ func (t *Template) objectOf(subject string) (namespace, name string, ok bool) {
 	}
 	return namespace, name, haveNS && haveName
 }
+
+var _ sink.Witness = (*Sink)(nil)
+
+// HoldsAny reports whether the stream holds a message of any of resources
+// of cluster: the last message of each resource's subjects, looked up
+// without a consumer. In core mode there is no stream, and it reports
+// false.
+func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.GroupVersionResource, namespaces []string) (bool, error) {
+	if s.js == nil {
+		return false, nil
+	}
+	stream, err := s.js.Stream(ctx, s.cfg.Stream)
+	if err != nil {
+		return false, fmt.Errorf("nats sink: stream %s: %w", s.cfg.Stream, err)
+	}
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	for _, res := range resources {
+		for _, ns := range namespaces {
+			filter := s.tmpl.stateFilter(cluster, res, ns)
+			_, err := stream.GetLastMsgForSubject(ctx, filter)
+			switch {
+			case err == nil:
+				return true, nil
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+			default:
+				return false, fmt.Errorf("nats sink: last message of %s: %w", filter, err)
+			}
+		}
+	}
+	return false, nil
+}

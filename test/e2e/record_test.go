@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/kubebus/bridge/internal/bridge"
+	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -196,5 +199,48 @@ func TestCRDDeletedWhileDown(t *testing.T) {
 		if !loggedFor(r.logs.String(), "resource no longer served", name) {
 			t.Errorf("the start did not log that %s is no longer served", name)
 		}
+	})
+}
+
+// TestCheckpointLostInHistoryLayout: in the history layout the bus keeps
+// no state, and the checkpoint is the only record of what was published.
+// A bridge whose bus checkpoint (NATS KV bucket, Kafka topic) was deleted
+// while it was down must refuse to start, naming
+// BRIDGE_CHECKPOINT_FRESH_START, rather than publish every object again
+// and lose the deletes made meanwhile; with it, it starts.
+func TestCheckpointLostInHistoryLayout(t *testing.T) {
+	forEachBus(t, func(t *testing.T, b bus) {
+		ns := namespace(t, "lost-history-"+b.name())
+		env := b.env(ns)
+		if b.name() == "kafka" {
+			env["BRIDGE_KAFKA_LAYOUT"] = "history"
+		}
+		createConfigMap(t, ns, "a")
+		r := startBridge(t, env, nil)
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			n := len(b.read(t, ns))
+			return n == 1, fmt.Sprintf("%d of 1 messages", n)
+		})
+		r.stop(t)
+		deleteBusCheckpoint(t, b, ns)
+
+		environ := []string{"BRIDGE_CHECKPOINT_INTERVAL=100ms"}
+		for k, v := range env {
+			environ = append(environ, k+"="+v)
+		}
+		cfg, err := config.Load(environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+		defer cancel()
+		err = bridge.New(cfg, cp.RESTConfig(), slog.New(slog.NewTextHandler(t.Output(), nil))).Run(ctx)
+		if err == nil || !strings.Contains(err.Error(), "BRIDGE_CHECKPOINT_FRESH_START") {
+			t.Fatalf("a start from a lost checkpoint in the history layout: %v; want a refusal naming BRIDGE_CHECKPOINT_FRESH_START", err)
+		}
+		t.Logf("refused: %v", err)
+
+		env["BRIDGE_CHECKPOINT_FRESH_START"] = "true"
+		startBridge(t, env, nil).stop(t)
 	})
 }
