@@ -64,6 +64,14 @@ type Message struct {
 	// set; deletes of objects deleted in the cluster have none.
 	Reason string
 
+	// View is the object's state in the bridge's view (BRIDGE_FILTER,
+	// BRIDGE_FIELDS, BRIDGE_DROP_FIELDS), opaque; "" without a view and
+	// for deletes. It is not an event attribute: a sink whose bus keeps
+	// each object's latest message (a state layout) stores it beside the
+	// event, as a header, so that the bridge reads back under which view
+	// each object was published (StateReader).
+	View string
+
 	// Data is the JSON payload: {"object": ...}, plus "oldObject" on updates
 	// when the bridge is configured to include it. It must be valid JSON:
 	// MarshalJSON writes it as it is.

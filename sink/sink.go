@@ -70,6 +70,8 @@ type Held struct {
 	// without reading every message whole; ReadState tells them of at
 	// least one object of each call, when it holds any.
 	Kind, APIVersion string
+	// View is the Message.View the latest message was published with.
+	View string
 }
 
 // StateReader is implemented by sinks whose bus can keep each object's

@@ -18,6 +18,9 @@ type Holding struct {
 	Deleted bool
 	// Kind and APIVersion are the object's, when the bus tells them.
 	Kind, APIVersion string
+	// View is the object's state in the view it was published through
+	// (Delta.View), when the bus keeps it.
+	View string
 }
 
 // Bus reads back what the bus holds of a resource's objects. A bus in a
@@ -64,7 +67,8 @@ const maxExamples = 5
 // priorFromBus merges what the bus holds into snap, the checkpoint of a
 // resource: in the state layouts the bus is the record, and the
 // checkpoint a cache of it. Each live object on the bus is taken at its
-// position there, keeping the checkpoint's view state when both agree;
+// position there, with the view state the bus keeps beside it (or the
+// checkpoint's, when both agree on the position);
 // objects the bus does not hold are dropped, so that the first list
 // publishes them (the checkpoint's intents included: a creation that did
 // not reach the bus is published again). fromBus are the keys that only
@@ -92,6 +96,9 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint
 		p, ok := snap.Objects[key]
 		switch {
 		case ok && p.UID == h.UID && p.ResourceVersion == h.ResourceVersion:
+			if p.View == "" {
+				p.View = h.View
+			}
 			out.Objects[key] = p
 			continue
 		case !ok || p.UID != h.UID:
@@ -101,7 +108,7 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint
 			cmp.OnlyOnBus++
 			example(key)
 		}
-		out.Objects[key] = checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion}
+		out.Objects[key] = checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion, View: h.View}
 	}
 	for _, key := range slices.Sorted(maps.Keys(snap.Objects)) {
 		p := snap.Objects[key]

@@ -118,7 +118,7 @@ func (b *Bridge) bus() source.Bus {
 		held := map[string]source.Holding{}
 		err := sr.ReadState(ctx, b.cfg.ClusterName, res.GroupVersionResource, namespaces, func(h sink.Held) error {
 			held[source.ObjectKey(h.Namespace, h.Name)] = source.Holding{UID: h.UID, ResourceVersion: h.ResourceVersion, Deleted: h.Deleted,
-				Kind: h.Kind, APIVersion: h.APIVersion}
+				Kind: h.Kind, APIVersion: h.APIVersion, View: h.View}
 			return nil
 		})
 		return held, err

@@ -124,6 +124,7 @@ func (e Encoder) message(d *source.Delta) *sink.Message {
 		Snapshot:        d.Snapshot,
 		ContentOmitted:  d.ContentOmitted,
 		Reason:          string(d.Reason),
+		View:            d.View,
 	}
 }
 

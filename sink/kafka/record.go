@@ -50,8 +50,22 @@ var contentTypeStructured = []byte(ContentTypeStructured)
 // actionDeleted is the Action of a message about a deleted object.
 const actionDeleted = "deleted"
 
+// HeaderView carries, in the state layout, the object's state in the
+// bridge's view (sink.Message.View), when it has one: not an event
+// attribute, but what the bridge reads back of each object (ReadState).
+const HeaderView = "bridge_view"
+
 // encode builds the record of m's event.
 func (s *Sink) encode(m *sink.Message, topic string, key []byte) (kafkago.Message, error) {
+	rec, err := s.encodeEvent(m, topic, key)
+	if err == nil && m.View != "" && s.HoldsState() {
+		rec.Headers = append(rec.Headers, kafkago.Header{Key: HeaderView, Value: []byte(m.View)})
+	}
+	return rec, err
+}
+
+// encodeEvent builds the record of m's event in the configured mode.
+func (s *Sink) encodeEvent(m *sink.Message, topic string, key []byte) (kafkago.Message, error) {
 	rec := kafkago.Message{Topic: topic, Key: key}
 	// The value is the data, or the whole event, as the encoder wrote it
 	// in one buffer: not copied.

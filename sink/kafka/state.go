@@ -45,9 +45,11 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 		if !ok || key == "" {
 			return nil // another resource's, in a topic for every resource
 		}
-		var uid, rv, typ, ofCluster string
+		var uid, rv, typ, ofCluster, view string
 		for _, h := range m.Headers {
 			switch h.Key {
+			case HeaderView:
+				view = string(h.Value)
 			case HeaderUID:
 				uid = string(h.Value)
 			case HeaderResourceVersion:
@@ -68,7 +70,7 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 		if len(namespaces) > 0 && !slices.Contains(namespaces, ns) {
 			return nil
 		}
-		held := sink.Held{Namespace: ns, Name: name, UID: uid, ResourceVersion: rv}
+		held := sink.Held{Namespace: ns, Name: name, UID: uid, ResourceVersion: rv, View: view}
 		switch {
 		case m.Value == nil:
 			held = latest[key]

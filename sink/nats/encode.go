@@ -68,6 +68,10 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 			h[a.header] = []string{v}
 			n += len(a.header) + len(v) + 4 // "k: v\r\n"
 		}
+		if m.View != "" && s.HoldsState() {
+			h[ViewHeader] = []string{m.View}
+			n += len(ViewHeader) + len(m.View) + 4
+		}
 		if n <= maxHeaderLen {
 			// The data, a part of the encoder's buffer: not copied.
 			return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
@@ -89,6 +93,9 @@ func (s *Sink) encode(m *sink.Message) (*nats.Msg, error) {
 		// ReadState).
 		h[uidHeader] = []string{percentEncode(m.UID)}
 		h[resourceVersionHeader] = []string{percentEncode(m.ResourceVersion)}
+		if m.View != "" {
+			h[ViewHeader] = []string{m.View}
+		}
 	}
 	return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
 }

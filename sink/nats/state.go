@@ -26,6 +26,9 @@ const (
 	uidHeader             = HeaderPrefix + "uid"
 	resourceVersionHeader = HeaderPrefix + "resourceversion"
 	typeHeader            = HeaderPrefix + "type"
+	// ViewHeader carries, in the state layout, the object's state in the
+	// bridge's view (sink.Message.View), when it has one.
+	ViewHeader = "Bridge-View"
 )
 
 // stateBatch is how many messages one fetch of ReadState asks for.
@@ -147,7 +150,7 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.Msg, seq uint64) (sink.Held, error) {
 	hdr := msg.Headers()
 	h := sink.Held{UID: hdr.Get(uidHeader), ResourceVersion: hdr.Get(resourceVersionHeader),
-		Kind: hdr.Get(HeaderPrefix + "kind"), APIVersion: hdr.Get(HeaderPrefix + "apiversion")}
+		Kind: hdr.Get(HeaderPrefix + "kind"), APIVersion: hdr.Get(HeaderPrefix + "apiversion"), View: hdr.Get(ViewHeader)}
 	// A delete carries the delete TTL; one written without it says so by
 	// its type.
 	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || strings.HasSuffix(hdr.Get(typeHeader), "."+actionDeleted)
@@ -176,7 +179,7 @@ func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.
 		return h, err
 	}
 	return sink.Held{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Deleted: h.Deleted || m.Action == actionDeleted, Kind: m.Kind, APIVersion: m.APIVersion}, nil
+		Deleted: h.Deleted || m.Action == actionDeleted, Kind: m.Kind, APIVersion: m.APIVersion, View: h.View}, nil
 }
 
 // stateFilter is the subject filter of every object of resource in
