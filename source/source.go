@@ -253,12 +253,11 @@ func (s *Source) Run(ctx context.Context) error {
 		// recorded through an earlier view, so that what that view left
 		// out is published again.
 		trackers[i].view = s.opts.View
-		if viewChanged(trackers[i].view, snap.Objects, snap.LastResourceVersion) {
-			rv, err := s.revision(ctx, res)
-			if err != nil {
-				return fmt.Errorf("source: %s: read the revision to date the view's changes by: %w", res.Name(), err)
-			}
-			trackers[i].viewRV, trackers[i].lastRV = rv, snap.LastResourceVersion
+		rv, err := trackers[i].dateFrom(snap, func() (string, error) { return s.revision(ctx, res) })
+		if err != nil {
+			return fmt.Errorf("source: %s: read the revision to date what enters the stream again by: %w", res.Name(), err)
+		}
+		if trackers[i].viewMoved {
 			s.log.Info("the view may have changed since the last run: its changes found by the first list are dated by the resource's revision",
 				"resource", res.Name(), "resourceVersion", rv)
 		}

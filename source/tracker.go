@@ -55,16 +55,27 @@ type tracker struct {
 	// view, when set, makes the deltas those of the view (see View).
 	view     View
 	observer Observer
-	// viewRV is the resource's revision when the source started, read
-	// when the view may have changed since the last run (see
-	// viewChanged): changes of the view found by the first list that no
-	// change of the object explains are dated by it, not by the object's
-	// older resourceVersion, so that a consumer that saw the object leave
-	// the view (dated by an earlier such revision) takes it back.
-	viewRV string
+	// startRV is the resource's revision when the source started, read
+	// when the resource was published before (see dateFrom). What the
+	// first list finds entering the stream that no change of the object
+	// explains is dated by it, not by the object's older
+	// resourceVersion: an object that may have left the view in an
+	// earlier run (its delete dated by the object's resourceVersion
+	// then, or by an earlier such revision), and, when the view may have
+	// changed, an object whose state the new view changes. So a consumer
+	// that saw the object leave takes it back.
+	startRV string
 	// lastRV is the resource's last committed resourceVersion when the
 	// source started (checkpoint.Snapshot.LastResourceVersion).
 	lastRV string
+	// viewMoved reports that the view may differ from the one the prior
+	// positions were published through (see viewChanged): intents are
+	// then dated by startRV too.
+	viewMoved bool
+	// revision reads the resource's revision again (see newerStart);
+	// waited is set once it was waited for.
+	revision func() (string, error)
+	waited   bool
 
 	mu    sync.Mutex
 	known map[string]entry
@@ -229,6 +240,74 @@ func (t *tracker) observe(u object, listed bool) {
 	}
 }
 
+// dateFrom prepares the first list's dating: snap is what was published
+// of the resource before, and revision reads the resource's current
+// revision. A resource of which nothing was committed needs none, and
+// costs no read: nothing of it can have left the stream. Otherwise the
+// revision is read whatever the view, since what the checkpoint holds
+// cannot tell whether an earlier run had one: a filter's definition is
+// kept only in the positions published through it, and a new filter
+// publishes again neither the objects that stay in it unchanged nor
+// those that leave it (their positions go); positions merged from the
+// bus carry no view state at all. It returns the revision read, "" when
+// none was.
+func (t *tracker) dateFrom(snap checkpoint.Snapshot, revision func() (string, error)) (string, error) {
+	t.viewMoved = viewChanged(t.view, snap.Objects, snap.LastResourceVersion)
+	if snap.LastResourceVersion == "" && !t.viewMoved {
+		return "", nil
+	}
+	rv, err := revision()
+	if err != nil {
+		return "", err
+	}
+	t.startRV, t.lastRV, t.revision = rv, snap.LastResourceVersion, revision
+	return rv, nil
+}
+
+// How long, and how often, newerStart reads the revision again. The API
+// server renews its identity lease every 10 s (and a cluster with nodes
+// or controllers writes far more often), so a revision moves within it.
+const (
+	newerWait = 30 * time.Second
+	newerPoll = 200 * time.Millisecond
+)
+
+// newerStart makes startRV newer than lastRV, reading the revision again
+// until it is, for at most newerWait. A state dated by startRV must be
+// newer than every delta committed before (a consumer drops a state at
+// the resourceVersion it holds), and the revision read at start is not
+// when nothing at all was written to the cluster since the last one was
+// committed. Only the first state that needs it waits, once. Called with
+// t.mu held.
+func (t *tracker) newerStart() {
+	if t.waited || t.revision == nil {
+		return
+	}
+	t.waited = true
+	last, err1 := strconv.ParseUint(t.lastRV, 10, 64)
+	start, err2 := strconv.ParseUint(t.startRV, 10, 64)
+	if err1 != nil || err2 != nil || start > last {
+		return
+	}
+	t.log.Info("the resource's revision is the last one published: waiting for it to move, to date what enters the stream again by it",
+		"resource", t.res.Name(), "resourceVersion", t.startRV)
+	deadline := t.now().Add(newerWait)
+	for t.now().Before(deadline) {
+		time.Sleep(newerPoll)
+		rv, err := t.revision()
+		if err != nil {
+			t.log.Warn("reading the resource's revision again failed", "resource", t.res.Name(), "err", err)
+			return
+		}
+		if rvBefore(t.lastRV, rv) {
+			t.startRV = rv
+			return
+		}
+	}
+	t.log.Warn("the resource's revision did not move past the last one published; objects that enter the stream again unchanged are dated by it, and a consumer that saw them leave at it may keep them out until they change",
+		"resource", t.res.Name(), "resourceVersion", t.startRV, "waited", newerWait)
+}
+
 // viewChanged reports whether the view the tracker applies may differ
 // from the one the objects in prior were published through, given the
 // resource's last committed resourceVersion. A position's state cannot
@@ -252,11 +331,19 @@ func viewChanged(v View, prior map[string]checkpoint.Position, lastRV string) bo
 	return false
 }
 
-// dated is the resourceVersion of a delta the view makes of u: viewRV
-// when the object itself is older than it.
+// dated dates d, a delta of the first list that no change of its object
+// explains, by startRV when the object itself is older than it. A delete
+// may carry the resourceVersion a consumer holds; any other state must be
+// newer (see newerStart). Called with t.mu held.
 func (t *tracker) dated(d *Delta) {
-	if t.viewRV != "" && rvBefore(d.ResourceVersion, t.viewRV) {
-		d.ResourceVersion = t.viewRV
+	if t.startRV == "" {
+		return
+	}
+	if d.Type != Deleted {
+		t.newerStart()
+	}
+	if rvBefore(d.ResourceVersion, t.startRV) {
+		d.ResourceVersion = t.startRV
 	}
 }
 
@@ -280,7 +367,8 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 	t.viewed(&d, v)
 	if listed && !rvBefore(t.lastRV, u.rv) {
 		// Not changed since the last delta committed: it may have left
-		// the view at a dated revision, under another definition.
+		// the view, in an earlier run, at that resourceVersion or at a
+		// dated revision.
 		t.dated(&d)
 	}
 	t.handler.OnDelta(d)
@@ -299,7 +387,7 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	// not it.
 	redo := !intent && e.id.notNewer(u.rv)
 	emit := func(d Delta) {
-		if redo || intent {
+		if redo || (intent && t.viewMoved) {
 			t.dated(&d)
 		}
 		t.handler.OnDelta(d)

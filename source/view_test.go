@@ -172,7 +172,7 @@ func TestViewDefinitionChangeComparesUnchangedObjects(t *testing.T) {
 	tr, got := newViewTracker(prior, v)
 	// The resource's revision when the source started: the view's
 	// changes are dated by it, since the objects did not change.
-	tr.viewRV, tr.lastRV = "25", "20"
+	tr.startRV, tr.lastRV, tr.viewMoved = "25", "20", true
 	list(tr, "30", viewCM(t, "stays", "u1", "10", "yes", "v", "n"), viewCM(t, "left", "u2", "11", "no", "v", "n"),
 		viewCM(t, "entered", "u3", "12", "yes", "v", "n"), viewCM(t, "new", "u4", "21", "yes", "v", "n"))
 	tr.finishInitialList()
@@ -227,8 +227,9 @@ type v0 struct{ testView }
 
 func (v0) Current(state string) bool { return state == "" }
 
-// The revision is read only when a view may have changed since the
-// positions were recorded.
+// A view may have changed since the positions were recorded (and
+// intents are dated by the revision read at start) only when there is one
+// now, or there was one then.
 func TestViewChanged(t *testing.T) {
 	v := testView{def: "d1"}
 	for _, tc := range []struct {
