@@ -117,9 +117,9 @@ func headerMap(hs []kafkago.Header) map[string]string {
 var _ sink.Witness = (*Sink)(nil)
 
 // HoldsAny reports whether the topic of any of resources holds a record
-// (of namespaces, when given: the topic is then read until one of theirs,
-// by its key). With one topic for every resource (BRIDGE_KAFKA_TOPIC),
-// any record of the resource counts, whatever its cluster.
+// of cluster (of namespaces, when given, by its key): the topic is read
+// until one, so a topic that other clusters share is read further. A
+// tombstone that names no cluster (an earlier release's) does not count.
 func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.GroupVersionResource, namespaces []string) (bool, error) {
 	found := errors.New("found")
 	for _, res := range resources {
@@ -134,7 +134,20 @@ func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.
 				return nil
 			}
 			ns, _, namespaced := strings.Cut(key, "/")
-			if len(namespaces) == 0 || !namespaced || slices.Contains(namespaces, ns) {
+			if len(namespaces) > 0 && namespaced && !slices.Contains(namespaces, ns) {
+				return nil
+			}
+			// Of this cluster: its header says so, or its event does.
+			headers := headerMap(m.Headers)
+			of, ok := headers[HeaderCluster]
+			if !ok && m.Value != nil {
+				msg, err := DecodeRecord(m.Value, headers)
+				if err != nil {
+					return nil // not a record of the bridge's
+				}
+				of = msg.Cluster
+			}
+			if of == cluster {
 				return found
 			}
 			return nil
