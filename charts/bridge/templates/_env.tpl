@@ -106,6 +106,7 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.env" (list "BRIDGE_SINK" $v.sink) }}
 {{- include "bridge.env" (list "BRIDGE_CHECKPOINT" (include "bridge.checkpoint" .)) }}
 {{- include "bridge.env" (list "BRIDGE_CHECKPOINT_INTERVAL" $v.checkpoint.interval) }}
+{{- include "bridge.env" (list "BRIDGE_RECONCILE_INTERVAL" $v.checkpoint.reconcileInterval) }}
 {{- if and (eq $v.checkpoint.type "file") $v.checkpoint.file.freshStart }}
 - name: BRIDGE_CHECKPOINT_FRESH_START
   value: "true"
