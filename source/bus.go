@@ -4,6 +4,7 @@ import (
 	"context"
 	"maps"
 	"slices"
+	"strings"
 
 	"github.com/kubebus/bridge/checkpoint"
 )
@@ -64,21 +65,50 @@ func (c BusComparison) Differs() bool { return c.OnlyOnBus > 0 || c.NotOnBus > 0
 // maxExamples is how many objects a log line names.
 const maxExamples = 5
 
-// priorFromBus merges what the bus holds into snap, the checkpoint of a
-// resource: in the state layouts the bus is the record, and the
-// checkpoint a cache of it. Each live object on the bus is taken at its
-// position there, with the view state the bus keeps beside it (or the
-// checkpoint's, when both agree on the position);
-// objects the bus does not hold are dropped, so that the first list
-// publishes them (the checkpoint's intents included: a creation that did
-// not reach the bus is published again). fromBus are the keys that only
-// the bus knew: a list that lacks them finds ghosts, which it deletes
-// with ReasonReconciled. The resource's last resourceVersion is the newer
-// of the checkpoint's and the bus's newest.
-func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint.Snapshot, map[string]bool, BusComparison) {
-	out := checkpoint.Snapshot{Objects: make(map[string]checkpoint.Position, len(held)), LastResourceVersion: snap.LastResourceVersion}
-	fromBus := map[string]bool{}
-	var cmp BusComparison
+// busPrior is what priorFromBus makes of the checkpoint and the bus.
+type busPrior struct {
+	checkpoint.Snapshot
+	// fromBus are the keys that only the bus knew: a list that lacks them
+	// finds ghosts, deleted with ReasonReconciled once confirmed.
+	fromBus map[string]bool
+	// repairs are the keys the checkpoint holds as published and the bus
+	// lacks (DriftMissing) or holds older (DriftStale): their states
+	// found by the first list repair the bus, and are marked
+	// ReasonReconciled, so that a bus that drops repeated event ids does
+	// not drop them as repeats of the messages it lost.
+	repairs map[string]Drift
+	cmp     BusComparison
+}
+
+// Drift is a kind of difference between the bus and the cluster.
+type Drift string
+
+// The kinds of drift a comparison of the bus with the cluster repairs.
+const (
+	// DriftGhost: the bus holds a live object the cluster lacks.
+	DriftGhost Drift = "ghost"
+	// DriftMissing: the cluster holds an object the bus lacks.
+	DriftMissing Drift = "missing"
+	// DriftStale: the bus holds an older state of an object.
+	DriftStale Drift = "stale"
+)
+
+// priorFromBus merges what the bus holds of the namespaces read (nil:
+// every namespace) into snap, the checkpoint of a resource: in the state
+// layouts the bus is the record, and the checkpoint a cache of it. Each
+// live object on the bus is taken at its position there, with the view
+// state the bus keeps beside it (or the checkpoint's, when both agree on
+// the position); objects of the namespaces read that the bus does not
+// hold are dropped, so that the first list publishes them (the
+// checkpoint's intents included: a creation that did not reach the bus is
+// published again). Positions of other namespaces (no longer watched)
+// stay, so that the first list publishes their deletes. The resource's
+// last resourceVersion is the newer of the checkpoint's and the bus's
+// newest.
+func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces []string) busPrior {
+	out := busPrior{Snapshot: checkpoint.Snapshot{Objects: make(map[string]checkpoint.Position, len(held)), LastResourceVersion: snap.LastResourceVersion},
+		fromBus: map[string]bool{}, repairs: map[string]Drift{}}
+	cmp := &out.cmp
 	example := func(key string) {
 		if len(cmp.Examples) < maxExamples {
 			cmp.Examples = append(cmp.Examples, key)
@@ -102,7 +132,7 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint
 			out.Objects[key] = p
 			continue
 		case !ok || p.UID != h.UID:
-			fromBus[key] = true
+			out.fromBus[key] = true
 		}
 		if !ok || p.IsIntent() || p.UID != h.UID || rvBefore(p.ResourceVersion, h.ResourceVersion) {
 			cmp.OnlyOnBus++
@@ -112,15 +142,33 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding) (checkpoint
 	}
 	for _, key := range slices.Sorted(maps.Keys(snap.Objects)) {
 		p := snap.Objects[key]
+		if !inNamespaces(key, namespaces) {
+			out.Objects[key] = p // not read: as the checkpoint has it
+			continue
+		}
 		if p.IsIntent() {
 			continue // a creation that may not have been published
 		}
-		if h, ok := held[key]; !ok || h.Deleted || h.UID != p.UID || rvBefore(h.ResourceVersion, p.ResourceVersion) {
-			cmp.NotOnBus++
-			example(key)
+		h, ok := held[key]
+		switch {
+		case !ok || h.Deleted || h.UID != p.UID:
+			out.repairs[key] = DriftMissing
+		case rvBefore(h.ResourceVersion, p.ResourceVersion):
+			out.repairs[key] = DriftStale
+		default:
+			continue
 		}
+		cmp.NotOnBus++
+		example(key)
 	}
-	return out, fromBus, cmp
+	return out
+}
+
+// inNamespaces reports whether the object of key is in namespaces (nil:
+// every namespace); a cluster-scoped object is in every one.
+func inNamespaces(key string, namespaces []string) bool {
+	ns, _, namespaced := strings.Cut(key, "/")
+	return namespaces == nil || !namespaced || slices.Contains(namespaces, ns)
 }
 
 // Retire hands on the delete of every object of res, a resource no longer
@@ -134,13 +182,13 @@ func Retire(res Resource, prior checkpoint.Snapshot, held map[string]Holding, h 
 		// What the bus holds live, and what the checkpoint holds besides:
 		// a delete of an object the bus does not hold changes nothing
 		// there, and removes its position from the checkpoint.
-		merged, _, _ := priorFromBus(prior, held)
+		merged := priorFromBus(prior, held, nil)
 		for k, p := range prior.Objects {
 			if _, ok := merged.Objects[k]; !ok {
 				merged.Objects[k] = p
 			}
 		}
-		prior = merged
+		prior = merged.Snapshot
 	}
 	t := newTracker(res, prior.Objects, nil, 1, h, false, nil)
 	if prior.LastResourceVersion != "" {

@@ -2,8 +2,10 @@ package source
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -73,6 +75,9 @@ func (c parsedClient) Watch(ctx context.Context, o metav1.ListOptions) (watch.In
 }
 
 func (c parsedClient) Get(ctx context.Context, name string) (object, error) {
+	if name == "" {
+		return object{}, errors.New("source: get an object without a name")
+	}
 	u, err := c.ri.Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return object{}, err
@@ -144,6 +149,9 @@ func (c rawClient) List(ctx context.Context, o metav1.ListOptions) (runtime.Obje
 
 // Get reads one object of the resource, as the API server sent it.
 func (c rawClient) Get(ctx context.Context, name string) (object, error) {
+	if name == "" || name == "." || name == ".." || strings.Contains(name, "/") {
+		return object{}, fmt.Errorf("source: %q is not an object's name", name)
+	}
 	res := c.request(&metav1.ListOptions{}).Suffix(name).Do(ctx)
 	if err := res.Error(); err != nil {
 		return object{}, err

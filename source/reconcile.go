@@ -9,6 +9,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/cenkalti/backoff/v4"
@@ -54,7 +56,7 @@ const busReadTimeout = time.Minute
 // priorFromBus reads what the bus holds of res and merges it into snap,
 // the checkpoint (see priorFromBus the function), retrying for a minute
 // while the bus cannot be read.
-func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint.Snapshot) (checkpoint.Snapshot, map[string]bool, error) {
+func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint.Snapshot) (busPrior, error) {
 	b := backoff.NewExponentialBackOff()
 	b.MaxElapsedTime = busReadTimeout
 	held, err := backoff.RetryNotifyWithData(func() (map[string]Holding, error) {
@@ -63,9 +65,10 @@ func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint
 		s.log.Warn("reading what the bus holds failed; retrying", "resource", res.Name(), "in", wait, "err", err)
 	})
 	if err != nil {
-		return snap, nil, fmt.Errorf("source: read what the bus holds of %s: %w", res.Name(), err)
+		return busPrior{}, fmt.Errorf("source: read what the bus holds of %s: %w", res.Name(), err)
 	}
-	prior, fromBus, cmp := priorFromBus(snap, held)
+	prior := priorFromBus(snap, held, s.busNamespaces(res))
+	cmp := prior.cmp
 	if cmp.Differs() {
 		s.log.Warn("the checkpoint and the bus disagree: the bus is the record, so the first list publishes what the bus lacks or holds wrong",
 			"resource", res.Name(), "onBus", cmp.Held, "checkpoint", len(snap.Objects), "onlyOnBus", cmp.OnlyOnBus,
@@ -73,7 +76,7 @@ func (s *Source) priorFromBus(ctx context.Context, res Resource, snap checkpoint
 	} else {
 		s.log.Info("the bus agrees with the checkpoint", "resource", res.Name(), "objects", cmp.Held)
 	}
-	return prior, fromBus, nil
+	return prior, nil
 }
 
 // busNamespaces are the namespaces of res whose objects the bus is
@@ -89,27 +92,29 @@ func (s *Source) busNamespaces(res Resource) []string {
 // confirmGhosts deletes from the bus each of candidates, objects the bus
 // holds live and the tracker does not know, that the API server confirms
 // gone: not found, or found as another object. One the API server still
-// holds is left alone: the source does not select it (another bridge's
-// perhaps, under another selector), and it is not this source's to
-// delete. One that cannot be read is left for the next comparison. It
-// returns a few of the keys deleted.
-func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []ghost) []string {
+// holds is left alone, and remembered: the source does not select it
+// (another bridge's perhaps, under another selector), and it is not this
+// source's to delete. Few candidates are read one by one; more with one
+// list of the resource, without the source's selectors. It returns a few
+// of the keys deleted, and an error when some could not be told.
+func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []ghost) ([]string, error) {
 	var examples []string
-	left, failed := 0, 0
+	var unknown []ghost
 	for _, g := range candidates {
 		if !g.known {
-			o, err := s.get(ctx, t.res, g.key)
-			switch {
-			case apierrors.IsNotFound(err):
-			case err != nil:
-				failed++
-				s.log.Warn("could not tell whether an object the bus holds is in the cluster; the next comparison tries again",
-					"resource", t.res.Name(), "object", g.key, "err", err)
-				continue
-			case o.uid == g.pos.UID:
-				left++
-				continue
-			}
+			unknown = append(unknown, g)
+		}
+	}
+	inCluster, err := s.uidsOf(ctx, t.res, unknown)
+	if err != nil {
+		return nil, fmt.Errorf("source: tell whether %d objects the bus holds of %s are in the cluster: %w", len(unknown), t.res.Name(), err)
+	}
+	left := 0
+	for _, g := range candidates {
+		if uid, ok := inCluster[g.key]; !g.known && ok && uid == g.pos.UID {
+			left++
+			t.leftAlone(g.key, uid)
+			continue
 		}
 		if t.deleteGhost(g) && len(examples) < maxExamples {
 			examples = append(examples, g.key)
@@ -119,7 +124,61 @@ func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []gho
 		s.log.Info("the bus holds objects of the cluster that this bridge does not select; left as they are",
 			"resource", t.res.Name(), "objects", left)
 	}
-	return examples
+	return examples, nil
+}
+
+// manyGhosts is how many candidates confirmGhosts reads with one list
+// rather than one by one.
+const manyGhosts = 20
+
+// uidsOf reads from the API server the uid of each object of gs that it
+// holds, by key.
+func (s *Source) uidsOf(ctx context.Context, res Resource, gs []ghost) (map[string]string, error) {
+	out := map[string]string{}
+	if len(gs) == 0 {
+		return out, nil
+	}
+	if len(gs) <= manyGhosts {
+		for _, g := range gs {
+			o, err := s.get(ctx, res, g.key)
+			switch {
+			case apierrors.IsNotFound(err):
+			case err != nil:
+				return nil, err
+			default:
+				out[g.key] = o.uid
+			}
+		}
+		return out, nil
+	}
+	list, err := s.apiClient(res, "").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, err
+	}
+	items, err := meta.ExtractList(list)
+	if err != nil {
+		return nil, err
+	}
+	for _, it := range items {
+		m, err := meta.Accessor(it)
+		if err != nil {
+			return nil, err
+		}
+		out[ObjectKey(m.GetNamespace(), m.GetName())] = string(m.GetUID())
+	}
+	return out, nil
+}
+
+// leftAlone remembers an object of the cluster, on the bus, that the
+// source does not select, so that later passes do not ask about it again
+// while the bus holds it as that object.
+func (t *tracker) leftAlone(key, uid string) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.foreign == nil {
+		t.foreign = map[string]string{}
+	}
+	t.foreign[key] = uid
 }
 
 // ghostsFound is how many objects only the bus held were deleted.
@@ -129,18 +188,36 @@ func (t *tracker) ghostsFound() int {
 	return t.ghosts
 }
 
-// inView is a copy of what the tracker knows of the objects in the view,
-// by key.
-func (t *tracker) inView() map[string]ident {
+// startRepair is what the start repaired of the bus: the ghosts deleted
+// and the states the first list published again. The repairs left are
+// objects gone from the cluster too: the bus and the cluster agree.
+func (t *tracker) startRepair(examples []string) Repair {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := make(map[string]ident, len(t.known))
+	t.repairs = nil
+	return Repair{Resource: t.res, Ghosts: t.ghosts, Missing: t.repaired[DriftMissing], Stale: t.repaired[DriftStale], Examples: examples}
+}
+
+// inView is a copy of what the tracker knows of the objects in the view,
+// by key.
+func (t *tracker) inView() snapshot {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := snapshot{known: make(map[string]ident, len(t.known)), newest: t.newestKnown(nil)}
 	for k, e := range t.known {
 		if !e.out && !e.prior {
-			out[k] = e.id
+			out.known[k] = e.id
 		}
 	}
 	return out
+}
+
+// snapshot is what a tracker knew of the objects in the view before a
+// pass, and the newest resourceVersion it knew: a message on the bus newer
+// than that is a change under way, not drift.
+type snapshot struct {
+	known  map[string]ident
+	newest string
 }
 
 // drift is what compareBus finds.
@@ -164,9 +241,10 @@ type drift struct {
 // returned, to be read from the API server and published again.
 // Anything else that differs is a change under way, which its own delta
 // sets right.
-func (t *tracker) compareBus(before map[string]ident, held map[string]Holding) drift {
+func (t *tracker) compareBus(snap snapshot, held map[string]Holding) drift {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	before := snap.known
 	d := drift{repair: Repair{Resource: t.res}}
 	var ghosts []string
 	for key, h := range held {
@@ -178,6 +256,15 @@ func (t *tracker) compareBus(before map[string]ident, held map[string]Holding) d
 		}
 		if e, ok := t.known[key]; ok && !e.out {
 			continue
+		}
+		if rvBefore(snap.newest, h.ResourceVersion) {
+			// Published after the snapshot: a change under way (an
+			// object created and deleted meanwhile, its delete not yet
+			// on the bus).
+			continue
+		}
+		if uid, ok := t.foreign[key]; ok && uid == h.UID {
+			continue // the cluster holds it; not this source's
 		}
 		ghosts = append(ghosts, key)
 	}
@@ -201,7 +288,11 @@ func (t *tracker) compareBus(before map[string]ident, held map[string]Holding) d
 		switch {
 		case !ok || h.Deleted || !id.hasUID(h.UID):
 			d.missing = append(d.missing, key)
-		case id.olderThan(h.ResourceVersion):
+		case !id.olderThan(h.ResourceVersion):
+		case t.view != nil && h.View != "" && t.view.Unchanged(h.View, t.views[key]):
+			// A later state whose projection the view left as the bus
+			// holds it: not published, not drift.
+		default:
 			d.stale = append(d.stale, key)
 		}
 	}
@@ -254,20 +345,24 @@ func (t *tracker) republish(o object, typ DeltaType) bool {
 
 // reconcile compares what the bus holds of t's resource with before (see
 // compareBus), and publishes what the bus lacks.
-func (s *Source) reconcile(ctx context.Context, t *tracker, before map[string]ident) (Repair, error) {
+func (s *Source) reconcile(ctx context.Context, t *tracker, before snapshot) (Repair, error) {
 	held, err := s.opts.Bus.Holdings(ctx, t.res, s.busNamespaces(t.res))
 	if err != nil {
 		return Repair{Resource: t.res}, fmt.Errorf("source: read what the bus holds of %s: %w", t.res.Name(), err)
 	}
 	d := t.compareBus(before, held)
 	ghostsBefore := t.ghostsFound()
-	for _, key := range s.confirmGhosts(ctx, t, d.ghosts) {
+	var errs []error
+	deleted, err := s.confirmGhosts(ctx, t, d.ghosts)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	for _, key := range deleted {
 		if len(d.repair.Examples) < maxExamples {
 			d.repair.Examples = append(d.repair.Examples, key)
 		}
 	}
 	d.repair.Ghosts = t.ghostsFound() - ghostsBefore
-	var errs []error
 	for _, batch := range []struct {
 		keys []string
 		typ  DeltaType
@@ -299,7 +394,12 @@ func (s *Source) get(ctx context.Context, res Resource, key string) (object, err
 	if err != nil {
 		return object{}, err
 	}
-	return s.apiClient(res, ns).Get(ctx, name)
+	o, err := s.apiClient(res, ns).Get(ctx, name)
+	if err == nil && o.parsed != nil && !s.opts.KeepManagedFields {
+		// As the reflectors' transform does on the parsed path.
+		_, _ = dropManagedFields(o.parsed)
+	}
+	return o, err
 }
 
 // befores are what Reconcile knew of the objects of each tracker before
@@ -307,7 +407,10 @@ func (s *Source) get(ctx context.Context, res Resource, key string) (object, err
 type befores struct {
 	src      *Source
 	trackers []*tracker
-	known    []map[string]ident
+	known    []snapshot
+	// done is closed once the source's Run returned: its trackers are
+	// then no longer the resource's.
+	done <-chan struct{}
 }
 
 // snapshot takes what the source's trackers know of the objects in the
@@ -351,6 +454,7 @@ func (s *Set) Reconcile(ctx context.Context, settle func(context.Context) error)
 			continue
 		}
 		if b := m.src.snapshot(); len(b.trackers) > 0 {
+			b.done = m.done
 			all = append(all, b)
 		}
 	}
@@ -364,6 +468,11 @@ func (s *Set) Reconcile(ctx context.Context, settle func(context.Context) error)
 	var repairs []Repair
 	var errs []error
 	for _, b := range all {
+		select {
+		case <-b.done:
+			continue // stopped meanwhile: its trackers are no longer the resource's
+		default:
+		}
 		for i, t := range b.trackers {
 			r, err := b.src.reconcile(ctx, t, b.known[i])
 			if err != nil {

@@ -241,12 +241,16 @@ func (s *Source) Run(ctx context.Context) error {
 		s.log.Info("loaded checkpoint", "resource", res.Name(), "objects", len(snap.Objects),
 			"lastResourceVersion", snap.LastResourceVersion)
 		var fromBus map[string]bool
+		var repairs map[string]Drift
 		if s.opts.Bus != nil {
-			if snap, fromBus, err = s.priorFromBus(ctx, res, snap); err != nil {
+			prior, err := s.priorFromBus(ctx, res, snap)
+			if err != nil {
 				return err
 			}
+			snap, fromBus, repairs = prior.Snapshot, prior.fromBus, prior.repairs
 		}
 		trackers[i] = newTracker(res, snap.Objects, fromBus, len(s.namespacesFor(res)), s.handler, s.opts.OldObject, s.log)
+		trackers[i].repairs = repairs
 		trackers[i].observer = s.opts.Observer
 		// On the parsed path a view filters and projects nothing (the
 		// configuration refuses one there), but it still tells a position
@@ -323,11 +327,16 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		s.opts.Observer.Synced(t.res, true)
 		gone, candidates := t.finishInitialList()
-		examples := s.confirmGhosts(ctx, t, candidates)
-		ghosts := t.ghostsFound()
-		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone, "ghostsDeleted", ghosts)
-		if ghosts > 0 {
-			s.repaired(Repair{Resource: t.res, Ghosts: ghosts, Examples: examples})
+		examples, err := s.confirmGhosts(ctx, t, candidates)
+		if err != nil {
+			s.log.Warn("could not tell whether objects the bus holds are in the cluster; they stay on the bus until the next comparison",
+				"resource", t.res.Name(), "err", err)
+		}
+		r := t.startRepair(examples)
+		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone,
+			"ghostsDeleted", r.Ghosts, "missingRepublished", r.Missing, "staleRepublished", r.Stale)
+		if r.Total() > 0 {
+			s.repaired(r)
 		}
 	}
 	s.trackers.Store(&trackers)

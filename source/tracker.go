@@ -95,6 +95,13 @@ type tracker struct {
 	allListed  chan struct{}
 	// ghosts counts the deletes of objects only the bus knew (ghosted).
 	ghosts int
+	// repairs are the keys whose states found by the first list repair
+	// the bus (see busPrior.repairs); repaired counts them by kind.
+	repairs  map[string]Drift
+	repaired map[Drift]int
+	// foreign are objects on the bus, by key and uid, that the cluster
+	// holds and the source does not select (see confirmGhosts).
+	foreign map[string]string
 }
 
 func newTracker(res Resource, prior map[string]checkpoint.Position, fromBus map[string]bool, namespaces int, h Handler, keepOld bool, log *slog.Logger) *tracker {
@@ -365,6 +372,7 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 	}
 	d := t.delta(Added, u, snapshot)
 	t.viewed(&d, v)
+	t.repairing(&d, key, listed)
 	if listed && !rvBefore(t.lastRV, u.rv) {
 		// Not changed since the last delta committed: it may have left
 		// the view, in an earlier run, at that resourceVersion or at a
@@ -389,6 +397,9 @@ func (t *tracker) change(key string, e entry, u object, listed, snapshot bool) {
 	emit := func(d Delta) {
 		if redo || (intent && t.viewMoved) {
 			t.dated(&d)
+		}
+		if d.Type != Deleted {
+			t.repairing(&d, key, listed)
 		}
 		t.handler.OnDelta(d)
 	}
@@ -690,6 +701,22 @@ func (t *tracker) ghosted(d Delta, e entry) Delta {
 		t.ghosts++
 	}
 	return d
+}
+
+// repairing marks d, a state of the object of key that a list found, as a
+// repair of the bus when the bus lacked the object, or held it older,
+// though the checkpoint held it as published. Called with t.mu held.
+func (t *tracker) repairing(d *Delta, key string, listed bool) {
+	kind, ok := t.repairs[key]
+	if !listed || !ok {
+		return
+	}
+	delete(t.repairs, key)
+	d.Reason = ReasonReconciled
+	if t.repaired == nil {
+		t.repaired = map[Drift]int{}
+	}
+	t.repaired[kind]++
 }
 
 // ghost is an object the bus holds live that the tracker does not know

@@ -344,10 +344,12 @@ func (b *Bridge) Run(ctx context.Context) error {
 	// Resources published before and no longer served: their objects are
 	// deleted from the bus, before the bridge is ready.
 	goneDone := make(chan struct{})
+	goneCtx, stopGone := context.WithCancel(srcCtx)
+	defer stopGone()
 	go func() {
 		defer utilruntime.HandleCrash()
 		defer close(goneDone)
-		if err := b.retireGone(srcCtx, dc, resources, bus, handler); err != nil && srcCtx.Err() == nil {
+		if err := b.retireGone(goneCtx, dc, resources, bus, handler); err != nil && goneCtx.Err() == nil {
 			b.log.Error("could not tell which resources published before are gone; their objects stay on the bus until the next start", "err", err)
 		}
 	}()
@@ -388,6 +390,8 @@ func (b *Bridge) Run(ctx context.Context) error {
 	srcErr := src.Run(srcCtx)
 	stopRec()
 	recWG.Wait()
+	stopGone()
+	<-goneDone // hands nothing on after this
 	// The stop began when ctx ended, or now, on a damaged store: every
 	// stage's deadline counts from then (see package shutdown).
 	budget.Begin()

@@ -58,6 +58,9 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		return nil
 	}
 	for attempt := range 2 {
+		if len(snaps) == 0 {
+			return nil
+		}
 		if attempt > 0 {
 			select {
 			case <-time.After(goneRecheck):

@@ -31,10 +31,11 @@ const (
 	ViewHeader = "Bridge-View"
 )
 
-// stateBatch is how many messages one fetch of ReadState asks for.
+// stateBatch is how many messages ReadState asks the server for at once.
 const stateBatch = 1000
 
-// stateFetchWait bounds one fetch of ReadState.
+// stateFetchWait is the longest ReadState waits for the next message of
+// those the stream held when it began.
 const stateFetchWait = 30 * time.Second
 
 // HoldsState reports whether the sink writes the state layout of
@@ -83,66 +84,63 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 	if ci == nil || ci.NumPending == 0 {
 		return nil
 	}
+	// The subjects the consumer holds a last message of when it was made:
+	// messages stored since are changes under way, not what the stream
+	// held, and the read ends without them.
+	want := ci.NumPending
+	it, err := cons.Messages(jetstream.PullMaxMessages(stateBatch))
+	if err != nil {
+		return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
 	// The kind and apiVersion of the resource's objects, told of the
 	// first object: from its headers in binary mode, or its body.
 	described := false
-	describe := func(h *sink.Held, seq uint64) error {
-		if described {
-			return nil
-		}
-		described = true
-		if h.Kind != "" {
-			return nil
-		}
-		raw, err := stream.GetMsg(ctx, seq)
+	for got := uint64(0); got < want; got++ {
+		msg, err := it.Next(jetstream.NextMaxWait(stateFetchWait))
 		if err != nil {
-			return fmt.Errorf("nats sink: read message %d: %w", seq, err)
+			if ctx.Err() != nil {
+				return ctx.Err()
+			}
+			return fmt.Errorf("nats sink: read the state of %s: %d of %d subjects read: %w", filter, got, want, err)
 		}
-		m, err := Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+		md, err := msg.Metadata()
+		if err != nil {
+			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
+		}
+		h, err := s.held(ctx, stream, msg, md.Sequence.Stream)
 		if err != nil {
 			return err
 		}
-		h.Kind, h.APIVersion = m.Kind, m.APIVersion
-		return nil
-	}
-	for {
-		batch, err := cons.Fetch(stateBatch, jetstream.FetchMaxWait(stateFetchWait))
-		if err != nil {
-			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
-		}
-		n := 0
-		for msg := range batch.Messages() {
-			n++
-			md, err := msg.Metadata()
-			if err != nil {
-				return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
-			}
-			h, err := s.held(ctx, stream, msg, md.Sequence.Stream)
-			if err != nil {
+		if !described && h.Kind == "" {
+			if h.Kind, h.APIVersion, err = s.kindOf(ctx, stream, md.Sequence.Stream); err != nil {
 				return err
-			}
-			if err := describe(&h, md.Sequence.Stream); err != nil {
-				return err
-			}
-			if err := fn(h); err != nil {
-				return err
-			}
-			if md.NumPending == 0 {
-				// The last subject: the rest of the fetch would only
-				// wait out its timeout.
-				return nil
 			}
 		}
-		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) {
-			return fmt.Errorf("nats sink: read the state of %s: %w", filter, err)
+		described = true
+		if err := fn(h); err != nil {
+			return err
 		}
-		if n == 0 {
-			if err := ctx.Err(); err != nil {
-				return err
-			}
-			return fmt.Errorf("nats sink: read the state of %s: no message within %s before the last", filter, stateFetchWait)
+		if md.NumPending == 0 {
+			return nil // caught up: fewer subjects than at the start (some expired)
 		}
 	}
+	return nil
+}
+
+// kindOf reads the kind and apiVersion of the message at seq, whole.
+func (s *Sink) kindOf(ctx context.Context, stream jetstream.Stream, seq uint64) (string, string, error) {
+	raw, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		return "", "", fmt.Errorf("nats sink: read message %d: %w", seq, err)
+	}
+	m, err := Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+	if err != nil {
+		return "", "", err
+	}
+	return m.Kind, m.APIVersion, nil
 }
 
 // held reads what msg, the latest message of a subject delivered with
