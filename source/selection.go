@@ -152,6 +152,10 @@ func (s Selection) String() string {
 	return strings.Join(entries, ",")
 }
 
+// Selects reports whether a pattern of the selection selects gvr (see
+// matches); a resource named is selected by name, not by this.
+func (s Selection) Selects(gvr schema.GroupVersionResource) bool { return s.matches(gvr) }
+
 // matches reports whether a pattern selects gvr: it is of a group a
 // pattern names (or a subgroup of one), not excluded, and not secrets.
 func (s Selection) matches(gvr schema.GroupVersionResource) bool {

@@ -252,23 +252,41 @@ func (b *Bridge) Run(ctx context.Context) error {
 		b.log.Info("watching", "resource", r.Name(), "version", r.Version, "kind", r.Kind, "namespaced", r.Namespaced)
 	}
 
-	if b.sink == nil {
-		s, err := b.openSink(ctx, resources, sel.Patterned())
-		if err != nil {
-			return err
-		}
-		b.sink = s
-	}
 	// Whatever way Run ends, the store and the sink are closed last,
 	// within the exit's share of the budget.
 	releaseStore := func() {}
 	defer func() { b.release(ctx, budget, releaseStore) }()
-	if b.store == nil {
+	openStore := func() error {
+		if b.store != nil {
+			return nil
+		}
 		store, closeStore, err := b.openStore(ctx)
 		if err != nil {
 			return err
 		}
 		b.store, releaseStore = store, closeStore
+		return nil
+	}
+	if b.sink == nil {
+		// The Kafka sink is told of every topic it may write when the
+		// checkpoint holds resources no longer watched, whose deletes
+		// go to their topics (see retireGone): its store needs no
+		// connection of the sink's, so it is opened first.
+		followed := sel.Patterned()
+		if b.cfg.Sink == config.SinkKafka && !followed && bus != nil {
+			if err := openStore(); err != nil {
+				return err
+			}
+			followed = b.unwatchedInCheckpoint(ctx, resources)
+		}
+		s, err := b.openSink(ctx, resources, followed)
+		if err != nil {
+			return err
+		}
+		b.sink = s
+	}
+	if err := openStore(); err != nil {
+		return err
 	}
 
 	if err := b.checkLostCheckpoint(ctx, resources, bus); err != nil {

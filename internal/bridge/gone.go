@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -30,8 +31,11 @@ const goneRecheck = 5 * time.Second
 // delete of each of their objects that the bus (in a state layout) or the
 // checkpoint holds, marked reconciled. A resource counts as gone only
 // when discovery, asked twice goneRecheck apart, serves it at no version.
-// A resource still served but no longer selected is left as it is, and
-// logged. It returns once the deletes are handed on.
+// A resource still served that the selection no longer selects (the
+// configuration changed) has its objects deleted the same way; one it
+// selects but does not watch (left out for a fault of its own, such as a
+// forbidden list) is left as it is. It returns once the deletes are
+// handed on.
 func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, watched []source.Resource, bus source.Bus, h source.Handler) error {
 	lister, ok := b.store.(checkpoint.Lister)
 	if !ok {
@@ -57,9 +61,14 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 	if len(snaps) == 0 {
 		return nil
 	}
+	// Resources still served that the selection no longer selects, as
+	// discovery describes them.
+	sel := b.cfg.Selection()
+	unselected := map[string]source.Resource{}
+	all := maps.Clone(snaps)
 	for attempt := range 2 {
 		if len(snaps) == 0 {
-			return nil
+			break
 		}
 		if attempt > 0 {
 			select {
@@ -89,25 +98,50 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 				delete(snaps, name)
 				continue
 			}
-			if served(groups, gr) {
-				b.log.Warn("the checkpoint holds objects of a resource the cluster serves that the bridge no longer watches (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed?); their messages stay on the bus",
-					"resource", name, "objects", len(snaps[name].Objects))
+			if res, ok := servedAs(groups, gr); ok {
 				delete(snaps, name)
+				if sel.Selects(res.GroupVersionResource) {
+					// Selected, not watched: a resource left out for a
+					// fault of its own (forbidden, failing), tried again.
+					continue
+				}
+				unselected[name] = res
 			}
 		}
 	}
 	if bus == nil {
 		// Without a bus that holds the state (the history layout), the
-		// resource's kind and version are not known, and the stream
-		// keeps every message anyway.
+		// stream keeps every message anyway.
 		for name, snap := range snaps {
 			b.log.Info("resource no longer served: the checkpoint holds objects of it, which stay as they are in the history layout",
 				"resource", name, "objects", len(snap.Objects))
 		}
+		for name := range unselected {
+			b.log.Info("resource no longer selected: the checkpoint holds objects of it, which stay as they are in the history layout",
+				"resource", name, "objects", len(all[name].Objects))
+		}
 		return nil
+	}
+	for name, res := range unselected {
+		if err := b.prepare(ctx, res); err != nil {
+			b.log.Warn("resource no longer selected: its objects stay on the bus, since the sink cannot take their deletes", "resource", name, "err", err)
+			continue
+		}
+		held, err := bus.Holdings(ctx, res, nil)
+		if err != nil {
+			return err
+		}
+		n := source.Retire(res, all[name], b.ofNamespaces(held), h)
+		b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
+		b.log.Warn("resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed): the objects published of it are deleted from the bus",
+			"resource", name, "deletes", n)
 	}
 	for name, snap := range snaps {
 		res := source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
+		if err := b.prepare(ctx, res); err != nil {
+			b.log.Warn("resource no longer served: its objects stay on the bus, since the sink cannot take their deletes", "resource", name, "err", err)
+			continue
+		}
 		held, err := bus.Holdings(ctx, res, nil)
 		if err != nil {
 			return err
@@ -157,21 +191,31 @@ func describe(res *source.Resource, snap checkpoint.Snapshot, held map[string]so
 	}
 }
 
-// served reports whether groups serve gr at any version.
-func served(groups []*restmapper.APIGroupResources, gr schema.GroupResource) bool {
+// servedAs reports whether groups serve gr at any version, and the
+// resource at its group's preferred version when they do (or the first
+// version found).
+func servedAs(groups []*restmapper.APIGroupResources, gr schema.GroupResource) (source.Resource, bool) {
 	for _, g := range groups {
 		if g.Group.Name != gr.Group {
 			continue
 		}
-		for _, rs := range g.VersionedResources {
+		var found *source.Resource
+		for version, rs := range g.VersionedResources {
 			for _, r := range rs {
-				if r.Name == gr.Resource {
-					return true
+				if r.Name != gr.Resource {
+					continue
+				}
+				res := source.Resource{GroupVersionResource: gr.WithVersion(version), Kind: r.Kind, Namespaced: r.Namespaced}
+				if found == nil || version == g.Group.PreferredVersion.Version {
+					found = &res
 				}
 			}
 		}
+		if found != nil {
+			return *found, true
+		}
 	}
-	return false
+	return source.Resource{}, false
 }
 
 // errCheckpointLost is wrapped by Run's error when the history layout's
@@ -217,4 +261,32 @@ func (b *Bridge) checkLostCheckpoint(ctx context.Context, resources []source.Res
 			b.cfg.Checkpoint, errCheckpointLost)
 	}
 	return nil
+}
+
+// prepare makes the sink ready for the deletes of res, a resource the
+// bridge does not watch (sink.Preparer).
+func (b *Bridge) prepare(ctx context.Context, res source.Resource) error {
+	if p, ok := b.sink.(sink.Preparer); ok {
+		return p.Prepare(ctx, res.GroupVersionResource)
+	}
+	return nil
+}
+
+// unwatchedInCheckpoint reports whether the checkpoint holds objects of a
+// resource that is not among watched.
+func (b *Bridge) unwatchedInCheckpoint(ctx context.Context, watched []source.Resource) bool {
+	lister, ok := b.store.(checkpoint.Lister)
+	if !ok {
+		return false
+	}
+	names, err := lister.Resources(ctx)
+	if err != nil {
+		return false // told again by retireGone
+	}
+	for _, name := range names {
+		if !slices.ContainsFunc(watched, func(r source.Resource) bool { return r.Name() == name }) {
+			return true
+		}
+	}
+	return false
 }

@@ -40,7 +40,9 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 	// The kind and apiVersion of the resource's objects, from the first
 	// event decoded.
 	var kind, apiVersion string
-	err := s.cfg.Conn().ReadTopic(ctx, s.client(stateReadTimeout), topic, func(m kafkago.Message) error {
+	client, done := s.clientFor(ctx, topic)
+	defer done()
+	err := s.cfg.Conn().ReadTopic(ctx, client, topic, func(m kafkago.Message) error {
 		key, ok := strings.CutPrefix(string(m.Key), prefix)
 		if !ok || key == "" {
 			return nil // another resource's, in a topic for every resource
@@ -128,7 +130,8 @@ func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.
 		if s.cfg.Topic != "" {
 			prefix = res.GroupResource().String() + "/"
 		}
-		err := s.cfg.Conn().ReadTopic(ctx, s.client(stateReadTimeout), topic, func(m kafkago.Message) error {
+		client, done := s.clientFor(ctx, topic)
+		err := s.cfg.Conn().ReadTopic(ctx, client, topic, func(m kafkago.Message) error {
 			key, ok := strings.CutPrefix(string(m.Key), prefix)
 			if !ok {
 				return nil
@@ -152,6 +155,7 @@ func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.
 			}
 			return nil
 		})
+		done()
 		switch {
 		case errors.Is(err, found):
 			return true, nil
@@ -160,4 +164,22 @@ func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.
 		}
 	}
 	return false, nil
+}
+
+// clientFor is a client whose metadata covers topic: the sink's own when
+// it writes the topic, else one made for it (a resource the bridge no
+// longer watches), which done releases.
+func (s *Sink) clientFor(ctx context.Context, topic string) (*kafkago.Client, func()) {
+	s.mu.Lock()
+	known := slices.Contains(s.topics, topic) || s.opts.added
+	s.mu.Unlock()
+	if known {
+		return s.client(stateReadTimeout), func() {}
+	}
+	tctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	t := s.cfg.Conn().Transport(tctx, []string{topic})
+	return &kafkago.Client{Addr: s.addr, Transport: t, Timeout: stateReadTimeout}, func() {
+		cancel()
+		t.CloseIdleConnections()
+	}
 }

@@ -278,3 +278,40 @@ func TestViewCrashRepeatsNothing(t *testing.T) {
 		}
 	})
 }
+
+// TestResourceNoLongerSelected: a bridge publishes the objects of two
+// resources; it is started again with one of them taken out of
+// BRIDGE_RESOURCES. In a state layout the bus must hold none of the
+// other's objects then: their deletes are published, marked reconciled.
+func TestResourceNoLongerSelected(t *testing.T) {
+	forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
+		ns := namespace(t, "unselected")
+		group := "unselected-" + b.name() + ".example.com"
+		plural, kind := "gadgets", "Gadget"
+		k := watchedKind{kind: kind}
+		k.gvr.Group, k.gvr.Version, k.gvr.Resource = group, "v1", plural
+		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+
+		env := stateEnv(b, ns)
+		env["BRIDGE_RESOURCES"] = "configmaps," + plural + "." + group
+		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+		r := startBridge(t, env, nil)
+		createObjects(t, gvr, kind, ns, "g", 5)
+		live := func() int { return len(lastStates(b.readKinds(t, ns, []watchedKind{k}))) }
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			n := live()
+			return n == 5, fmt.Sprintf("%d of 5 objects on the bus", n)
+		})
+		r.stop(t)
+
+		env["BRIDGE_RESOURCES"] = "configmaps"
+		r = startBridge(t, env, nil)
+		r.stop(t)
+		if n := live(); n != 0 {
+			t.Errorf("after a start without %s.%s the bus holds %d of its objects, want none", plural, group, n)
+		}
+		if !loggedFor(r.logs.String(), "resource no longer selected", plural+"."+group) {
+			t.Errorf("the start did not log that %s.%s is no longer selected", plural, group)
+		}
+	})
+}
