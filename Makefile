@@ -91,10 +91,11 @@ demo: build controlplane
 	$(GO) run ./examples/demo
 
 # The benchmark suite: throughput, latency, memory, restart cost, the API
-# server's cost of 1 to 50 informers through the bus, and a start watching
-# everything (BRIDGE_RESOURCES=*) on 120,000 objects, each next to a
-# baseline measured in the same run, plus the hot path's micro-benchmarks;
-# writes docs/benchmarks.md. Not part of `make test`.
+# server's cost of 1 to 50 informers through the bus, a start watching
+# everything (BRIDGE_RESOURCES=*) on 120,000 objects, and a reconcile pass
+# on 50,000 objects next to a LIST of them and to the bridge's restart,
+# each next to a baseline measured in the same run, plus the hot path's
+# micro-benchmarks; writes docs/benchmarks.md. Not part of `make test`.
 bench: build controlplane
 	$(GO) run ./test/bench/cmd/benchreport -out docs/benchmarks.md
 

@@ -45,6 +45,7 @@ type child struct {
 	mu      sync.Mutex
 	logs    bytes.Buffer
 	seen    map[string]logLine // first line of each message
+	lines   []logLine          // every line with a message, in order
 	addr    string             // of /metrics, from the "serving" line
 	changed chan struct{}      // closed and replaced on every new line
 }
@@ -85,8 +86,12 @@ func (c *child) readLogs(r io.Reader) {
 		c.mu.Lock()
 		c.logs.Write(sc.Bytes())
 		c.logs.WriteByte('\n')
-		if _, ok := c.seen[rec.Msg]; !ok && rec.Msg != "" {
-			c.seen[rec.Msg] = logLine{At: now, Raw: bytes.Clone(sc.Bytes())}
+		if rec.Msg != "" {
+			line := logLine{At: now, Raw: bytes.Clone(sc.Bytes()), Msg: rec.Msg}
+			if _, ok := c.seen[rec.Msg]; !ok {
+				c.seen[rec.Msg] = line
+			}
+			c.lines = append(c.lines, line)
 		}
 		if c.addr == "" && rec.Addr != "" && strings.HasPrefix(rec.Msg, "serving") {
 			c.addr = rec.Addr
@@ -101,6 +106,7 @@ func (c *child) readLogs(r io.Reader) {
 type logLine struct {
 	At  time.Time
 	Raw []byte
+	Msg string
 }
 
 // waitLog waits until the child logs a message starting with prefix and
@@ -125,6 +131,43 @@ func (c *child) waitLog(b *testing.B, prefix string, timeout time.Duration) logL
 			b.Fatalf("%s exited before logging %q:\n%s", c.name, prefix, c.tail(40))
 		case <-deadline:
 			b.Fatalf("%s did not log %q within %s:\n%s", c.name, prefix, timeout, c.tail(40))
+		}
+	}
+}
+
+// logged returns the first line the child logged with the message msg.
+func (c *child) logged(msg string) (logLine, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	line, ok := c.seen[msg]
+	return line, ok
+}
+
+// waitLogN waits until the child has logged n messages starting with
+// prefix and returns the nth (counted from 1). It fails the benchmark if
+// the child exits first or timeout passes.
+func (c *child) waitLogN(b *testing.B, prefix string, n int, timeout time.Duration) logLine {
+	b.Helper()
+	deadline := time.After(timeout)
+	for {
+		c.mu.Lock()
+		seen := 0
+		for _, line := range c.lines {
+			if strings.HasPrefix(line.Msg, prefix) {
+				if seen++; seen == n {
+					c.mu.Unlock()
+					return line
+				}
+			}
+		}
+		changed := c.changed
+		c.mu.Unlock()
+		select {
+		case <-changed:
+		case <-c.done:
+			b.Fatalf("%s exited before logging %q %d times:\n%s", c.name, prefix, n, c.tail(40))
+		case <-deadline:
+			b.Fatalf("%s did not log %q %d times within %s:\n%s", c.name, prefix, n, timeout, c.tail(40))
 		}
 	}
 }

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"maps"
-	"os"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -323,29 +322,12 @@ func informers(n int) string {
 	return fmt.Sprintf("%d informers", n)
 }
 
-// procCPUTime is the CPU time, user and system, process pid has used: the
-// utime and stime fields of /proc/<pid>/stat, in clock ticks of 1/100 s
-// (USER_HZ, 100 on Linux).
+// procCPUTime is cpuTime, failing the benchmark on error.
 func procCPUTime(b *testing.B, pid int) time.Duration {
 	b.Helper()
-	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	d, err := cpuTime(pid)
 	if err != nil {
-		b.Fatalf("CPU time of pid %d: %v", pid, err)
+		b.Fatal(err)
 	}
-	// The command name, in parentheses, may hold spaces; fields count from
-	// after it, where the third field of the line (state) comes first.
-	rest := string(data[strings.LastIndexByte(string(data), ')')+1:])
-	fields := strings.Fields(rest)
-	if len(fields) < 13 {
-		b.Fatalf("CPU time of pid %d: short /proc/%d/stat: %q", pid, pid, data)
-	}
-	var ticks int64
-	for _, f := range fields[11:13] { // utime and stime, fields 14 and 15
-		t, err := strconv.ParseInt(f, 10, 64)
-		if err != nil {
-			b.Fatalf("CPU time of pid %d: %v", pid, err)
-		}
-		ticks += t
-	}
-	return time.Duration(ticks) * (time.Second / 100)
+	return d
 }

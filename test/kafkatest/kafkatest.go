@@ -10,6 +10,7 @@ package kafkatest
 import (
 	"context"
 	"crypto/tls"
+	"net"
 	"testing"
 	"time"
 
@@ -63,6 +64,12 @@ func WithTLS(server, client *tls.Config) Option {
 // WithBrokerConfigs sets broker configs, such as message.max.bytes.
 func WithBrokerConfigs(configs map[string]string) Option {
 	return func(o *options) { o.kfake = append(o.kfake, kfake.BrokerConfigs(configs)) }
+}
+
+// WithListenFn makes the brokers listen with fn instead of net.Listen, for
+// a test that wraps their connections (to count the bytes they send, say).
+func WithListenFn(fn func(network, address string) (net.Listener, error)) Option {
+	return func(o *options) { o.kfake = append(o.kfake, kfake.ListenFn(fn)) }
 }
 
 // Start starts a cluster of three brokers that the end of t stops.

@@ -4,6 +4,7 @@ package metricstest
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 
 	dto "github.com/prometheus/client_model/go"
@@ -24,12 +25,18 @@ func Scrape(addr string) (Samples, error) {
 	if resp.StatusCode != http.StatusOK {
 		return nil, fmt.Errorf("GET /metrics from %s: %s", addr, resp.Status)
 	}
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(resp.Body)
+	s, err := Parse(resp.Body)
 	if err != nil {
 		return nil, fmt.Errorf("metrics from %s: %w", addr, err)
 	}
-	return families, nil
+	return s, nil
+}
+
+// Parse reads a metrics page in the Prometheus text format, such as
+// another server's (the API server's /metrics).
+func Parse(r io.Reader) (Samples, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	return parser.TextToMetricFamilies(r)
 }
 
 // Sum adds the values of every series of the counter, gauge or untyped

@@ -153,6 +153,31 @@ func (s *Server) URL() string {
 	return "nats://" + net.JoinHostPort("127.0.0.1", strconv.Itoa(s.opts.Port))
 }
 
+// SentTo is how many bytes the server has sent the clients whose
+// connection is named name (nats.Name), those closed included, since it
+// started: the client's whole reading, protocol and JetStream API answers
+// included. It is 0 while the server is stopped.
+func (s *Server) SentTo(name string) int64 {
+	s.mu.Lock()
+	srv := s.srv
+	s.mu.Unlock()
+	if srv == nil {
+		return 0
+	}
+	cz, err := srv.Connz(&server.ConnzOptions{State: server.ConnAll, Limit: 1 << 16})
+	if err != nil {
+		s.t.Errorf("natstest: connz: %v", err)
+		return 0
+	}
+	var n int64
+	for _, c := range cz.Conns {
+		if c.Name == name {
+			n += c.OutBytes
+		}
+	}
+	return n
+}
+
 // StoreDir is where the server keeps its JetStream files.
 func (s *Server) StoreDir() string { return s.opts.StoreDir }
 
