@@ -149,11 +149,14 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 		if p.IsIntent() {
 			continue // a creation that may not have been published
 		}
+		// Only a bus that lost what the checkpoint holds published needs
+		// a repair: one whose latest message is newer (a delete, or
+		// another object, published after the last flush) is ahead.
 		h, ok := held[key]
 		switch {
-		case !ok || h.Deleted || h.UID != p.UID:
+		case !ok || (h.Deleted && rvBefore(h.ResourceVersion, p.ResourceVersion)):
 			out.repairs[key] = DriftMissing
-		case rvBefore(h.ResourceVersion, p.ResourceVersion):
+		case !h.Deleted && h.UID == p.UID && rvBefore(h.ResourceVersion, p.ResourceVersion):
 			out.repairs[key] = DriftStale
 		default:
 			continue

@@ -75,6 +75,14 @@ func (i ident) sameUID(j ident) bool {
 	return i.UID() == j.UID()
 }
 
+// same reports whether i and j are the same uid and resourceVersion.
+func (i ident) same(j ident) bool {
+	if i.odd == nil && j.odd == nil {
+		return i.uid == j.uid && i.rv == j.rv
+	}
+	return i.UID() == j.UID() && i.RV() == j.RV()
+}
+
 // notNewer reports whether rv is the known resourceVersion or an older one
 // (rv == RV() || rvBefore(rv, RV())), without making a string of it.
 func (i ident) notNewer(rv string) bool {

@@ -111,10 +111,17 @@ func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []gho
 	}
 	left := 0
 	for _, g := range candidates {
-		if uid, ok := inCluster[g.key]; !g.known && ok && uid == g.pos.UID {
+		uid, ok := inCluster[g.key]
+		if !g.known && ok && uid == g.pos.UID {
 			left++
 			t.leftAlone(g.key, uid)
 			continue
+		}
+		if !g.known && ok {
+			// Another object under its key, perhaps not yet seen by the
+			// watch: the delete is dated by the ghost's own state, so that
+			// it cannot hide the new object's creation from a consumer.
+			g.rv = g.pos.ResourceVersion
 		}
 		if t.deleteGhost(g) && len(examples) < maxExamples {
 			examples = append(examples, g.key)
@@ -151,23 +158,39 @@ func (s *Source) uidsOf(ctx context.Context, res Resource, gs []ghost) (map[stri
 		}
 		return out, nil
 	}
-	list, err := s.apiClient(res, "").List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return nil, err
-	}
-	items, err := meta.ExtractList(list)
-	if err != nil {
-		return nil, err
-	}
-	for _, it := range items {
-		m, err := meta.Accessor(it)
-		if err != nil {
-			return nil, err
+	// A list of each namespace watched (the bridge may read no other),
+	// in pages, without the source's selectors.
+	for _, ns := range s.namespacesFor(res) {
+		client := s.apiClient(res, ns)
+		opts := metav1.ListOptions{Limit: listPage}
+		for {
+			list, err := client.List(ctx, opts)
+			if err != nil {
+				return nil, err
+			}
+			items, err := meta.ExtractList(list)
+			if err != nil {
+				return nil, err
+			}
+			for _, it := range items {
+				m, err := meta.Accessor(it)
+				if err != nil {
+					return nil, err
+				}
+				out[ObjectKey(m.GetNamespace(), m.GetName())] = string(m.GetUID())
+			}
+			lm, err := meta.ListAccessor(list)
+			if err != nil || lm.GetContinue() == "" {
+				break
+			}
+			opts.Continue = lm.GetContinue()
 		}
-		out[ObjectKey(m.GetNamespace(), m.GetName())] = string(m.GetUID())
 	}
 	return out, nil
 }
+
+// listPage is the page size of uidsOf's lists.
+const listPage = 500
 
 // leftAlone remembers an object of the cluster, on the bus, that the
 // source does not select, so that later passes do not ask about it again
@@ -203,7 +226,7 @@ func (t *tracker) startRepair(examples []string) Repair {
 func (t *tracker) inView() snapshot {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	out := snapshot{known: make(map[string]ident, len(t.known)), newest: t.newestKnown(nil)}
+	out := snapshot{known: make(map[string]ident, len(t.known)), newest: t.newestKnown(nil), views: maps.Clone(t.views)}
 	for k, e := range t.known {
 		if !e.out && !e.prior {
 			out.known[k] = e.id
@@ -218,6 +241,8 @@ func (t *tracker) inView() snapshot {
 type snapshot struct {
 	known  map[string]ident
 	newest string
+	// views are the objects' states in the view then.
+	views map[string]string
 }
 
 // drift is what compareBus finds.
@@ -247,6 +272,7 @@ func (t *tracker) compareBus(snap snapshot, held map[string]Holding) drift {
 	before := snap.known
 	d := drift{repair: Repair{Resource: t.res}}
 	var ghosts []string
+	foreign := map[string]string{}
 	for key, h := range held {
 		if h.Deleted || h.UID == "" {
 			continue
@@ -264,10 +290,14 @@ func (t *tracker) compareBus(snap snapshot, held map[string]Holding) drift {
 			continue
 		}
 		if uid, ok := t.foreign[key]; ok && uid == h.UID {
+			foreign[key] = uid
 			continue // the cluster holds it; not this source's
 		}
 		ghosts = append(ghosts, key)
 	}
+	// What is remembered of other bridges' objects is what the bus still
+	// holds of them.
+	t.foreign = foreign
 	if len(ghosts) > 0 {
 		slices.Sort(ghosts)
 		rv := t.newestKnown(held)
@@ -281,15 +311,17 @@ func (t *tracker) compareBus(snap snapshot, held map[string]Holding) drift {
 	for _, key := range slices.Sorted(maps.Keys(before)) {
 		id := before[key]
 		e, ok := t.known[key]
-		if !ok || e.out || !e.id.sameUID(id) {
-			continue // changed since: its own delta repairs it
+		if !ok || e.out || !e.id.same(id) {
+			// Changed since: its own delta, perhaps not on the bus yet
+			// (or read past by the bus's reader), repairs it.
+			continue
 		}
 		h, ok := held[key]
 		switch {
 		case !ok || h.Deleted || !id.hasUID(h.UID):
 			d.missing = append(d.missing, key)
 		case !id.olderThan(h.ResourceVersion):
-		case t.view != nil && h.View != "" && t.view.Unchanged(h.View, t.views[key]):
+		case t.view != nil && h.View != "" && t.view.Unchanged(h.View, snap.views[key]):
 			// A later state whose projection the view left as the bus
 			// holds it: not published, not drift.
 		default:

@@ -261,6 +261,11 @@ func (s *Source) Run(ctx context.Context) error {
 		if err != nil {
 			return fmt.Errorf("source: %s: read the revision to date what enters the stream again by: %w", res.Name(), err)
 		}
+		// When nothing was written to the cluster since the last state
+		// committed, the revision must move before the lists begin:
+		// what the first list dates must be newer than every state
+		// committed, and not newer than the list itself.
+		trackers[i].newerStart()
 		if trackers[i].viewMoved {
 			s.log.Info("the view may have changed since the last run: its changes found by the first list are dated by the resource's revision",
 				"resource", res.Name(), "resourceVersion", rv)
