@@ -67,14 +67,6 @@ func (i ident) hasUID(uid string) bool {
 	return packUID(uid, &b) && b == i.uid
 }
 
-// sameUID reports whether i and j have the same uid.
-func (i ident) sameUID(j ident) bool {
-	if i.odd == nil && j.odd == nil {
-		return i.uid == j.uid
-	}
-	return i.UID() == j.UID()
-}
-
 // same reports whether i and j are the same uid and resourceVersion.
 func (i ident) same(j ident) bool {
 	if i.odd == nil && j.odd == nil {
