@@ -54,6 +54,7 @@ import (
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/internal/shutdown"
+	"github.com/kubebus/bridge/internal/version"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -69,6 +70,9 @@ func main() {
 func run(args []string, environ []string, stderr io.Writer) int {
 	for _, a := range args {
 		switch a {
+		case "-version", "--version", "version":
+			fmt.Fprintln(stderr, "bridge", version.Read())
+			return 0
 		case "-h", "-help", "--help", "help":
 			fmt.Fprintln(stderr, "bridge publishes every change to Kubernetes objects to a message bus.")
 			fmt.Fprintln(stderr, "It is configured only through environment variables:")

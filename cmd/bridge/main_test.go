@@ -3,6 +3,8 @@ package main
 import (
 	"os"
 	"path/filepath"
+	"runtime"
+	"strings"
 	"testing"
 
 	"k8s.io/client-go/discovery"
@@ -74,5 +76,15 @@ func TestKubeconfigFromTheGivenEnvironment(t *testing.T) {
 	}
 	if rc.Host != "https://given.example:6443" {
 		t.Errorf("client configured for %s; want the server of the KUBECONFIG given to run", rc.Host)
+	}
+}
+
+func TestVersion(t *testing.T) {
+	var out strings.Builder
+	if code := run([]string{"--version"}, nil, &out); code != 0 {
+		t.Fatalf("bridge --version exited %d: %s", code, out.String())
+	}
+	if !strings.HasPrefix(out.String(), "bridge ") || !strings.Contains(out.String(), runtime.Version()) {
+		t.Errorf("bridge --version printed %q, want the version, revision and Go version", out.String())
 	}
 }

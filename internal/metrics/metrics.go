@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kubebus/bridge/internal/version"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -127,6 +128,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.view.collectors()...)
 	m.Registry.MustRegister(m.resources.collectors()...)
 	m.Registry.MustRegister(m.reconcile.collectors()...)
+	m.Registry.MustRegister(buildInfo(version.Read()))
 	return m
 }
 
@@ -236,4 +238,18 @@ func (m *Metrics) Leader(leading bool) {
 		v = 1
 	}
 	m.leader.Set(v)
+}
+
+// buildInfo is bridge_build_info: always 1, its labels naming the build.
+func buildInfo(info version.Info) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "bridge_build_info",
+		Help: "Always 1; its labels name the running build: the module version, the VCS revision it was built from (\"\" when unknown; modified when the checkout had changes), and the Go toolchain.",
+	}, []string{"version", "revision", "modified", "goversion"})
+	modified := "false"
+	if info.Modified {
+		modified = "true"
+	}
+	g.WithLabelValues(info.Version, info.Revision, modified, info.GoVersion).Set(1)
+	return g
 }

@@ -74,3 +74,28 @@ func TestViewMetrics(t *testing.T) {
 		}
 	}
 }
+
+func TestBuildInfo(t *testing.T) {
+	m := New()
+	fams, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fams {
+		if f.GetName() != "bridge_build_info" {
+			continue
+		}
+		if len(f.GetMetric()) != 1 || f.GetMetric()[0].GetGauge().GetValue() != 1 {
+			t.Fatalf("bridge_build_info: %v, want one series at 1", f.GetMetric())
+		}
+		labels := map[string]string{}
+		for _, l := range f.GetMetric()[0].GetLabel() {
+			labels[l.GetName()] = l.GetValue()
+		}
+		if labels["goversion"] == "" || labels["version"] == "" {
+			t.Errorf("bridge_build_info labels %v: want the Go version and the module version", labels)
+		}
+		return
+	}
+	t.Fatal("no bridge_build_info")
+}
