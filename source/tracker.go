@@ -284,8 +284,9 @@ const (
 // newer than every delta committed before (a consumer drops a state at
 // the resourceVersion it holds), and the revision read at start is not
 // when nothing at all was written to the cluster since the last one was
-// committed. Only the first state that needs it waits, once. Called with
-// t.mu held.
+// committed. Run calls it before the lists begin, so that nothing is
+// dated past the list it came from; it waits once at most (later calls,
+// from dated, return at once).
 func (t *tracker) newerStart() {
 	if t.waited || t.revision == nil {
 		return
