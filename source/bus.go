@@ -65,6 +65,14 @@ func (c BusComparison) Differs() bool { return c.OnlyOnBus > 0 || c.NotOnBus > 0
 // maxExamples is how many objects a log line names.
 const maxExamples = 5
 
+// example adds key to examples, up to maxExamples.
+func example(examples []string, key string) []string {
+	if len(examples) < maxExamples {
+		examples = append(examples, key)
+	}
+	return examples
+}
+
 // busPrior is what priorFromBus makes of the checkpoint and the bus.
 type busPrior struct {
 	checkpoint.Snapshot
@@ -109,11 +117,6 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 	out := busPrior{Snapshot: checkpoint.Snapshot{Objects: make(map[string]checkpoint.Position, len(held)), LastResourceVersion: snap.LastResourceVersion},
 		fromBus: map[string]bool{}, repairs: map[string]Drift{}}
 	cmp := &out.cmp
-	example := func(key string) {
-		if len(cmp.Examples) < maxExamples {
-			cmp.Examples = append(cmp.Examples, key)
-		}
-	}
 	for _, key := range slices.Sorted(maps.Keys(held)) {
 		h := held[key]
 		if rvBefore(out.LastResourceVersion, h.ResourceVersion) || out.LastResourceVersion == "" {
@@ -136,7 +139,7 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 		}
 		if !ok || p.IsIntent() || p.UID != h.UID || rvBefore(p.ResourceVersion, h.ResourceVersion) {
 			cmp.OnlyOnBus++
-			example(key)
+			cmp.Examples = example(cmp.Examples, key)
 		}
 		out.Objects[key] = checkpoint.Position{UID: h.UID, ResourceVersion: h.ResourceVersion, View: h.View}
 	}
@@ -162,7 +165,7 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 			continue
 		}
 		cmp.NotOnBus++
-		example(key)
+		cmp.Examples = example(cmp.Examples, key)
 	}
 	return out
 }
@@ -178,10 +181,14 @@ func inNamespaces(key string, namespaces []string) bool {
 // watched, that held (what the bus holds, nil without a bus in a state
 // layout) holds live or prior (its checkpoint) holds, each marked
 // ReasonReconciled and dated by the newest resourceVersion known of the
-// resource, so that the bus keeps none of them. It returns how many
-// deletes it handed on.
-func Retire(res Resource, prior checkpoint.Snapshot, held map[string]Holding, h Handler) int {
+// resource, so that the bus keeps none of them. Objects the bus holds in
+// namespaces other than namespaces (nil: every namespace) are not the
+// bridge's to delete, and are left. It returns how many deletes it
+// handed on.
+func Retire(res Resource, prior checkpoint.Snapshot, held map[string]Holding, namespaces []string, h Handler) int {
 	if held != nil {
+		held = maps.Clone(held)
+		maps.DeleteFunc(held, func(key string, _ Holding) bool { return !inNamespaces(key, namespaces) })
 		// What the bus holds live, and what the checkpoint holds besides:
 		// a delete of an object the bus does not hold changes nothing
 		// there, and removes its position from the checkpoint.

@@ -94,11 +94,11 @@ func (s *Source) busNamespaces(res Resource) []string {
 // gone: not found, or found as another object. One the API server still
 // holds is left alone, and remembered: the source does not select it
 // (another bridge's perhaps, under another selector), and it is not this
-// source's to delete. Few candidates are read one by one; more with one
-// list of the resource, without the source's selectors. It returns a few
-// of the keys deleted, and an error when some could not be told.
+// source's to delete. Few candidates are read one by one; more with a
+// list of each namespace watched, without the source's selectors. It
+// returns the keys deleted, and an error when some could not be told.
 func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []ghost) ([]string, error) {
-	var examples []string
+	var deleted []string
 	var unknown []ghost
 	for _, g := range candidates {
 		if !g.known {
@@ -123,15 +123,15 @@ func (s *Source) confirmGhosts(ctx context.Context, t *tracker, candidates []gho
 			// it cannot hide the new object's creation from a consumer.
 			g.rv = g.pos.ResourceVersion
 		}
-		if t.deleteGhost(g) && len(examples) < maxExamples {
-			examples = append(examples, g.key)
+		if t.deleteGhost(g) {
+			deleted = append(deleted, g.key)
 		}
 	}
 	if left > 0 {
 		s.log.Info("the bus holds objects of the cluster that this bridge does not select; left as they are",
 			"resource", t.res.Name(), "objects", left)
 	}
-	return examples, nil
+	return deleted, nil
 }
 
 // manyGhosts is how many candidates confirmGhosts reads with one list
@@ -202,13 +202,6 @@ func (t *tracker) leftAlone(key, uid string) {
 		t.foreign = map[string]string{}
 	}
 	t.foreign[key] = uid
-}
-
-// ghostsFound is how many objects only the bus held were deleted.
-func (t *tracker) ghostsFound() int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.ghosts
 }
 
 // startRepair is what the start repaired of the bus: the ghosts deleted
@@ -383,18 +376,15 @@ func (s *Source) reconcile(ctx context.Context, t *tracker, before snapshot) (Re
 		return Repair{Resource: t.res}, fmt.Errorf("source: read what the bus holds of %s: %w", t.res.Name(), err)
 	}
 	d := t.compareBus(before, held)
-	ghostsBefore := t.ghostsFound()
 	var errs []error
 	deleted, err := s.confirmGhosts(ctx, t, d.ghosts)
 	if err != nil {
 		errs = append(errs, err)
 	}
 	for _, key := range deleted {
-		if len(d.repair.Examples) < maxExamples {
-			d.repair.Examples = append(d.repair.Examples, key)
-		}
+		d.repair.Examples = example(d.repair.Examples, key)
 	}
-	d.repair.Ghosts = t.ghostsFound() - ghostsBefore
+	d.repair.Ghosts = len(deleted)
 	for _, batch := range []struct {
 		keys []string
 		typ  DeltaType
@@ -411,9 +401,7 @@ func (s *Source) reconcile(ctx context.Context, t *tracker, before snapshot) (Re
 			}
 			if t.republish(o, batch.typ) {
 				*batch.n++
-				if len(d.repair.Examples) < maxExamples {
-					d.repair.Examples = append(d.repair.Examples, key)
-				}
+				d.repair.Examples = example(d.repair.Examples, key)
 			}
 		}
 	}

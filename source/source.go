@@ -332,12 +332,12 @@ func (s *Source) Run(ctx context.Context) error {
 		}
 		s.opts.Observer.Synced(t.res, true)
 		gone, candidates := t.finishInitialList()
-		examples, err := s.confirmGhosts(ctx, t, candidates)
+		deleted, err := s.confirmGhosts(ctx, t, candidates)
 		if err != nil {
 			s.log.Warn("could not tell whether objects the bus holds are in the cluster; they stay on the bus until the next comparison",
 				"resource", t.res.Name(), "err", err)
 		}
-		r := t.startRepair(examples)
+		r := t.startRepair(deleted[:min(len(deleted), maxExamples)])
 		s.log.Info("initial list done", "resource", t.res.Name(), "objects", t.size(), "deletedWhileAway", gone,
 			"ghostsDeleted", r.Ghosts, "missingRepublished", r.Missing, "staleRepublished", r.Stale)
 		if r.Total() > 0 {

@@ -37,19 +37,12 @@ const goneRecheck = 5 * time.Second
 // forbidden list) is left as it is. It returns once the deletes are
 // handed on.
 func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, watched []source.Resource, bus source.Bus, h source.Handler) error {
-	lister, ok := b.store.(checkpoint.Lister)
-	if !ok {
-		return nil
-	}
-	names, err := lister.Resources(ctx)
+	names, err := b.unwatched(ctx, watched)
 	if err != nil {
 		return err
 	}
 	snaps := map[string]checkpoint.Snapshot{}
 	for _, name := range names {
-		if slices.ContainsFunc(watched, func(r source.Resource) bool { return r.Name() == name }) {
-			continue
-		}
 		snap, err := b.store.Load(ctx, name)
 		if err != nil {
 			return err
@@ -123,53 +116,61 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		return nil
 	}
 	for name, res := range unselected {
-		if err := b.prepare(ctx, res); err != nil {
-			b.log.Warn("resource no longer selected: its objects stay on the bus, since the sink cannot take their deletes", "resource", name, "err", err)
-			continue
-		}
-		held, err := bus.Holdings(ctx, res, nil)
-		if err != nil {
+		if err := b.retire(ctx, res, all[name], bus, h, "resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed)"); err != nil {
 			return err
 		}
-		n := source.Retire(res, all[name], b.ofNamespaces(held), h)
-		b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
-		b.log.Warn("resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed): the objects published of it are deleted from the bus",
-			"resource", name, "deletes", n)
 	}
 	for name, snap := range snaps {
 		res := source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
-		if err := b.prepare(ctx, res); err != nil {
-			b.log.Warn("resource no longer served: its objects stay on the bus, since the sink cannot take their deletes", "resource", name, "err", err)
-			continue
-		}
-		held, err := bus.Holdings(ctx, res, nil)
-		if err != nil {
+		if err := b.retire(ctx, res, snap, bus, h, "resource no longer served (its CRD deleted while the bridge was down?)"); err != nil {
 			return err
 		}
-		held = b.ofNamespaces(held)
-		describe(&res, snap, held)
-		n := source.Retire(res, snap, held, h)
-		b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
-		b.log.Warn("resource no longer served (its CRD deleted while the bridge was down?): the objects published of it are deleted from the bus",
-			"resource", name, "deletes", n, "kind", res.Kind, "version", res.Version)
 	}
 	return nil
 }
 
-// ofNamespaces keeps of held the objects of the namespaces the bridge
-// watches, and cluster-scoped ones: those of other namespaces are not its
-// own to delete.
-func (b *Bridge) ofNamespaces(held map[string]source.Holding) map[string]source.Holding {
-	if len(b.cfg.Namespaces) == 0 {
-		return held
+// retire publishes through h the deletes of the objects of res, a
+// resource no longer watched, that the bus or snap, its checkpoint, hold
+// in the namespaces watched (see source.Retire); why says why, in the
+// log. A resource whose version or kind is not known (no longer served)
+// is described from what the bus holds.
+func (b *Bridge) retire(ctx context.Context, res source.Resource, snap checkpoint.Snapshot, bus source.Bus, h source.Handler, why string) error {
+	if err := b.prepare(ctx, res); err != nil {
+		b.log.Warn(why+": its objects stay on the bus, since the sink cannot take their deletes", "resource", res.Name(), "err", err)
+		return nil
 	}
-	for key := range held {
-		ns, _, namespaced := strings.Cut(key, "/")
-		if namespaced && !slices.Contains(b.cfg.Namespaces, ns) {
-			delete(held, key)
-		}
+	held, err := bus.Holdings(ctx, res, nil)
+	if err != nil {
+		return err
 	}
-	return held
+	if res.Kind == "" {
+		describe(&res, snap, held)
+	}
+	var namespaces []string
+	if len(b.cfg.Namespaces) > 0 {
+		namespaces = b.cfg.Namespaces
+	}
+	n := source.Retire(res, snap, held, namespaces, h)
+	b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
+	b.log.Warn(why+": the objects published of it are deleted from the bus",
+		"resource", res.Name(), "deletes", n, "kind", res.Kind, "version", res.Version)
+	return nil
+}
+
+// unwatched are the resources the checkpoint holds objects of that are
+// not among watched; none when the store cannot name its resources.
+func (b *Bridge) unwatched(ctx context.Context, watched []source.Resource) ([]string, error) {
+	lister, ok := b.store.(checkpoint.Lister)
+	if !ok {
+		return nil, nil
+	}
+	names, err := lister.Resources(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return slices.DeleteFunc(names, func(name string) bool {
+		return slices.ContainsFunc(watched, func(r source.Resource) bool { return r.Name() == name })
+	}), nil
 }
 
 // describe fills in res's version, kind and scope from what the bus told
@@ -239,6 +240,12 @@ func (b *Bridge) checkLostCheckpoint(ctx context.Context, resources []source.Res
 	if !ok {
 		return nil
 	}
+	if lister, ok := b.store.(checkpoint.Lister); ok {
+		// Not empty: no resource needs to be loaded whole to tell.
+		if names, err := lister.Resources(ctx); err == nil && len(names) > 0 {
+			return nil
+		}
+	}
 	gvrs := make([]schema.GroupVersionResource, len(resources))
 	for i, res := range resources {
 		snap, err := b.store.Load(ctx, res.Name())
@@ -275,18 +282,6 @@ func (b *Bridge) prepare(ctx context.Context, res source.Resource) error {
 // unwatchedInCheckpoint reports whether the checkpoint holds objects of a
 // resource that is not among watched.
 func (b *Bridge) unwatchedInCheckpoint(ctx context.Context, watched []source.Resource) bool {
-	lister, ok := b.store.(checkpoint.Lister)
-	if !ok {
-		return false
-	}
-	names, err := lister.Resources(ctx)
-	if err != nil {
-		return false // told again by retireGone
-	}
-	for _, name := range names {
-		if !slices.ContainsFunc(watched, func(r source.Resource) bool { return r.Name() == name }) {
-			return true
-		}
-	}
-	return false
+	names, err := b.unwatched(ctx, watched)
+	return err == nil && len(names) > 0 // an error is told again by retireGone
 }
