@@ -130,25 +130,39 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 	return nil
 }
 
-// kindOf reads the kind and apiVersion of the message at seq, whole.
+// kindOf reads the kind and apiVersion of the message at seq.
 func (s *Sink) kindOf(ctx context.Context, stream jetstream.Stream, seq uint64) (string, string, error) {
-	raw, err := stream.GetMsg(ctx, seq)
-	if err != nil {
-		return "", "", fmt.Errorf("nats sink: read message %d: %w", seq, err)
-	}
-	m, err := Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+	m, err := whole(ctx, stream, seq)
 	if err != nil {
 		return "", "", err
 	}
 	return m.Kind, m.APIVersion, nil
 }
 
+// whole reads the message at seq, its body too, and decodes it.
+func whole(ctx context.Context, stream jetstream.Stream, seq uint64) (*sink.Message, error) {
+	raw, err := stream.GetMsg(ctx, seq)
+	if err != nil {
+		return nil, fmt.Errorf("nats sink: read message %d: %w", seq, err)
+	}
+	return Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+}
+
 // held reads what msg, the latest message of a subject delivered with
 // headers only, says of its object; seq is its sequence in the stream.
 func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.Msg, seq uint64) (sink.Held, error) {
 	hdr := msg.Headers()
-	h := sink.Held{UID: hdr.Get(uidHeader), ResourceVersion: hdr.Get(resourceVersionHeader),
-		Kind: hdr.Get(HeaderPrefix + "kind"), APIVersion: hdr.Get(HeaderPrefix + "apiversion"), View: hdr.Get(ViewHeader)}
+	// Header values as encode writes them: percent-encoded, as the
+	// binding asks (a value that does not decode is read whole below).
+	value := func(name string) string {
+		v, err := percentDecode(hdr.Get(name))
+		if err != nil {
+			return ""
+		}
+		return v
+	}
+	h := sink.Held{UID: value(uidHeader), ResourceVersion: value(resourceVersionHeader),
+		Kind: value(HeaderPrefix + "kind"), APIVersion: value(HeaderPrefix + "apiversion"), View: hdr.Get(ViewHeader)}
 	// A delete carries the delete TTL; one written without it says so by
 	// its type.
 	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || strings.HasSuffix(hdr.Get(typeHeader), "."+actionDeleted)
@@ -167,12 +181,7 @@ func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.
 		h.Namespace, h.Name = ns, name
 		return h, nil
 	}
-	// Read it whole.
-	raw, err := stream.GetMsg(ctx, seq)
-	if err != nil {
-		return h, fmt.Errorf("nats sink: read message %d of %s: %w", seq, msg.Subject(), err)
-	}
-	m, err := Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+	m, err := whole(ctx, stream, seq)
 	if err != nil {
 		return h, err
 	}
