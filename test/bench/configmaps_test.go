@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -173,4 +175,35 @@ func parallel(ctx context.Context, n, workers int, fn func(i int) error) error {
 		firstErr = ctx.Err()
 	}
 	return firstErr
+}
+
+// filled is what fillConfigMaps wrote.
+type filled struct {
+	refs []objectRef
+	// size is the mean size of the ConfigMaps written, as JSON.
+	size float64
+	// others is how many ConfigMaps the namespaces held besides.
+	others int
+}
+
+// fillConfigMaps writes n ConfigMaps into namespaces and measures them.
+func fillConfigMaps(b *testing.B, ctx context.Context, kc kubernetes.Interface, namespaces []string, n int) filled {
+	b.Helper()
+	t0 := time.Now()
+	refs, err := createConfigMaps(ctx, kc, namespaces, n, writers)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if testing.Verbose() {
+		b.Logf("wrote %d ConfigMaps in %s", n, time.Since(t0).Round(time.Millisecond))
+	}
+	size, err := meanObjectSize(ctx, kc, refs[:100])
+	if err != nil {
+		b.Fatal(err)
+	}
+	others, err := otherConfigMaps(ctx, kc, namespaces)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return filled{refs: refs, size: size, others: others}
 }

@@ -59,22 +59,8 @@ func BenchmarkMemoryAndRestart(b *testing.B) {
 	ctx, cp, kc, dir := b.Context(), setup.cp, setup.kc, setup.dir
 	bus := natstest.Start(b, natstest.Options{})
 	namespaces := namespaceNames("bench", memoryNamespaces)
-	t0 := time.Now()
-	refs, err := createConfigMaps(ctx, kc, namespaces, watchedObjects, writers)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if testing.Verbose() {
-		b.Logf("wrote %d ConfigMaps in %s", watchedObjects, time.Since(t0).Round(time.Millisecond))
-	}
-	size, err := meanObjectSize(ctx, kc, refs[:100])
-	if err != nil {
-		b.Fatal(err)
-	}
-	others, err := otherConfigMaps(ctx, kc, namespaces)
-	if err != nil {
-		b.Fatal(err)
-	}
+	f := fillConfigMaps(b, ctx, kc, namespaces, watchedObjects)
+	refs, size, others := f.refs, f.size, f.others
 	bridgeBin, programs := setup.binaries(b)
 
 	e := &experiment{

@@ -74,22 +74,8 @@ func BenchmarkReconcile(b *testing.B) {
 		}
 	}
 	namespaces := namespaceNames("reconcile", reconcileNamespaces)
-	t0 := time.Now()
-	refs, err := createConfigMaps(ctx, kc, namespaces, n, writers)
-	if err != nil {
-		b.Fatal(err)
-	}
-	if testing.Verbose() {
-		b.Logf("wrote %d ConfigMaps in %s", n, time.Since(t0).Round(time.Millisecond))
-	}
-	size, err := meanObjectSize(ctx, kc, refs[:100])
-	if err != nil {
-		b.Fatal(err)
-	}
-	others, err := otherConfigMaps(ctx, kc, namespaces)
-	if err != nil {
-		b.Fatal(err)
-	}
+	f := fillConfigMaps(b, ctx, kc, namespaces, n)
+	size, others := f.size, f.others
 	bridgeBin, _ := setup.binaries(b)
 	lister := newLister(b, cp.RESTConfig())
 
