@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
+	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -312,6 +314,54 @@ func TestResourceNoLongerSelected(t *testing.T) {
 		}
 		if !loggedFor(r.logs.String(), "resource no longer selected", plural+"."+group) {
 			t.Errorf("the start did not log that %s.%s is no longer selected", plural, group)
+		}
+	})
+}
+
+// TestOtherBridgesObjectsLeftAlone: two bridges of one cluster share a bus
+// and a namespace, each under its own label selector. The second one's
+// start, and its passes, find the first one's objects on the bus and not
+// in their own lists; the API server holds them, so they are another
+// bridge's, and stay: the bus keeps all six objects, and no repair is
+// counted.
+func TestOtherBridgesObjectsLeftAlone(t *testing.T) {
+	forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
+		ns := namespace(t, "shared-"+b.name())
+		cms := kube(t).CoreV1().ConfigMaps(ns)
+		for _, team := range []string{"a", "b"} {
+			for i := range 3 {
+				cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", team, i), Labels: map[string]string{"team": team}}}
+				if _, err := cms.Create(t.Context(), cm, metav1.CreateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		envA := stateEnv(b, ns)
+		envA["BRIDGE_LABEL_SELECTOR"] = "team=a"
+		envA["BRIDGE_CHECKPOINT"] = "none"
+		startBridge(t, envA, nil)
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			n := len(lastStates(b.read(t, ns)))
+			return n == 3, fmt.Sprintf("%d of team a's 3 objects on the bus", n)
+		})
+
+		envB := maps.Clone(envA)
+		envB["BRIDGE_LABEL_SELECTOR"] = "team=b"
+		envB["BRIDGE_RECONCILE_INTERVAL"] = "1s"
+		m := metrics.New()
+		r := startBridgeWith(t, envB, bridge.WithMetrics(m))
+		poll.Until(t, 30*time.Second, func() (bool, string) {
+			runs := seriesOf(t, m, "bridge_reconcile_runs_total", "result")["ok"]
+			return runs >= 2, fmt.Sprintf("%v passes of the second bridge", runs)
+		})
+		if n := len(lastStates(b.read(t, ns))); n != 6 {
+			t.Errorf("the bus holds %d live objects, want both bridges' 6", n)
+		}
+		if got := seriesOf(t, m, "bridge_reconcile_repaired_total", "kind"); len(got) != 0 {
+			t.Errorf("the second bridge repaired %v, want nothing: the other objects are another bridge's", got)
+		}
+		if !strings.Contains(r.logs.String(), "left as they are") {
+			t.Errorf("the second bridge did not say it left the other bridge's objects alone")
 		}
 	})
 }
