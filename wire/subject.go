@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
 )
 
 // Tokens that stand for an empty value.

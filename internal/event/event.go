@@ -14,8 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
-	"github.com/kubebus/bridge/wire"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Encoder builds messages for one cluster.
