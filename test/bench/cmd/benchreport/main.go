@@ -28,7 +28,7 @@ var microPackages = []string{
 	"./internal/filter",
 	"./internal/view",
 	"./internal/pipeline",
-	"./sink",
+	"./wire",
 	"./sink/nats",
 	"./sink/kafka",
 	"./checkpoint/...",
