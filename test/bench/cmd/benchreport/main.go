@@ -32,8 +32,6 @@ var microPackages = []string{
 	"./sink/nats",
 	"./sink/kafka",
 	"./checkpoint/...",
-	// INTEGRATION: add "./internal/filter" and "./internal/view" (the
-	// filter's Match and the view's Apply) once they are merged.
 }
 
 func main() {
