@@ -166,11 +166,26 @@ func (a *Attribute) fromJSON(raw json.RawMessage) (string, error) {
 		}
 		return strconv.FormatBool(v), nil
 	}
+	// Most values hold nothing JSON escapes: read them as they are.
+	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plain(raw[1:n-1]) {
+		return string(raw[1 : n-1]), nil
+	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return "", err
 	}
 	return v, nil
+}
+
+// plain reports whether b, inside a JSON string's quotes, is its value as
+// it is: printable ASCII without quotes or backslashes.
+func plain(b []byte) bool {
+	for _, c := range b {
+		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
+			return false
+		}
+	}
+	return true
 }
 
 // String is the attribute's name.
