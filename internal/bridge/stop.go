@@ -4,30 +4,118 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
+	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/shutdown"
 )
 
-// release closes the checkpoint store, then what it was opened on
-// (releaseStore), then the sink, within the exit's share of budget (see
-// package shutdown). Their errors are logged, not returned: by then the
-// final flush is over, and whatever the sink did not confirm was never
-// checkpointed, so the next start publishes it again; a close that fails
-// loses nothing.
-func (b *Bridge) release(ctx context.Context, budget *shutdown.Budget, releaseStore func()) {
+// The stop's stages, each within its share of the one budget (see package
+// shutdown): drain, then flush, then release. run calls the first two
+// once the source set has stopped; Run defers release, which closes what
+// was opened however Run ends.
+
+// drain is the soft stop: it publishes what pipe holds, up to the drain's
+// deadline or the hard stop (WithHardStop); unless the lease was lost,
+// when another replica is about to publish and this one must stop at
+// once. On a damaged checkpoint store (broken) the pipeline abandons the
+// creations (they need an intent in the checkpoint) and publishes the
+// deletes and updates, which would otherwise be lost. It returns true
+// when the hard stop ended it, or had before it began.
+func (b *Bridge) drain(ctx context.Context, budget *shutdown.Budget, pipe *pipeline.Pipeline, broken bool) (hard bool) {
+	switch {
+	case errors.Is(context.Cause(ctx), leader.ErrLostLeadership):
+		b.log.Warn("lost the lease: stopping without draining; the new leader publishes what is left", "pending", pipe.Stats().Pending)
+		return false
+	case b.hard.Err() != nil:
+		return true
+	}
+	drainCtx, cancel := budget.Context(ctx, shutdown.Drain)
+	defer cancel()
+	left := time.Until(budget.Deadline(shutdown.Drain)).Round(time.Millisecond).String()
+	if broken {
+		b.log.Error("the checkpoint store is damaged: stopping; publishing the deletes and updates already queued, whose positions cannot be recorded, and abandoning the creations",
+			"objects", pipe.Stats().Pending, "timeout", left)
+	} else {
+		b.log.Info("draining: publishing what is queued before stopping", "objects", pipe.Stats().Pending, "timeout", left,
+			"shutdownTimeout", budget.Total().String())
+	}
+	stopOnHard := context.AfterFunc(b.hard, cancel)
+	err := pipe.Drain(drainCtx)
+	stopOnHard()
+	switch {
+	case err == nil:
+		return false
+	case b.hard.Err() != nil:
+		return true
+	default:
+		b.log.Warn("shutdown deadline reached; stopping with deltas unpublished", "err", err)
+		return false
+	}
+}
+
+// abandoned logs the deltas the pipeline abandoned when it stopped (the
+// hard stage): after a hard stop (hard), or as pipeErr, the pipeline's
+// error, says. They were never checkpointed, so the next start publishes
+// them.
+func (b *Bridge) abandoned(hard bool, pipeErr error, pipe *pipeline.Pipeline) {
+	switch {
+	case hard:
+		b.log.Warn("hard stop: deltas abandoned; they were not checkpointed, so the next start publishes them",
+			"abandoned", pipe.Stats().Abandoned)
+	case errors.Is(pipeErr, pipeline.ErrAbandoned):
+		// Expected after the shutdown deadline, a lost lease or a damaged
+		// checkpoint store, each logged by drain: it does not fail Run.
+		b.log.Warn("stopped with deltas unpublished", "abandoned", pipe.Stats().Abandoned, "err", pipeErr)
+	}
+}
+
+// flush is the final checkpoint flush: every position acknowledged,
+// within the flush's share of budget. It is never made on a damaged
+// store.
+func (b *Bridge) flush(ctx context.Context, budget *shutdown.Budget, writer *checkpoint.Writer) error {
+	flushCtx, cancel := budget.Context(ctx, shutdown.Flush)
+	defer cancel()
+	err := writer.Flush(flushCtx)
+	if err != nil {
+		b.log.Error("checkpoint: final flush failed", "err", err, "pending", writer.Stats().Pending)
+	}
+	return err
+}
+
+// stopped logs what the bridge did, and how long its stop took.
+func (b *Bridge) stopped(budget *shutdown.Budget, p *built) {
+	st := p.pipe.Stats()
+	ws := p.writer.Stats()
+	b.log.Info("stopped", "took", time.Since(budget.Began()).Round(time.Millisecond),
+		"published", st.Published, "contentOmitted", st.Omitted, "skipped", st.Skipped, "retried", st.Retried,
+		"coalesced", st.Coalesced, "abandoned", st.Abandoned, "relists", p.set.Relists(),
+		"checkpointFlushes", ws.Flushes)
+}
+
+// release closes e's checkpoint store, then what it was opened on
+// (releaseStore), then its sink, within the exit's share of budget (see
+// package shutdown); a part that was not opened is skipped. Their errors
+// are logged, not returned: by then the final flush is over, and whatever
+// the sink did not confirm was never checkpointed, so the next start
+// publishes it again; a close that fails loses nothing.
+func (b *Bridge) release(ctx context.Context, budget *shutdown.Budget, e ends) {
 	exitCtx, cancel := budget.Context(ctx, shutdown.Exit)
 	defer cancel()
-	if b.store != nil {
-		if err := within(exitCtx, b.store.Close); err != nil {
+	if e.store != nil {
+		if err := within(exitCtx, e.store.Close); err != nil {
 			b.log.Warn("checkpoint store did not close cleanly; what was flushed stays", "component", "checkpoint", "err", err)
 		}
 	}
-	if err := within(exitCtx, func() error { releaseStore(); return nil }); err != nil {
-		b.log.Warn("the checkpoint store's connection did not close in time", "component", "checkpoint", "err", err)
+	if e.releaseStore != nil {
+		if err := within(exitCtx, func() error { e.releaseStore(); return nil }); err != nil {
+			b.log.Warn("the checkpoint store's connection did not close in time", "component", "checkpoint", "err", err)
+		}
 	}
-	if b.sink != nil {
-		if err := b.sink.Close(exitCtx); err != nil {
+	if e.sink != nil {
+		if err := e.sink.Close(exitCtx); err != nil {
 			b.log.Warn("sink did not close cleanly; what it did not confirm was not checkpointed, and the next start publishes it again",
 				"component", "sink", "err", err)
 		}
