@@ -29,15 +29,14 @@ type built struct {
 }
 
 // run runs the bridge's goroutines until ctx ends, or the checkpoint
-// store is found damaged, or the source set fails; then it stops them, in
-// order, within budget (see stop.go), and returns Run's error.
+// store is found damaged, or the source set fails; then it stops them
+// (see stop) and returns Run's error.
 //
-// The source set runs on the calling goroutine. The pipeline and the
-// checkpoint writer outlive it: their contexts do not end with ctx, and
-// they are stopped after it, the pipeline once it has published what it
-// can, the writer last, so that the final flush records every position
-// acknowledged. The rest (the retiring of resources no longer watched,
-// the wait for readiness, the reconciler) end with the set.
+// The source set runs on the calling goroutine. The retiring of resources
+// no longer watched, the wait for readiness and the reconciler end with
+// it, and are waited for before the stop begins: nothing is handed to the
+// pipeline after that. The pipeline and the checkpoint writer outlive the
+// set: their contexts do not end with ctx, and stop halts them, in order.
 func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) error {
 	detached := context.WithoutCancel(ctx)
 	pipe := start(detached, p.pipe.Run)
@@ -78,26 +77,7 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 	for _, t := range withSet {
 		t.halt() // hands nothing on after this
 	}
-
-	// The stop began when ctx ended, or now, on a damaged store or a set
-	// that failed: every stage's deadline counts from then (see package
-	// shutdown).
-	budget.Begin()
-	broken := errors.Is(context.Cause(srcCtx), errCheckpointBroken)
-	hard := b.drain(ctx, budget, p.pipe, broken)
-	pipeErr := pipe.halt()
-	b.abandoned(hard, pipeErr, p.pipe)
-	writerErr := writer.halt()
-	// writerBroke: the writer stopped on its own, before it was told to,
-	// on a damaged store (checkpoint.IsTerminal); no final flush is made
-	// then.
-	writerBroke := writerErr != nil && writer.early
-	var flushErr error
-	if !writerBroke {
-		flushErr = b.flush(ctx, budget, p.writer)
-	}
-	b.stopped(budget, p)
-	return stopError(srcErr, pipeErr, writerErr, flushErr, broken, writerBroke)
+	return b.stop(ctx, budget, p, pipe, writer, srcErr, errors.Is(context.Cause(srcCtx), errCheckpointBroken))
 }
 
 // awaitReady closes b.ready once set has synced, gone is closed (the

@@ -12,10 +12,35 @@ import (
 	"github.com/kubebus/bridge/internal/shutdown"
 )
 
-// The stop's stages, each within its share of the one budget (see package
-// shutdown): drain, then flush, then release. run calls the first two
-// once the source set has stopped; Run defers release, which closes what
-// was opened however Run ends.
+// stop stops the bridge once its source set has stopped, with srcErr, and
+// what ended with the set has been waited for; broken is true when the
+// set was stopped because the checkpoint store is damaged. It runs the
+// stages of the one budget (see package shutdown) that the pipeline and
+// the checkpoint writer take: the soft stop (drain) publishes what is
+// queued, the hard stop halts the pipeline and abandons what is left, the
+// writer is halted and the final flush records every position
+// acknowledged. The last stage, release, closes the store and the sink:
+// Run defers it, as it closes what was opened however Run ends. stop
+// returns Run's error (see stopError).
+func (b *Bridge) stop(ctx context.Context, budget *shutdown.Budget, p *built, pipe, writer *task, srcErr error, broken bool) error {
+	// The stop began when ctx ended, or now, on a damaged store or a set
+	// that failed: every stage's deadline counts from then.
+	budget.Begin()
+	hard := b.drain(ctx, budget, p.pipe, broken)
+	pipeErr := pipe.halt()
+	b.logAbandoned(hard, pipeErr, p.pipe)
+	writerErr := writer.halt()
+	// writerBroke: the writer stopped on its own, before it was halted,
+	// on a damaged store (checkpoint.IsTerminal); no final flush is made
+	// then.
+	writerBroke := writerErr != nil && writer.early
+	var flushErr error
+	if !writerBroke {
+		flushErr = b.flush(ctx, budget, p.writer)
+	}
+	b.logStopped(budget, p)
+	return stopError(srcErr, pipeErr, writerErr, flushErr, broken, writerBroke)
+}
 
 // drain is the soft stop: it publishes what pipe holds, up to the drain's
 // deadline or the hard stop (WithHardStop); unless the lease was lost,
@@ -56,11 +81,11 @@ func (b *Bridge) drain(ctx context.Context, budget *shutdown.Budget, pipe *pipel
 	}
 }
 
-// abandoned logs the deltas the pipeline abandoned when it stopped (the
+// logAbandoned logs the deltas the pipeline abandoned when it stopped (the
 // hard stage): after a hard stop (hard), or as pipeErr, the pipeline's
 // error, says. They were never checkpointed, so the next start publishes
 // them.
-func (b *Bridge) abandoned(hard bool, pipeErr error, pipe *pipeline.Pipeline) {
+func (b *Bridge) logAbandoned(hard bool, pipeErr error, pipe *pipeline.Pipeline) {
 	switch {
 	case hard:
 		b.log.Warn("hard stop: deltas abandoned; they were not checkpointed, so the next start publishes them",
@@ -85,8 +110,8 @@ func (b *Bridge) flush(ctx context.Context, budget *shutdown.Budget, writer *che
 	return err
 }
 
-// stopped logs what the bridge did, and how long its stop took.
-func (b *Bridge) stopped(budget *shutdown.Budget, p *built) {
+// logStopped logs what the bridge did, and how long its stop took.
+func (b *Bridge) logStopped(budget *shutdown.Budget, p *built) {
 	st := p.pipe.Stats()
 	ws := p.writer.Stats()
 	b.log.Info("stopped", "took", time.Since(budget.Began()).Round(time.Millisecond),
