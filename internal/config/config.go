@@ -141,6 +141,13 @@ type Config struct {
 	// Kafka configures the Kafka sink and the kafka checkpoint.
 	Kafka kafka.Config `env:"-"`
 
+	// parsed holds what Load made of the variables that need parsing.
+	parsed
+}
+
+// parsed is what the variables that need more than the env library
+// become: made by check, kept by Load.
+type parsed struct {
 	// view is View compiled (ViewDefinition).
 	view view.Config
 	// selection is Resources and ExcludeResources parsed (Selection).
@@ -208,12 +215,10 @@ func Load(environ []string) (*Config, error) {
 		err := env.ParseWithOptions(part, env.Options{Environment: vars})
 		perr = append(perr, parseErrors(err, reflect.TypeOf(part).Elem())...)
 	}
-	c.Resources = clean(c.Resources)
-	c.ExcludeResources = clean(c.ExcludeResources)
-	c.Namespaces = clean(c.Namespaces)
-	c.View.blankIsUnset()
+	c.normalize()
+	p, problems := c.check()
 	errs := perr
-	for _, e := range c.problems() {
+	for _, e := range problems {
 		if !slices.ContainsFunc(perr, func(p error) bool { return varOfError(p) == varOfError(e) }) {
 			errs = append(errs, e)
 		}
@@ -221,13 +226,28 @@ func Load(environ []string) (*Config, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	c.parsed = p
 	return &c, nil
 }
 
+// normalize brings the values the env library read to the form the
+// checks and the bridge take: lists trimmed, without empty or repeated
+// entries ("a, b," is [a b]), and a view variable of only white space
+// unset. Load calls it once, before it checks.
+func (c *Config) normalize() {
+	c.Resources = clean(c.Resources)
+	c.ExcludeResources = clean(c.ExcludeResources)
+	c.Namespaces = clean(c.Namespaces)
+	c.View.blankIsUnset()
+}
+
 // Validate checks every setting, parsing what Load parses, and reports all
-// problems, joined, each an *envvar.Error naming its variable.
+// problems, joined, each an *envvar.Error naming its variable. It changes
+// nothing: what Load parsed stays as it was, and a second call gives the
+// same answer.
 func (c *Config) Validate() error {
-	return c.problems().Err()
+	_, problems := c.check()
+	return problems.Err()
 }
 
 // varOfError is the variable an *envvar.Error names, or "" for another
@@ -240,13 +260,18 @@ func varOfError(err error) string {
 	return ""
 }
 
-func (c *Config) problems() envvar.Problems {
-	var errs envvar.Problems
+// check checks every setting and parses those that need it, without
+// changing c. It returns what it parsed with the problems.
+func (c *Config) check() (parsed, envvar.Problems) {
+	var (
+		p    parsed
+		errs envvar.Problems
+	)
 	bad := errs.Add
 	if len(c.Resources) == 0 {
 		bad("BRIDGE_RESOURCES", "required: name at least one resource, for example configmaps, or * for every resource")
 	}
-	c.parseSelection(bad)
+	p.selection = c.parseSelection(bad)
 	if c.ListConcurrency <= 0 {
 		bad("BRIDGE_LIST_CONCURRENCY", "must be positive, got %d", c.ListConcurrency)
 	}
@@ -285,16 +310,15 @@ func (c *Config) problems() envvar.Problems {
 	}
 	// A sink's settings are parsed, and checked, only when something uses
 	// them.
-	c.nats, c.kafka = nil, nil
 	if c.Sink == SinkNATS || kind == CheckpointNATSKV {
 		set, err := c.NATS.Parse()
 		errs.Join(err)
-		c.nats = set
+		p.nats = set
 	}
 	if c.Sink == SinkKafka || kind == CheckpointKafka {
 		set, err := c.Kafka.Parse()
 		errs.Join(err)
-		c.kafka = set
+		p.kafka = set
 	}
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
@@ -302,7 +326,7 @@ func (c *Config) problems() envvar.Problems {
 	if c.ReconcileInterval != 0 && c.ReconcileInterval < time.Second {
 		bad("BRIDGE_RECONCILE_INTERVAL", "must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
 	}
-	c.compileView(bad)
+	p.view = c.compileView(bad)
 	// The view runs on the path that hands on the API server's bytes;
 	// BRIDGE_OLD_OBJECT decodes every object on another path, which has
 	// no view yet.
@@ -349,13 +373,13 @@ func (c *Config) problems() envvar.Problems {
 	if c.KubeBurst < 1 {
 		bad("BRIDGE_KUBE_BURST", "must be at least 1, got %d", c.KubeBurst)
 	}
-	return errs
+	return p, errs
 }
 
-// compileView compiles the filter and parses the paths of the view into
-// c.view, reporting what is wrong with them by variable, with the
-// position in the variable's text.
-func (c *Config) compileView(bad func(name, format string, args ...any)) {
+// compileView compiles the filter and parses the paths of the view,
+// reporting what is wrong with them by variable, with the position in the
+// variable's text.
+func (c *Config) compileView(bad func(name, format string, args ...any)) view.Config {
 	v := view.Config{KeepManagedFields: c.KeepManagedFields}
 	if c.View.Filter != "" {
 		f, err := filter.Compile(c.View.Filter)
@@ -387,14 +411,14 @@ func (c *Config) compileView(bad func(name, format string, args ...any)) {
 		}
 		v.DropFields = paths
 	}
-	c.view = v
+	return v
 }
 
-// parseSelection parses BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES
-// into c.selection, reporting each entry it does not take by variable.
-func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
+// parseSelection parses BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES,
+// reporting each entry it does not take by variable.
+func (c *Config) parseSelection(bad func(name, format string, args ...any)) source.Selection {
 	if len(c.Resources) == 0 {
-		return // reported as required
+		return source.Selection{} // reported as required
 	}
 	sel, err := source.NewSelection(c.Resources, c.ExcludeResources)
 	for _, e := range envvar.Split(err) {
@@ -408,7 +432,7 @@ func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
 			bad("BRIDGE_RESOURCES", "%v", e)
 		}
 	}
-	c.selection = sel
+	return sel
 }
 
 // Selection is what BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES

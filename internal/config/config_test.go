@@ -469,6 +469,34 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Validate reports on the config and leaves it as it was: the values Load
+// parsed stay those it parsed, however often it is called and whatever
+// was changed since.
+func TestValidateDoesNotChangeTheConfig(t *testing.T) {
+	c, err := Load([]string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=nats", "BRIDGE_NATS_URL=nats://h:4222", "BRIDGE_FILTER=name == 'a'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, sel, view := c.NATSSettings(), c.Selection(), c.ViewDefinition()
+	c.Sink, c.Resources, c.View.Filter = SinkStdout, []string{"nonsense..."}, "!"
+	first := c.Validate()
+	if first == nil {
+		t.Fatal("Validate of a changed config = nil, want its problems")
+	}
+	if second := c.Validate(); second == nil || second.Error() != first.Error() {
+		t.Errorf("Validate again = %v, want %v", second, first)
+	}
+	if c.NATSSettings() != settings {
+		t.Error("Validate replaced the NATS settings Load parsed")
+	}
+	if !reflect.DeepEqual(c.Selection(), sel) {
+		t.Error("Validate replaced the selection Load parsed")
+	}
+	if c.ViewDefinition().Filter != view.Filter {
+		t.Error("Validate replaced the view Load compiled")
+	}
+}
+
 func TestCheckpointKind(t *testing.T) {
 	tests := []struct {
 		value string
