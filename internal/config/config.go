@@ -1,8 +1,10 @@
 // Package config reads the bridge's configuration from environment
 // variables, once, into a typed struct.
 //
-// Every variable, its default and its meaning are declared in the struct
-// tags of Config, which is also where `bridge --help` reads them from.
+// Every variable and its meaning are declared in the struct tags of
+// Config, which is also where `bridge --help` reads them from, and so is
+// every default but those of the pipeline's settings, which
+// internal/pipeline declares with their reasons (see defaults).
 // Load reports every problem at once, each an *envvar.Error naming its
 // variable, and parses what needs parsing once: the selection, the view,
 // and the sinks' settings (NATSSettings, KafkaSettings), TLS files read
@@ -13,6 +15,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"math"
@@ -31,6 +34,7 @@ import (
 	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/filter"
 	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink/kafka"
@@ -40,7 +44,8 @@ import (
 
 // Config is the bridge's whole configuration. The help tag is shown by
 // `bridge --help`; the default tag is the default, with its reason in the
-// comment above the field.
+// comment above the field, or for the pipeline's settings, in
+// internal/pipeline (see defaults).
 type Config struct {
 	Resources []string `env:"BRIDGE_RESOURCES" help:"required; comma-separated resources, named as kubectl names them (configmaps, deployments.apps, deployments.v1.apps, widgets.v1alpha1.example.com, deploy), or patterns: * for every resource the API server serves that supports list and watch, *.<group> for every resource of a group and of the groups ending in .<group> (*.example.com). They mix: *,secrets. Patterns follow the cluster: a CRD or API service that appears is watched, one that goes is no longer. Secrets are watched only when named"`
 	// Events are a log, not state, and change all the time; leases are
@@ -83,12 +88,12 @@ type Config struct {
 	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
 	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory and CPU: the bridge then decodes every object, where by default it hands on the API server's bytes, and keeps every watched object's latest state)"`
 
-	Workers             int `env:"BRIDGE_WORKERS" envDefault:"4" help:"batches published in parallel"`
-	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"messages per batch; one object's waiting changes are never split across batches"`
-	MaxPendingPerObject int `env:"BRIDGE_MAX_PENDING_PER_OBJECT" envDefault:"16" help:"changes of one object that may wait before they are collapsed into its latest state"`
-	// Thirty seconds keeps a long outage from turning into a hammering
-	// reconnect loop while still noticing recovery quickly.
-	RetryMaxInterval time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" envDefault:"30s" help:"longest wait between retries of a failed publish"`
+	// The pipeline's variables have no default tag: their defaults, and
+	// the reasons for them, are internal/pipeline's (see defaults).
+	Workers             int           `env:"BRIDGE_WORKERS" help:"batches published in parallel"`
+	BatchSize           int           `env:"BRIDGE_BATCH_SIZE" help:"messages per batch; one object's waiting changes are never split across batches"`
+	MaxPendingPerObject int           `env:"BRIDGE_MAX_PENDING_PER_OBJECT" help:"changes of one object that may wait before they are collapsed into its latest state"`
+	RetryMaxInterval    time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" help:"longest wait between retries of a failed publish"`
 	// kube-apiserver sends a bookmark on a quiet watch about once a minute
 	// (measured), and the bridge reopens every watch at least every half
 	// of this, so a healthy watch is heard from at least every minute: two
@@ -207,7 +212,7 @@ func Load(environ []string) (*Config, error) {
 			vars[k] = v
 		}
 	}
-	var c Config
+	c := defaults()
 	// The env library sets every field it can even when others fail, so
 	// the checks below still run; they skip variables that did not parse.
 	var perr envvar.Problems
@@ -228,6 +233,37 @@ func Load(environ []string) (*Config, error) {
 	}
 	c.parsed = p
 	return &c, nil
+}
+
+// defaults is the Config that Load starts from, before it reads the
+// variables: the defaults that the package that uses a setting declares,
+// with their reasons, rather than an envDefault tag. Help and the README
+// give them as the tags' (defaultOf).
+func defaults() Config {
+	return Config{
+		Workers:             pipeline.DefaultWorkers,
+		BatchSize:           pipeline.DefaultBatchSize,
+		MaxPendingPerObject: pipeline.DefaultMaxPendingPerObject,
+		RetryMaxInterval:    pipeline.DefaultMaxRetryInterval,
+	}
+}
+
+// defaultOf is the default of the variable name, read into field f, as
+// text: its envDefault tag, or the value in defaults of a field of Config
+// itself. ok is false when the variable has none.
+func defaultOf(name string, f reflect.StructField) (def string, ok bool) {
+	if def, ok := f.Tag.Lookup("envDefault"); ok {
+		return def, true
+	}
+	own, found := reflect.TypeFor[Config]().FieldByName(f.Name)
+	if !found || own.Tag.Get("env") != name {
+		return "", false
+	}
+	v := reflect.ValueOf(defaults()).FieldByIndex(own.Index)
+	if v.IsZero() {
+		return "", false
+	}
+	return fmt.Sprint(v.Interface()), true
 }
 
 // normalize brings the values the env library read to the form the

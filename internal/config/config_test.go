@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/internal/pipeline"
 )
 
 // vars lists the variable named by each *envvar.Error in err, in order.
@@ -497,6 +498,29 @@ func TestValidateDoesNotChangeTheConfig(t *testing.T) {
 	}
 }
 
+// The pipeline's settings default to what internal/pipeline declares,
+// whether their variables are unset or empty.
+func TestPipelineDefaults(t *testing.T) {
+	for _, environ := range [][]string{
+		{"BRIDGE_RESOURCES=configmaps"},
+		{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_BATCH_SIZE=", "BRIDGE_MAX_PENDING_PER_OBJECT=", "BRIDGE_RETRY_MAX_INTERVAL="},
+	} {
+		c, err := Load(environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type settings struct {
+			workers, batch, pending int
+			retry                   time.Duration
+		}
+		got := settings{c.Workers, c.BatchSize, c.MaxPendingPerObject, c.RetryMaxInterval}
+		want := settings{pipeline.DefaultWorkers, pipeline.DefaultBatchSize, pipeline.DefaultMaxPendingPerObject, pipeline.DefaultMaxRetryInterval}
+		if got != want {
+			t.Errorf("Load(%q) = %+v, want %+v", environ, got, want)
+		}
+	}
+}
+
 func TestCheckpointKind(t *testing.T) {
 	tests := []struct {
 		value string
@@ -577,7 +601,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 			if !ok {
 				t.Fatalf("Help does not list %s", name)
 			}
-			def, ok := f.Tag.Lookup("envDefault")
+			def, ok := defaultOf(name, f)
 			if !ok {
 				def = "-"
 			}
