@@ -75,9 +75,13 @@ func parseRV(s string) apiRV {
 // compare orders r and o as resourceversion.Compare does; ok is false when
 // either cannot be compared.
 func (r apiRV) compare(o apiRV) (c int, ok bool) {
-	if r.n != 0 && o.n != 0 {
+	switch {
+	case r == apiRV{} || o == apiRV{}:
+		return 0, false
+	case r.wide == nil && o.wide == nil:
 		return cmp.Compare(r.n, o.n), true
 	}
+	// Beyond 64 bits: rare enough to compare as text.
 	c, err := resourceversion.Compare(r.String(), o.String())
 	return c, err == nil
 }

@@ -32,3 +32,16 @@ func TestAPIRVOrdersAsTheBridge(t *testing.T) {
 		}
 	}
 }
+
+// Comparing what etcd gives, or an opaque resourceVersion, costs no
+// allocation: it happens for every message.
+func TestAPIRVCompareDoesNotAllocate(t *testing.T) {
+	a, b, opaque := parseRV("41"), parseRV("42"), parseRV("a1")
+	if n := testing.AllocsPerRun(100, func() {
+		a.compare(b)
+		a.compare(opaque)
+		opaque.compare(b)
+	}); n != 0 {
+		t.Errorf("compare allocates %v times", n)
+	}
+}
