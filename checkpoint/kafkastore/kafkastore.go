@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/bounded"
 	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/wire"
 )
 
 const (
@@ -90,7 +91,7 @@ var _ checkpoint.Store = (*Store)(nil)
 // finds, so that Load can answer from memory. conn is the parsed
 // connection the sink uses too (kafka sink's Settings.Conn).
 func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, log *slog.Logger, opts ...Option) (*Store, error) {
-	if err := kafkaconn.CheckTopicName(topic); err != nil {
+	if err := wire.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)
 	}
 	if log == nil {

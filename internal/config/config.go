@@ -33,13 +33,13 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/filter"
-	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Config is the bridge's whole configuration. The help tag is shown by
@@ -340,7 +340,7 @@ func (c *Config) check() (parsed, envvar.Problems) {
 		}
 	}
 	if kind == CheckpointKafka && arg != "" {
-		if err := kafkaconn.CheckTopicName(arg); err != nil {
+		if err := wire.CheckTopicName(arg); err != nil {
 			bad("BRIDGE_CHECKPOINT", "%v", err)
 		}
 	}
