@@ -1,7 +1,6 @@
 package pod
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -87,16 +86,12 @@ func TestChartPodNATS(t *testing.T) {
 	p := node.Run(t, kubelet.PodOf(rel.deployment, "6c9f8d7b5-q2w4e"))
 
 	// What the pod was given, as the kubelet resolved it.
-	for _, want := range []string{
+	checkEnv(t, p,
 		"BRIDGE_NATS_PASSWORD=nats-pw-7f3a",
 		"BRIDGE_NATS_TLS_CA_FILE=/etc/bridge/credentials/nats-ca.pem",
 		"BRIDGE_CHECKPOINT=nats-kv:bridge-checkpoint",
 		"KUBERNETES_SERVICE_HOST=127.0.0.1",
-	} {
-		if !slices.Contains(p.Env, want) {
-			t.Errorf("the container's environment lacks %s", want)
-		}
-	}
+	)
 	waitReady(t, p, 2*time.Minute)
 	checkConfinement(t, p)
 
@@ -107,22 +102,12 @@ func TestChartPodNATS(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d, err := cs.AppsV1().Deployments(apps).Get(t.Context(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Labels["tier"] = "front"
-	if _, err := cs.AppsV1().Deployments(apps).Update(t.Context(), d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	relabel(t, cs, apps, "web", "tier", "front")
 	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	lw := deploymentsOnNATS(t, srv)
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		diff := sameState(t, lw, deployments, apps)
-		return diff == "", diff
-	})
+	waitSameState(t, lw, deployments, apps, 30*time.Second)
 	kv, err := jetstream.New(srv.Conn(t))
 	if err != nil {
 		t.Fatal(err)
@@ -160,10 +145,7 @@ func TestChartPodNATS(t *testing.T) {
 	}
 	srv.Start()
 	waitReady(t, p, time.Minute)
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		diff := sameState(t, lw, deployments, apps)
-		return diff == "", diff
-	})
+	waitSameState(t, lw, deployments, apps, 30*time.Second)
 	noRestarts(t, p)
 
 	took, err := p.Stop()
