@@ -8,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubebus/bridge/consumer"
 	natsconsumer "github.com/kubebus/bridge/consumer/nats"
@@ -54,6 +55,27 @@ func natsServer(t *testing.T, namespace string) *natstest.Server {
 	return srv
 }
 
+// changeDeploymentsOnNATS creates the namespace apps with the Deployments
+// web, api and batch, relabels web and deletes batch, and waits until
+// the bridge's NATS stream on srv holds what the API server does. It
+// returns a ListerWatcher of the stream's Deployments.
+func changeDeploymentsOnNATS(t *testing.T, cs kubernetes.Interface, srv *natstest.Server, apps string) *consumer.ListerWatcher {
+	t.Helper()
+	createNamespace(t, apps)
+	for _, name := range []string{"web", "api", "batch"} {
+		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel(t, cs, apps, "web", "tier", "front")
+	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lw := deploymentsOnNATS(t, srv)
+	waitSameState(t, lw, deployments, apps, 30*time.Second)
+	return lw
+}
+
 // deploymentsOnNATS reads the Deployments the nats-kv-ha set's bridge
 // publishes, as a consumer of the stream would.
 func deploymentsOnNATS(t *testing.T, srv *natstest.Server) *consumer.ListerWatcher {
@@ -96,18 +118,7 @@ func TestChartPodNATS(t *testing.T) {
 	checkConfinement(t, p)
 
 	cs := admin(t)
-	createNamespace(t, apps)
-	for _, name := range []string{"web", "api", "batch"} {
-		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	relabel(t, cs, apps, "web", "tier", "front")
-	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lw := deploymentsOnNATS(t, srv)
-	waitSameState(t, lw, deployments, apps, 30*time.Second)
+	lw := changeDeploymentsOnNATS(t, cs, srv, apps)
 	kv, err := jetstream.New(srv.Conn(t))
 	if err != nil {
 		t.Fatal(err)

@@ -105,18 +105,7 @@ func TestChartReplicas(t *testing.T) {
 		t.Errorf("the standby %s is not ready", standby.Name())
 	}
 
-	createNamespace(t, apps)
-	for _, name := range []string{"web", "api", "batch"} {
-		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	relabel(t, cs, apps, "web", "tier", "front")
-	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lw := deploymentsOnNATS(t, srv)
-	waitSameState(t, lw, deployments, apps, 30*time.Second)
+	lw := changeDeploymentsOnNATS(t, cs, srv, apps)
 	noRestarts(t, leader)
 	noRestarts(t, standby)
 
