@@ -233,14 +233,7 @@ func TestInformersConvergeUnderChurn(t *testing.T) {
 func TestInformerResumesWithoutRelist(t *testing.T) {
 	forEachBus(t, func(t *testing.T, b bus) {
 		ns := namespace(t, "informer-resume-"+b.name())
-		p := startProc(t, procEnv(stateEnv(b, ns)), filepath.Join(t.TempDir(), "stdout"))
-		defer p.terminate(t)
-		createConfigMaps(t, ns, 60)
-		snapshot := filepath.Join(t.TempDir(), "informer.db")
-		ic := informersOf(b, ns)
-		first := startInformer(t, ic, "first", ns, snapshot)
-		first.waitEqualsList(t, ns, 30*time.Second)
-		first.stop(t)
+		first, ic, snapshot := informedOnce(t, b, stateEnv(b, ns), ns, 60)
 		first.checkHandlers(t)
 
 		changeConfigMaps(t, ns, 10)
@@ -273,14 +266,7 @@ func TestInformerPositionExpired(t *testing.T) {
 			// batch.
 			env["BRIDGE_KAFKA_PARTITIONS"] = "1"
 		}
-		p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
-		defer p.terminate(t)
-		createConfigMaps(t, ns, 40)
-		snapshot := filepath.Join(t.TempDir(), "informer.db")
-		ic := informersOf(b, ns)
-		first := startInformer(t, ic, "first", ns, snapshot)
-		first.waitEqualsList(t, ns, 30*time.Second)
-		first.stop(t)
+		_, ic, snapshot := informedOnce(t, b, env, ns, 40)
 
 		// Delete ten objects and wait until the bus has let their deletes
 		// go.
@@ -300,6 +286,24 @@ func TestInformerPositionExpired(t *testing.T) {
 			t.Errorf("informer past an expired position: %d expired, %d bus lists, %d snapshot lists; want ≥1, 1 and 0", s.Expired, s.BusLists, s.SnapshotLists)
 		}
 	})
+}
+
+// informedOnce runs a bridge with env until the test ends, creates n
+// ConfigMaps in ns, and runs an informer, "first", that keeps its state in
+// a snapshot file, until it equals LIST; then stops it. It returns the
+// informer, the informers' configuration and the snapshot file, for a
+// second informer to resume from.
+func informedOnce(t *testing.T, b bus, env map[string]string, ns string, n int) (*busInformer, informerConfig, string) {
+	t.Helper()
+	p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
+	t.Cleanup(func() { p.terminate(t) })
+	createConfigMaps(t, ns, n)
+	snapshot := filepath.Join(t.TempDir(), "informer.db")
+	ic := informersOf(b, ns)
+	first := startInformer(t, ic, "first", ns, snapshot)
+	first.waitEqualsList(t, ns, 30*time.Second)
+	first.stop(t)
+	return first, ic, snapshot
 }
 
 // stateEnv is b's bridge environment for ns with the state layout.
