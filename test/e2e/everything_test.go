@@ -27,8 +27,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		group := "life-" + b.name() + ".example.com"
 		plural, kind := "cycles", "Cycle"
 		name := plural + "." + group
-		k := watchedKind{kind: kind}
-		k.gvr.Group, k.gvr.Version, k.gvr.Resource = group, "v1", plural
+		k := crdKind(group, plural, kind)
 
 		env := b.env(ns)
 		env["BRIDGE_RESOURCES"] = "*"
