@@ -23,11 +23,7 @@ func ScanEvent(data []byte) (Event, error) {
 	var ev Event
 	var typ stringAt
 	objectAt := -1
-	i, err := s.expect(0, '{', "looking for the beginning of a watch event")
-	if err != nil {
-		return Event{}, err
-	}
-	i, err = s.rawMembers(i, func(k []byte, i int) (int, error) {
+	i, err := s.rawMembers(0, "looking for the beginning of a watch event", func(k []byte, i int) (int, error) {
 		switch string(k) {
 		case "type":
 			return s.stringField(i, 1, &typ)
@@ -85,11 +81,17 @@ func (s *scanner) rawKey(i int) (k []byte, j int, err error) {
 	return k, j, err
 }
 
-// rawMembers scans the members of the object whose opening brace ends
-// just before i, handing each key, as rawKey returns it, and the offset
-// after its colon to member, which returns the offset just after the
-// member's value. It returns the offset just after the closing brace.
-func (s *scanner) rawMembers(i int, member func(k []byte, value int) (int, error)) (int, error) {
+// rawMembers scans the object that starts at the first byte at or after i
+// that is not whitespace (context says where it is looked for, for the
+// error when it is not there), handing each member's key, as rawKey
+// returns it, and the offset after its colon to member, which returns
+// the offset just after the member's value. It returns the offset just
+// after the object's closing brace.
+func (s *scanner) rawMembers(i int, context string, member func(k []byte, value int) (int, error)) (int, error) {
+	i, err := s.expect(i, '{', context)
+	if err != nil {
+		return i, err
+	}
 	if i = s.ws(i); i < len(s.data) && s.data[i] == '}' {
 		return i + 1, nil
 	}

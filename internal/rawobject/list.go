@@ -22,11 +22,7 @@ func ScanList(data []byte, item func(data []byte, m Meta) error) (ListMeta, erro
 	s := scanner{data: data}
 	var rv, cont stringAt
 	items := false
-	i, err := s.expect(0, '{', "looking for the beginning of a list")
-	if err != nil {
-		return ListMeta{}, err
-	}
-	i, err = s.rawMembers(i, func(k []byte, i int) (int, error) {
+	i, err := s.rawMembers(0, "looking for the beginning of a list", func(k []byte, i int) (int, error) {
 		switch string(k) {
 		case "metadata":
 			rv, cont = stringAt{}, stringAt{}
@@ -62,7 +58,7 @@ func (s *scanner) listMeta(i int, rv, cont *stringAt) (int, error) {
 	if i = s.ws(i); i >= len(s.data) || s.data[i] != '{' {
 		return s.skipValue(i, 1)
 	}
-	return s.rawMembers(i+1, func(k []byte, i int) (int, error) {
+	return s.rawMembers(i, "looking for the beginning of a list's metadata", func(k []byte, i int) (int, error) {
 		switch string(k) {
 		case "resourceVersion":
 			return s.stringField(i, 2, rv)
