@@ -122,11 +122,7 @@ func benchFixtures(b *testing.B, op func(data []byte) error) {
 // BenchmarkAppendCut copies a scanned object without its managedFields.
 func BenchmarkAppendCut(b *testing.B) {
 	for _, fx := range fixtures {
-		data := readFixture(b, fx.name)
-		m, err := Scan(data)
-		if err != nil {
-			b.Fatal(err)
-		}
+		data, m := scannedFixture(b, fx.name)
 		b.Run(fx.name, func(b *testing.B) {
 			buf := make([]byte, 0, len(data))
 			b.SetBytes(int64(len(data)))
@@ -153,11 +149,7 @@ func BenchmarkValid(b *testing.B) {
 // returns, and the cut to none.
 func TestAllocations(t *testing.T) {
 	for _, fx := range fixtures {
-		data := readFixture(t, fx.name)
-		m, err := Scan(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data, m := scannedFixture(t, fx.name)
 		buf := make([]byte, 0, len(data))
 		for _, c := range []struct {
 			name string
