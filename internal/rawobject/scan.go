@@ -216,7 +216,9 @@ func (s *scanner) metadata(i, depth int, f *found, cut, unhashed *spans) (int, e
 // out, with the separators that make the rest still a list of members:
 // from a run's first key to the next member kept, or, when none follows,
 // from the end of the last member kept before it (or from its first key,
-// when none was).
+// when none was). It is the rule runs follows for a projection, kept
+// apart because it adds to a Meta's spans: behind an interface both
+// would make Scan and Project allocate.
 type memberRuns struct {
 	out *spans
 	// keptEnd is the end of the last member kept, and start and end
