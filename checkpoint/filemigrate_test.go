@@ -4,45 +4,7 @@ import (
 	"context"
 	"strings"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 )
-
-// putOldForm stores key at p as releases before bounded keys did: the
-// whole object key as the bbolt key, whatever its length up to bbolt's.
-func putOldForm(t *testing.T, path, resource, key string, p Position) {
-	t.Helper()
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer db.Close()
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(objectsBucket(resource))
-		if err != nil {
-			return err
-		}
-		return b.Put([]byte(key), appendPosition(nil, p))
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-}
-
-func reopen(t *testing.T, f *File, path string) *File {
-	t.Helper()
-	if f != nil {
-		if err := f.Close(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	f, err := OpenFile(path)
-	if err != nil {
-		t.Fatalf("OpenFile: %.300v", err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
-}
 
 // An object key past maxFileKey written by an earlier release, whole, is
 // loaded; once the object is updated and then deleted, it is gone from the

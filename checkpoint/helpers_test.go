@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"reflect"
 	"testing"
+
+	bolt "go.etcd.io/bbolt"
 )
 
 // openTemp opens a checkpoint file in a fresh temporary directory and closes
@@ -54,4 +56,57 @@ func del(resource, key, uid, rv string) Record {
 	r := put(resource, key, uid, rv)
 	r.Deleted = true
 	return r
+}
+
+// putOldForm stores key at p as releases before bounded keys did: the
+// whole object key as the bbolt key, whatever its length up to bbolt's.
+func putOldForm(t *testing.T, path, resource, key string, p Position) {
+	t.Helper()
+	putRaw(t, path, resource, map[string]string{key: string(appendPosition(nil, p))})
+}
+
+// putRaw stores values, bbolt key to bytes, in resource's bucket of the
+// closed checkpoint file at path, behind the File's back: as an earlier
+// release wrote them.
+func putRaw(t *testing.T, path, resource string, values map[string]string) {
+	t.Helper()
+	db, err := bolt.Open(path, 0o600, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = db.Update(func(tx *bolt.Tx) error {
+		b, err := tx.CreateBucketIfNotExists(objectsBucket(resource))
+		if err != nil {
+			return err
+		}
+		for k, v := range values {
+			if err := b.Put([]byte(k), []byte(v)); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if cerr := db.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// reopen closes f, unless it is nil, and opens the file at path again,
+// to be closed when the test ends.
+func reopen(t *testing.T, f *File, path string) *File {
+	t.Helper()
+	if f != nil {
+		if err := f.Close(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f, err := OpenFile(path)
+	if err != nil {
+		t.Fatalf("OpenFile: %.300v", err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
 }

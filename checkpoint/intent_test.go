@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // intentBytes is an intent as every release has stored it: in the file
@@ -62,32 +60,8 @@ func TestFileIntentWrittenBefore(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b, err := tx.CreateBucketIfNotExists(objectsBucket("configmaps"))
-		if err != nil {
-			return err
-		}
-		if err := b.Put([]byte("ns/new"), []byte(intentBytes)); err != nil {
-			return err
-		}
-		return b.Put([]byte("ns/old"), []byte(`{"uid":"u2","rv":"7"}`))
-	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-
-	f, err = OpenFile(path)
-	if err != nil {
-		t.Fatalf("OpenFile: %v", err)
-	}
-	defer f.Close()
+	putRaw(t, path, "configmaps", map[string]string{"ns/new": intentBytes, "ns/old": `{"uid":"u2","rv":"7"}`})
+	f = reopen(t, nil, path)
 	snap := mustLoad(t, f, "configmaps")
 	if p := snap.Objects["ns/new"]; p.UID != "u1" || !p.IsIntent() {
 		t.Errorf("ns/new loads as %+v (intent %v), want the intent of u1", p, p.IsIntent())

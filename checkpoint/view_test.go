@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-
-	bolt "go.etcd.io/bbolt"
 )
 
 // withView is put with a View.
@@ -104,28 +102,8 @@ func TestFilePositionsWrittenBeforeViews(t *testing.T) {
 	if err := f.Close(); err != nil {
 		t.Fatal(err)
 	}
-	db, err := bolt.Open(path, 0o600, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	err = db.Update(func(tx *bolt.Tx) error {
-		b := tx.Bucket(objectsBucket("configmaps"))
-		if err := b.Put([]byte("ns/old"), []byte(`{"uid":"u2","rv":"7"}`)); err != nil {
-			return err
-		}
-		return b.Put([]byte("ns/intent"), []byte(intentBytes))
-	})
-	if cerr := db.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		t.Fatal(err)
-	}
-	f, err = OpenFile(path)
-	if err != nil {
-		t.Fatalf("OpenFile: %v", err)
-	}
-	defer f.Close()
+	putRaw(t, path, "configmaps", map[string]string{"ns/old": `{"uid":"u2","rv":"7"}`, "ns/intent": intentBytes})
+	f = reopen(t, nil, path)
 	snap := mustLoad(t, f, "configmaps")
 	assertSnapshot(t, snap, Snapshot{
 		Objects: map[string]Position{

@@ -233,6 +233,20 @@ type samples struct {
 	lastErr    error
 }
 
+// unhealthyThroughout fails the test unless the watch was reported
+// unhealthy within the stall timeout (and a tick), and never healthy
+// after that.
+func (s samples) unhealthyThroughout(t *testing.T) {
+	t.Helper()
+	if s.firstUnhealthy == 0 || s.firstUnhealthy > DefaultStallTimeout+2*time.Second {
+		t.Errorf("first reported unhealthy after %s, want within the stall timeout %s and a tick", s.firstUnhealthy, DefaultStallTimeout)
+	}
+	if s.healthyAfterFirstUnhealthy != 0 {
+		t.Errorf("healthy in %d of the %d samples after it was first reported unhealthy (%d flips); want unhealthy throughout",
+			s.healthyAfterFirstUnhealthy, s.healthyAfterFirstUnhealthy+s.unhealthy, s.flips)
+	}
+}
+
 // sample reads the health once a second for d, half a second off the
 // watchdog's ticks. Healthy (what Readiness asks) and Watches (what the
 // gauges read) must agree at every sample.
@@ -322,13 +336,7 @@ func TestHealthWatchThatNeverDeliversStaysUnhealthy(t *testing.T) {
 	forEachListPath(t, func(t *testing.T, noWatchList bool) {
 		r := startHealthRun(t, &scriptedAPI{mode: stuck, noWatchList: noWatchList})
 		s := r.sample(time.Hour)
-		if s.firstUnhealthy == 0 || s.firstUnhealthy > DefaultStallTimeout+2*time.Second {
-			t.Errorf("first reported unhealthy after %s, want within the stall timeout %s and a tick", s.firstUnhealthy, DefaultStallTimeout)
-		}
-		if s.healthyAfterFirstUnhealthy != 0 {
-			t.Errorf("healthy in %d of the %d samples after it was first reported unhealthy (%d flips); want unhealthy throughout",
-				s.healthyAfterFirstUnhealthy, s.healthyAfterFirstUnhealthy+s.unhealthy, s.flips)
-		}
+		s.unhealthyThroughout(t)
 		if n := r.observer.n.Load(); n < 20 {
 			t.Errorf("%d watch errors counted in an hour, want every cut counted (one every stall timeout or so)", n)
 		}
@@ -418,13 +426,7 @@ func TestHealthWatchThatHangsAfterStreamedListStaysUnhealthy(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		r := startHealthRun(t, &scriptedAPI{mode: stuckAfterList})
 		s := r.sample(time.Hour)
-		if s.firstUnhealthy == 0 || s.firstUnhealthy > DefaultStallTimeout+2*time.Second {
-			t.Errorf("first reported unhealthy after %s, want within the stall timeout %s and a tick", s.firstUnhealthy, DefaultStallTimeout)
-		}
-		if s.healthyAfterFirstUnhealthy != 0 {
-			t.Errorf("healthy in %d of the %d samples after it was first reported unhealthy (%d flips); want unhealthy throughout",
-				s.healthyAfterFirstUnhealthy, s.healthyAfterFirstUnhealthy+s.unhealthy, s.flips)
-		}
+		s.unhealthyThroughout(t)
 		t.Logf("an hour: first unhealthy after %s, %d unhealthy samples, %d watches, %d lists: %v",
 			s.firstUnhealthy, s.unhealthy, r.api.watches.Load(), r.api.lists.Load(), s.lastErr)
 	})

@@ -46,6 +46,24 @@ func rawClientFor(t *testing.T, srv *httptest.Server) (*rest.RESTClient, rawClie
 	return rc, rawClient{rest: rc, res: configmaps, ns: "ns"}
 }
 
+// rawWatchOf is the raw client's watch of an API server that answers with
+// body, stopped when the test ends.
+func rawWatchOf(t *testing.T, body string) watch.Interface {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, body)
+	}))
+	t.Cleanup(srv.Close)
+	_, c := rawClientFor(t, srv)
+	w, err := c.Watch(t.Context(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.Stop)
+	return w
+}
+
 // The raw client's list holds each item as the API server sent it, with
 // its identity, and the list's resourceVersion and continue token.
 func TestRawListHandsOnItemsAsSent(t *testing.T) {
@@ -93,19 +111,9 @@ func TestRawWatchDecodesEvents(t *testing.T) {
 	big := cmJSON("big", "ubig", "3")
 	big = strings.Replace(big, `"n":"1e400"`, `"n":"`+strings.Repeat("x", 200<<10)+`"`, 1)
 	pretty := "{\n  \"type\": \"MODIFIED\",\n  \"object\": " + strings.ReplaceAll(cmJSON("b", "ub", "2"), `"data":{`, "\"data\":{\n    ") + "\n}\n"
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, event("ADDED", cmJSON("a", "ua", "1"))+"\n  \n"+pretty+event("DELETED", big)+event("BOOKMARK", bookmarkEnd)+
-			event("ERROR", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410}`)+
-			`{"type":"ADDED","object":{"kind":`)
-	}))
-	defer srv.Close()
-	_, c := rawClientFor(t, srv)
-	w, err := c.Watch(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := rawWatchOf(t, event("ADDED", cmJSON("a", "ua", "1"))+"\n  \n"+pretty+event("DELETED", big)+event("BOOKMARK", bookmarkEnd)+
+		event("ERROR", `{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"too old","reason":"Expired","code":410}`)+
+		`{"type":"ADDED","object":{"kind":`)
 	var got []watch.Event
 	for ev := range w.ResultChan() {
 		got = append(got, ev)
@@ -139,17 +147,7 @@ func TestRawWatchDecodesEvents(t *testing.T) {
 // A watch event that is not JSON ends the watch with an error event, as
 // client-go's watch does.
 func TestRawWatchRefusesBadEvents(t *testing.T) {
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		w.Header().Set("Content-Type", "application/json")
-		fmt.Fprint(w, "{\"type\":\"ADDED\",\"object\":{\"a\":tru}}\n")
-	}))
-	defer srv.Close()
-	_, c := rawClientFor(t, srv)
-	w, err := c.Watch(t.Context(), metav1.ListOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.Stop()
+	w := rawWatchOf(t, "{\"type\":\"ADDED\",\"object\":{\"a\":tru}}\n")
 	ev := <-w.ResultChan()
 	if err := apierrors.FromObject(ev.Object); ev.Type != watch.Error || !strings.Contains(err.Error(), "in literal true") {
 		t.Errorf("%s %v; want an error event naming what is wrong", ev.Type, err)

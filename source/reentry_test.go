@@ -101,15 +101,7 @@ func (r *runs) run(t *testing.T, c cluster, ns string, view View, during func())
 	src := sourceOn(t, c.rc, PathRaw, opts, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	src.loader, src.handler = r, r
 	ctx, cancel := context.WithCancel(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	select {
-	case <-src.Synced():
-	case err := <-done:
-		t.Fatalf("source stopped before it synced: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("source not synced within 30s")
-	}
+	done := startSynced(t, ctx, cancel, src, 30*time.Second, "the source never listed its namespace")
 	if during != nil {
 		during()
 	}

@@ -390,15 +390,7 @@ func TestSourceRetiredReportsItsObjectsDeleted(t *testing.T) {
 		deltas = append(deltas, d)
 	}), slog.New(slog.DiscardHandler))
 	ctx, stop := context.WithCancelCause(t.Context())
-	done := make(chan error, 1)
-	go func() { done <- src.Run(ctx) }()
-	select {
-	case <-src.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned %v before it synced", err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("not synced within 10s")
-	}
+	done := startSynced(t, ctx, func() { stop(nil) }, src, 10*time.Second, "the source never listed its gizmos")
 	stop(errRetired)
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v; want nil when retired", err)
@@ -494,17 +486,7 @@ func runUntilSynced(t *testing.T, s *Set, timeout time.Duration, why string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(t.Context())
 	defer cancel()
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	select {
-	case <-s.Synced():
-	case err := <-done:
-		t.Fatalf("Run returned %v before the set was synced", err)
-	case <-time.After(timeout):
-		cancel()
-		<-done
-		t.Fatalf("Synced not closed within %s: %s", timeout, why)
-	}
+	done := startSynced(t, ctx, cancel, s, timeout, why)
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run: %v; want nil once ctx ended", err)

@@ -221,15 +221,7 @@ func TestRunCountsThrottledCalls(t *testing.T) {
 			obs := &throttleCount{}
 			src, logs := throttledSource(t, srv, path, obs)
 			ctx, cancel := context.WithCancel(t.Context())
-			done := make(chan error, 1)
-			go func() { done <- src.Run(ctx) }()
-			select {
-			case <-src.Synced():
-			case err := <-done:
-				t.Fatalf("Run ended before the source synced: %v", err)
-			case <-time.After(30 * time.Second):
-				t.Fatal("the source did not sync in 30s")
-			}
+			done := startSynced(t, ctx, cancel, src, 30*time.Second, "the throttled calls were not retried")
 			deadline := time.Now().Add(30 * time.Second)
 			for obs.of(VerbWatch) < 1 && time.Now().Before(deadline) {
 				time.Sleep(10 * time.Millisecond)

@@ -29,16 +29,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"strings"
-	"syscall"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/consumer"
 	consumerkafka "github.com/kubebus/bridge/consumer/kafka"
+	"github.com/kubebus/bridge/examples/internal/cli"
 	"github.com/kubebus/bridge/examples/internal/podphases"
 )
 
@@ -62,19 +58,11 @@ func main() {
 	flag.StringVar(&o.namespace, "namespace", "", "only this namespace; all when empty")
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "how often to print the summary, when it changed")
 	flag.Parse()
-	for b := range strings.SplitSeq(brokers, ",") {
-		if b = strings.TrimSpace(b); b != "" {
-			o.brokers = append(o.brokers, b)
-		}
-	}
+	o.brokers = cli.Split(brokers)
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, log); err != nil {
-		log.Error("informer-kafka", "err", err)
-		os.Exit(1)
-	}
+	cli.Main("informer-kafka", func(ctx context.Context, out io.Writer, log *slog.Logger) error {
+		return run(ctx, o, out, log)
+	})
 }
 
 // run reads the Pods of the topic until ctx ends.
@@ -93,13 +81,7 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 
 	lw, err := consumerkafka.NewListerWatcher(client,
 		consumerkafka.Config{Topic: o.topic, TopicPrefix: o.prefix},
-		consumer.Options{
-			Cluster:   o.cluster,
-			Resource:  schema.GroupResource{Resource: "pods"},
-			Namespace: o.namespace,
-			Name:      "informer-kafka-example",
-			Logger:    log,
-		})
+		podphases.Options(o.cluster, o.namespace, "informer-kafka-example", log))
 	if err != nil {
 		return err
 	}

@@ -8,9 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-	"k8s.io/apimachinery/pkg/runtime/schema"
-
+	"github.com/kubebus/bridge/examples/internal/bustest"
 	"github.com/kubebus/bridge/examples/internal/podphases/podphasestest"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
@@ -20,20 +18,7 @@ import (
 // follows a phase change and a delete.
 func TestRun(t *testing.T) {
 	c := kafkatest.Start(t)
-	var cfg kafka.Config
-	vars := map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ","), "BRIDGE_KAFKA_LAYOUT": string(kafka.LayoutState)}
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
-		t.Fatal(err)
-	}
-	set, err := cfg.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{podphasestest.Pods}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := bustest.KafkaSink(t, map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ","), "BRIDGE_KAFKA_LAYOUT": string(kafka.LayoutState)}, podphasestest.Pods)
 	podphasestest.Run(t, s, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, options{brokers: c.Addrs(), cluster: podphasestest.Cluster, interval: 20 * time.Millisecond}, out, slog.New(slog.DiscardHandler))
 	})

@@ -28,16 +28,13 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/consumer"
 	consumernats "github.com/kubebus/bridge/consumer/nats"
+	"github.com/kubebus/bridge/examples/internal/cli"
 	"github.com/kubebus/bridge/examples/internal/podphases"
 )
 
@@ -61,13 +58,9 @@ func main() {
 	flag.DurationVar(&o.interval, "interval", 10*time.Second, "how often to print the summary, when it changed")
 	flag.Parse()
 
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout, log); err != nil {
-		log.Error("informer-nats", "err", err)
-		os.Exit(1)
-	}
+	cli.Main("informer-nats", func(ctx context.Context, out io.Writer, log *slog.Logger) error {
+		return run(ctx, o, out, log)
+	})
 }
 
 // run reads the Pods of the stream until ctx ends.
@@ -75,13 +68,9 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 	if o.cluster == "" {
 		return fmt.Errorf("informer-nats: -cluster is required: the bridge's BRIDGE_CLUSTER_NAME")
 	}
-	opts := []nats.Option{nats.Name("informer-nats-example"), nats.MaxReconnects(-1)}
-	if o.creds != "" {
-		opts = append(opts, nats.UserCredentials(o.creds))
-	}
-	nc, err := nats.Connect(o.url, opts...)
+	nc, err := cli.ConnectNATS(o.url, o.creds, "informer-nats-example")
 	if err != nil {
-		return fmt.Errorf("informer-nats: connect: %w", err)
+		return fmt.Errorf("informer-nats: %w", err)
 	}
 	defer nc.Close()
 	js, err := jetstream.New(nc)
@@ -91,13 +80,7 @@ func run(ctx context.Context, o options, out io.Writer, log *slog.Logger) error 
 
 	lw, err := consumernats.NewListerWatcher(js,
 		consumernats.Config{Stream: o.stream, Subject: o.subject, SubjectPrefix: o.prefix},
-		consumer.Options{
-			Cluster:   o.cluster,
-			Resource:  schema.GroupResource{Resource: "pods"},
-			Namespace: o.namespace,
-			Name:      "informer-nats-example",
-			Logger:    log,
-		})
+		podphases.Options(o.cluster, o.namespace, "informer-nats-example", log))
 	if err != nil {
 		return err
 	}

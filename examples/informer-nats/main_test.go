@@ -8,8 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/caarlos0/env/v11"
-
+	"github.com/kubebus/bridge/examples/internal/bustest"
 	"github.com/kubebus/bridge/examples/internal/podphases/podphasestest"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
@@ -21,19 +20,7 @@ func TestRun(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	vars := srv.Env()
 	vars["BRIDGE_NATS_LAYOUT"] = string(natssink.LayoutState)
-	var cfg natssink.Config
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
-		t.Fatal(err)
-	}
-	set, err := cfg.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := natssink.New(t.Context(), set, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := bustest.NATSSink(t, vars)
 	podphasestest.Run(t, s, func(ctx context.Context, out io.Writer) error {
 		return run(ctx, options{url: srv.URL(), cluster: podphasestest.Cluster, interval: 20 * time.Millisecond}, out, slog.New(slog.DiscardHandler))
 	})

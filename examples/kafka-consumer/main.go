@@ -16,20 +16,19 @@ package main
 import (
 	"cmp"
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"log/slog"
 	"os"
-	"os/signal"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/caarlos0/env/v11"
 	kafkago "github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/examples/internal/cli"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/wire"
 )
@@ -57,10 +56,10 @@ func main() {
 	flag.BoolVar(&o.commit, "commit", false, "commit offsets, so that a restart resumes instead of reading from the start")
 	flag.Parse()
 
-	o.brokers = split(brokers)
-	o.topics = split(topics)
+	o.brokers = cli.Split(brokers)
+	o.topics = cli.Split(topics)
 	if len(o.topics) == 0 {
-		for _, r := range split(resources) {
+		for _, r := range cli.Split(resources) {
 			gr := schema.ParseGroupResource(r)
 			o.topics = append(o.topics, wire.TopicFor(prefix, gr))
 		}
@@ -69,12 +68,9 @@ func main() {
 		fmt.Fprintln(os.Stderr, "kafka-consumer:", err)
 		os.Exit(2)
 	}
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil && !errors.Is(err, context.Canceled) {
-		fmt.Fprintln(os.Stderr, "kafka-consumer:", err)
-		os.Exit(1)
-	}
+	cli.Main("kafka-consumer", func(ctx context.Context, out io.Writer, _ *slog.Logger) error {
+		return run(ctx, o, out)
+	})
 }
 
 // run consumes until ctx ends (or o.maxEvents changes were printed).
@@ -125,14 +121,4 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		}
 	}
 	return nil
-}
-
-func split(s string) []string {
-	var out []string
-	for part := range strings.SplitSeq(s, ",") {
-		if part = strings.TrimSpace(part); part != "" {
-			out = append(out, part)
-		}
-	}
-	return out
 }

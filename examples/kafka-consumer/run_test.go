@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"fmt"
-	"log/slog"
 	"strings"
 	"testing"
 	"time"
@@ -11,6 +9,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/examples/internal/bustest"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
@@ -21,26 +20,15 @@ import (
 // with the live objects.
 func TestRun(t *testing.T) {
 	c := kafkatest.Start(t)
+	vars := map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ",")}
 	var cfg kafka.Config
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ",")}}); err != nil {
+	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
 		t.Fatal(err)
 	}
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
-	set, err := cfg.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{cms}, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := bustest.KafkaSink(t, vars, cms)
 	msg := func(name, action string, rv int) *sink.Message {
-		return &sink.Message{
-			ID: fmt.Sprint(name, rv), Source: "/clusters/c/api/v1/configmaps", Type: "io.kubebus.object." + action, Subject: "ns/" + name,
-			Time: time.Now(), Action: action, Resource: cms, ResourceVersion: fmt.Sprint(rv), UID: "uid-" + name, Kind: "ConfigMap",
-			APIVersion: "v1", Namespace: "ns", Name: name, Cluster: "c", Data: []byte(`{"object":{}}`),
-		}
+		return bustest.Object{Cluster: "c", Resource: cms, Kind: "ConfigMap", Namespace: "ns", Name: name}.Message(action, rv, []byte(`{"object":{}}`))
 	}
 	if err := s.Publish(t.Context(), []*sink.Message{
 		msg("a", "added", 1), msg("b", "added", 2), msg("a", "updated", 3), msg("b", "deleted", 4), msg("c", "added", 5),
@@ -53,7 +41,7 @@ func TestRun(t *testing.T) {
 	defer cancel()
 	// added a, added b, updated a, deleted b, added c; b's tombstone
 	// then finds nothing left to forget.
-	err = run(ctx, options{brokers: c.Addrs(), topics: []string{"kube.configmaps"}, group: "example", kafka: cfg, maxEvents: 5}, out)
+	err := run(ctx, options{brokers: c.Addrs(), topics: []string{"kube.configmaps"}, group: "example", kafka: cfg, maxEvents: 5}, out)
 	if err != nil {
 		t.Fatalf("run: %v\n%s", err, out)
 	}

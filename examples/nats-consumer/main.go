@@ -20,15 +20,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log"
+	"log/slog"
 	"os"
-	"os/signal"
-	"syscall"
 	"time"
 
-	"github.com/kubebus/bridge/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kubebus/bridge/examples/internal/cli"
+	"github.com/kubebus/bridge/wire"
 )
 
 // options say where to read from.
@@ -45,11 +45,9 @@ func main() {
 	flag.StringVar(&o.filter, "filter", getenv("NATS_FILTER", "kube.>"), "subject filter, such as kube.prod.apps.deployments.team-a.> (env NATS_FILTER)")
 	flag.Parse()
 
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	if err := run(ctx, o, os.Stdout); err != nil {
-		log.Fatal(err)
-	}
+	cli.Main("nats-consumer", func(ctx context.Context, out io.Writer, _ *slog.Logger) error {
+		return run(ctx, o, out)
+	})
 }
 
 func getenv(name, def string) string {
@@ -61,13 +59,9 @@ func getenv(name, def string) string {
 
 // run prints the changes of the stream until ctx ends.
 func run(ctx context.Context, o options, out io.Writer) error {
-	opts := []nats.Option{nats.Name("nats-consumer-example"), nats.MaxReconnects(-1)}
-	if o.creds != "" {
-		opts = append(opts, nats.UserCredentials(o.creds))
-	}
-	nc, err := nats.Connect(o.url, opts...)
+	nc, err := cli.ConnectNATS(o.url, o.creds, "nats-consumer-example")
 	if err != nil {
-		return fmt.Errorf("connect: %w", err)
+		return err
 	}
 	defer func() {
 		_ = nc.Flush() // the server has every ack before the connection closes

@@ -2,16 +2,15 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caarlos0/env/v11"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/examples/internal/bustest"
 	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/logtest"
@@ -48,14 +47,9 @@ func consume(t *testing.T, o options, want int) []string {
 	return lines(out)
 }
 
-func event(ns, name, rv, action string) *sink.Message {
-	return &sink.Message{
-		ID: ns + name + rv, Source: "/clusters/demo/api/v1/configmaps", Type: "io.kubebus.object." + action,
-		Subject: ns + "/" + name, Time: time.Now(), Action: action,
-		Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}, ResourceVersion: rv,
-		UID: "u-" + name, Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name, Cluster: "demo",
-		Data: json.RawMessage(`{"object":{}}`),
-	}
+func event(ns, name string, rv int, action string) *sink.Message {
+	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
+	return bustest.Object{Cluster: "demo", Resource: cms, Kind: "ConfigMap", Namespace: ns, Name: name}.Message(action, rv, []byte(`{"object":{}}`))
 }
 
 // The example prints one line per change, in both content modes, and a
@@ -68,25 +62,13 @@ func TestRun(t *testing.T) {
 		vars := srv.Env()
 		vars["BRIDGE_NATS_CE_MODE"] = string(mode)
 		vars["BRIDGE_NATS_LAYOUT"] = string(natssink.LayoutHistory)
-		var cfg natssink.Config
-		if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
-			t.Fatal(err)
-		}
-		set, err := cfg.Parse()
-		if err != nil {
-			t.Fatal(err)
-		}
-		s, err := natssink.New(t.Context(), set, nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer s.Close(context.Background())
+		s := bustest.NATSSink(t, vars)
 		if err := s.Publish(t.Context(), msgs); err != nil {
 			t.Fatal(err)
 		}
 	}
-	publish(natssink.CEStructured, event("team-a", "web", "10", "added"), event("team-b", "db", "11", "added"))
-	publish(natssink.CEBinary, event("team-a", "web", "12", "updated"))
+	publish(natssink.CEStructured, event("team-a", "web", 10, "added"), event("team-b", "db", 11, "added"))
+	publish(natssink.CEBinary, event("team-a", "web", 12, "updated"))
 
 	o := options{url: srv.URL(), stream: "KUBE", durable: "example", filter: "kube.demo.core.v1.configmaps.team-a.>"}
 	got := consume(t, o, 2)
@@ -98,7 +80,7 @@ func TestRun(t *testing.T) {
 		t.Fatalf("printed\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
 
-	publish(natssink.CEStructured, event("team-a", "web", "13", "deleted"))
+	publish(natssink.CEStructured, event("team-a", "web", 13, "deleted"))
 	got = consume(t, o, 1)
 	if len(got) != 1 || !strings.HasPrefix(got[0], "deleted  team-a/web  rv=13") {
 		t.Fatalf("second run printed %q, want only the new delete", got)

@@ -218,6 +218,34 @@ func TestParsedFieldNamesAreUnique(t *testing.T) {
 	}
 }
 
+// wantDefaults is what Load makes of BRIDGE_RESOURCES=configmaps alone: every
+// other setting at its default.
+var wantDefaults = Config{
+	Resources:           []string{"configmaps"},
+	ExcludeResources:    []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io"},
+	ListConcurrency:     4,
+	ClusterName:         "default",
+	Sink:                "stdout",
+	Checkpoint:          "file:bridge-checkpoint.db",
+	CheckpointInterval:  time.Second,
+	ReconcileInterval:   time.Hour,
+	Workers:             4,
+	BatchSize:           500,
+	MaxPendingPerObject: 16,
+	RetryMaxInterval:    30 * time.Second,
+	ShutdownTimeout:     25 * time.Second,
+	WatchStallTimeout:   2 * time.Minute,
+	LogLevel:            "info",
+	LogFormat:           "json",
+	MetricsAddr:         ":9090",
+	LeaderElectionName:  "kubebus-bridge",
+	LeaseDuration:       15 * time.Second,
+	RenewDeadline:       10 * time.Second,
+	RetryPeriod:         2 * time.Second,
+	KubeQPS:             50,
+	KubeBurst:           100,
+}
+
 func TestLoadValid(t *testing.T) {
 	tests := []struct {
 		name string
@@ -225,62 +253,14 @@ func TestLoadValid(t *testing.T) {
 		want Config
 	}{
 		{
-			name: "defaults",
+			name: "wantDefaults",
 			env:  []string{"BRIDGE_RESOURCES=configmaps"},
-			want: Config{
-				Resources:           []string{"configmaps"},
-				ExcludeResources:    []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io"},
-				ListConcurrency:     4,
-				ClusterName:         "default",
-				Sink:                "stdout",
-				Checkpoint:          "file:bridge-checkpoint.db",
-				CheckpointInterval:  time.Second,
-				ReconcileInterval:   time.Hour,
-				Workers:             4,
-				BatchSize:           500,
-				MaxPendingPerObject: 16,
-				RetryMaxInterval:    30 * time.Second,
-				ShutdownTimeout:     25 * time.Second,
-				WatchStallTimeout:   2 * time.Minute,
-				LogLevel:            "info",
-				LogFormat:           "json",
-				MetricsAddr:         ":9090",
-				LeaderElectionName:  "kubebus-bridge",
-				LeaseDuration:       15 * time.Second,
-				RenewDeadline:       10 * time.Second,
-				RetryPeriod:         2 * time.Second,
-				KubeQPS:             50,
-				KubeBurst:           100,
-			},
+			want: wantDefaults,
 		},
 		{
-			name: "empty values take the defaults",
+			name: "empty values take the wantDefaults",
 			env:  []string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_SINK=", "BRIDGE_CLUSTER_NAME=", "BRIDGE_CHECKPOINT_INTERVAL="},
-			want: Config{
-				Resources:           []string{"configmaps"},
-				ExcludeResources:    []string{"events", "events.events.k8s.io", "leases.coordination.k8s.io"},
-				ListConcurrency:     4,
-				ClusterName:         "default",
-				Sink:                "stdout",
-				Checkpoint:          "file:bridge-checkpoint.db",
-				CheckpointInterval:  time.Second,
-				ReconcileInterval:   time.Hour,
-				Workers:             4,
-				BatchSize:           500,
-				MaxPendingPerObject: 16,
-				RetryMaxInterval:    30 * time.Second,
-				ShutdownTimeout:     25 * time.Second,
-				WatchStallTimeout:   2 * time.Minute,
-				LogLevel:            "info",
-				LogFormat:           "json",
-				MetricsAddr:         ":9090",
-				LeaderElectionName:  "kubebus-bridge",
-				LeaseDuration:       15 * time.Second,
-				RenewDeadline:       10 * time.Second,
-				RetryPeriod:         2 * time.Second,
-				KubeQPS:             50,
-				KubeBurst:           100,
-			},
+			want: wantDefaults,
 		},
 		{
 			name: "everything set",

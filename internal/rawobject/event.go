@@ -23,43 +23,24 @@ func ScanEvent(data []byte) (Event, error) {
 	var ev Event
 	var typ stringAt
 	objectAt := -1
-	i, err := s.expect(0, '{', "looking for the beginning of a watch event")
+	i, err := s.rawMembers(0, "looking for the beginning of a watch event", func(k []byte, i int) (int, error) {
+		switch string(k) {
+		case "type":
+			return s.stringField(i, 1, &typ)
+		case "object":
+			// The last "object" wins: one that is not an object is an
+			// error only if none follows.
+			if objectAt = s.ws(i); objectAt < len(data) && data[objectAt] == '{' {
+				var err error
+				ev.Object, ev.Meta, i, err = s.nested(objectAt, 2)
+				return i, err
+			}
+			ev.Object, ev.Meta = nil, Meta{}
+		}
+		return s.skipValue(i, 1)
+	})
 	if err != nil {
 		return Event{}, err
-	}
-	if i = s.ws(i); i < len(data) && data[i] == '}' {
-		i++
-	} else {
-		for {
-			var k []byte
-			if k, i, err = s.rawKey(i); err != nil {
-				return Event{}, err
-			}
-			switch string(k) {
-			case "type":
-				i, err = s.stringField(i, 1, &typ)
-			case "object":
-				// The last "object" wins: one that is not an object is an
-				// error only if none follows.
-				if objectAt = s.ws(i); objectAt < len(data) && data[objectAt] == '{' {
-					ev.Object, ev.Meta, i, err = s.nested(objectAt, 2)
-				} else {
-					ev.Object, ev.Meta = nil, Meta{}
-					i, err = s.skipValue(i, 1)
-				}
-			default:
-				i, err = s.skipValue(i, 1)
-			}
-			if err != nil {
-				return Event{}, err
-			}
-			var more bool
-			if i, more, err = s.next(i); err != nil {
-				return Event{}, err
-			} else if !more {
-				break
-			}
-		}
 	}
 	if i = s.ws(i); i < len(data) {
 		return Event{}, unexpected(data, i, "after the watch event")
@@ -98,4 +79,33 @@ func (s *scanner) rawKey(i int) (k []byte, j int, err error) {
 	}
 	j, err = s.expect(end, ':', "after an object key")
 	return k, j, err
+}
+
+// rawMembers scans the object that starts at the first byte at or after i
+// that is not whitespace (context says where it is looked for, for the
+// error when it is not there), handing each member's key, as rawKey
+// returns it, and the offset after its colon to member, which returns
+// the offset just after the member's value. It returns the offset just
+// after the object's closing brace.
+func (s *scanner) rawMembers(i int, context string, member func(k []byte, value int) (int, error)) (int, error) {
+	i, err := s.expect(i, '{', context)
+	if err != nil {
+		return i, err
+	}
+	if i = s.ws(i); i < len(s.data) && s.data[i] == '}' {
+		return i + 1, nil
+	}
+	for {
+		k, j, err := s.rawKey(i)
+		if err != nil {
+			return j, err
+		}
+		if i, err = member(k, j); err != nil {
+			return i, err
+		}
+		var more bool
+		if i, more, err = s.next(i); err != nil || !more {
+			return i, err
+		}
+	}
 }

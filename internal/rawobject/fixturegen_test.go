@@ -8,13 +8,13 @@ import (
 	"encoding/json"
 	"flag"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/test/synthetic"
 )
 
@@ -81,17 +81,6 @@ func encodeAsAPIServer(obj runtime.Object) ([]byte, error) {
 	return b.Bytes(), err
 }
 
-func fixturePath(name string) string { return filepath.Join("testdata", name+".json") }
-
-func readFixture(tb testing.TB, name string) []byte {
-	tb.Helper()
-	b, err := os.ReadFile(fixturePath(name))
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return b
-}
-
 // TestFixtures checks that the fixtures in testdata are what their
 // objects encode to; go test -run TestFixtures -update rewrites them.
 func TestFixtures(t *testing.T) {
@@ -101,12 +90,12 @@ func TestFixtures(t *testing.T) {
 			t.Fatal(err)
 		}
 		if *update {
-			if err := os.WriteFile(fixturePath(fx.name), want, 0o644); err != nil {
+			if err := os.WriteFile(rawobject.FixturePath(fx.name), want, 0o644); err != nil {
 				t.Fatal(err)
 			}
 		}
-		if got := readFixture(t, fx.name); !bytes.Equal(got, want) {
-			t.Errorf("%s is not what its object encodes to: run go test -run TestFixtures -update", fixturePath(fx.name))
+		if got := rawobject.ReadFixture(t, fx.name); !bytes.Equal(got, want) {
+			t.Errorf("%s is not what its object encodes to: run go test -run TestFixtures -update", rawobject.FixturePath(fx.name))
 		}
 	}
 }

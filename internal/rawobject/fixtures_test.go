@@ -21,3 +21,14 @@ func readFixture(tb testing.TB, name string) []byte {
 	}
 	return b
 }
+
+// scannedFixture reads the fixture name and what Scan reads of it.
+func scannedFixture(tb testing.TB, name string) ([]byte, Meta) {
+	tb.Helper()
+	data := readFixture(tb, name)
+	m, err := Scan(data)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data, m
+}

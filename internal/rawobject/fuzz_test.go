@@ -11,6 +11,27 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
+// agreesWithJSON fails the test unless fn's verdict on in, err, agrees
+// with encoding/json's, accepted, and an error is a *SyntaxError within
+// in. It reports whether fn accepted in.
+func agreesWithJSON(t *testing.T, fn string, in []byte, err error, accepted bool) bool {
+	t.Helper()
+	if err != nil {
+		var se *SyntaxError
+		if !errors.As(err, &se) || se.Offset < 0 || se.Offset > len(in) {
+			t.Fatalf("%s(%q): error %v is not a *SyntaxError within the input", fn, in, err)
+		}
+		if accepted {
+			t.Fatalf("%s(%q): %v, but encoding/json accepts it", fn, in, err)
+		}
+		return false
+	}
+	if !accepted {
+		t.Fatalf("%s(%q) accepted what encoding/json refuses", fn, in)
+	}
+	return true
+}
+
 // FuzzScan feeds Scan and AppendCut with arbitrary bytes. Neither may
 // panic; each accepts exactly the objects encoding/json accepts, less
 // those with invalid UTF-8 (see the package doc); and what they return
@@ -38,18 +59,8 @@ func FuzzScan(f *testing.F) {
 			t.Fatalf("Scan: %v; AppendCut: %v", err, cutErr)
 		}
 		accepted := json.Valid(in) && utf8.Valid(in) && bytes.HasPrefix(bytes.TrimLeft(in, " \t\r\n"), []byte("{"))
-		if err != nil {
-			var se *SyntaxError
-			if !errors.As(err, &se) || se.Offset < 0 || se.Offset > len(in) {
-				t.Fatalf("Scan(%q): error %v is not a *SyntaxError within the input", in, err)
-			}
-			if accepted {
-				t.Fatalf("Scan(%q): %v, but encoding/json accepts it", in, err)
-			}
+		if !agreesWithJSON(t, "Scan", in, err, accepted) {
 			return
-		}
-		if !accepted {
-			t.Fatalf("Scan(%q) accepted what encoding/json refuses", in)
 		}
 		want := decode(t, in)
 		if got, exp := identity(m), identityOf(want); got != exp {

@@ -22,41 +22,22 @@ func ScanList(data []byte, item func(data []byte, m Meta) error) (ListMeta, erro
 	s := scanner{data: data}
 	var rv, cont stringAt
 	items := false
-	i, err := s.expect(0, '{', "looking for the beginning of a list")
+	i, err := s.rawMembers(0, "looking for the beginning of a list", func(k []byte, i int) (int, error) {
+		switch string(k) {
+		case "metadata":
+			rv, cont = stringAt{}, stringAt{}
+			return s.listMeta(i, &rv, &cont)
+		case "items":
+			if items {
+				return i, errAt(i, "list with more than one items member")
+			}
+			items = true
+			return s.items(i, item)
+		}
+		return s.skipValue(i, 1)
+	})
 	if err != nil {
 		return ListMeta{}, err
-	}
-	if i = s.ws(i); i < len(data) && data[i] == '}' {
-		i++
-	} else {
-		for {
-			var k []byte
-			if k, i, err = s.rawKey(i); err != nil {
-				return ListMeta{}, err
-			}
-			switch string(k) {
-			case "metadata":
-				rv, cont = stringAt{}, stringAt{}
-				i, err = s.listMeta(i, &rv, &cont)
-			case "items":
-				if items {
-					return ListMeta{}, errAt(i, "list with more than one items member")
-				}
-				items = true
-				i, err = s.items(i, item)
-			default:
-				i, err = s.skipValue(i, 1)
-			}
-			if err != nil {
-				return ListMeta{}, err
-			}
-			var more bool
-			if i, more, err = s.next(i); err != nil {
-				return ListMeta{}, err
-			} else if !more {
-				break
-			}
-		}
 	}
 	if i = s.ws(i); i < len(data) {
 		return ListMeta{}, unexpected(data, i, "after the list")
@@ -77,30 +58,15 @@ func (s *scanner) listMeta(i int, rv, cont *stringAt) (int, error) {
 	if i = s.ws(i); i >= len(s.data) || s.data[i] != '{' {
 		return s.skipValue(i, 1)
 	}
-	if i = s.ws(i + 1); i < len(s.data) && s.data[i] == '}' {
-		return i + 1, nil
-	}
-	for {
-		k, j, err := s.rawKey(i)
-		if err != nil {
-			return j, err
-		}
+	return s.rawMembers(i, "looking for the beginning of a list's metadata", func(k []byte, i int) (int, error) {
 		switch string(k) {
 		case "resourceVersion":
-			i, err = s.stringField(j, 2, rv)
+			return s.stringField(i, 2, rv)
 		case "continue":
-			i, err = s.stringField(j, 2, cont)
-		default:
-			i, err = s.skipValue(j, 2)
+			return s.stringField(i, 2, cont)
 		}
-		if err != nil {
-			return i, err
-		}
-		var more bool
-		if i, more, err = s.next(i); err != nil || !more {
-			return i, err
-		}
-	}
+		return s.skipValue(i, 2)
+	})
 }
 
 // items scans a list's items, an array of objects or null, handing each to

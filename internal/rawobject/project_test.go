@@ -194,11 +194,7 @@ func TestProjectHash(t *testing.T) {
 // reference on the fixtures, and the hash to rule out what it should.
 func TestProjectFixtures(t *testing.T) {
 	for _, fx := range fixtures {
-		data := readFixture(t, fx.name)
-		m, err := Scan(data)
-		if err != nil {
-			t.Fatal(err)
-		}
+		data, m := scannedFixture(t, fx.name)
 		for _, c := range []struct{ keep, drop string }{
 			{}, {drop: "status"}, {drop: `metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`},
 			{drop: "metadata"}, {keep: "spec.containers[*].image,status.phase"}, {keep: "data", drop: "status,metadata.labels"},

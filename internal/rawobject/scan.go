@@ -174,13 +174,9 @@ func (s *scanner) metadata(i, depth int, f *found, cut, unhashed *spans) (int, e
 	if i = s.ws(i + 1); i < len(s.data) && s.data[i] == '}' {
 		return i + 1, nil
 	}
-	// A run of managedFields members is cut with the separators that
-	// make the rest still a list of members: from its first key to the
-	// next member kept, or, when none follows, from the end of the last
-	// member kept before it (or from its first key, when none was).
-	keptEnd, runStart, runEnd := -1, -1, -1
-	// The same for the runs of managedFields and resourceVersion members.
-	hKeptEnd, hRunStart, hRunEnd := -1, -1, -1
+	// Runs of managedFields members are cut, and runs of managedFields
+	// and resourceVersion members left out of the hash.
+	managed, hashless := newMemberRuns(cut), newMemberRuns(unhashed)
 	for {
 		k, keyStart, _, j, err := s.key(i)
 		if err != nil {
@@ -203,61 +199,84 @@ func (s *scanner) metadata(i, depth int, f *found, cut, unhashed *spans) (int, e
 		if err != nil {
 			return i, err
 		}
-		if k == keyManagedFields {
-			if runStart < 0 {
-				runStart = keyStart
-			}
-			runEnd = i
-		} else {
-			if runStart >= 0 {
-				cut.add(Span{runStart, keyStart})
-				runStart = -1
-			}
-			keptEnd = i
-		}
-		if k == keyManagedFields || k == keyResourceVersion {
-			if hRunStart < 0 {
-				hRunStart = keyStart
-			}
-			hRunEnd = i
-		} else {
-			if hRunStart >= 0 {
-				unhashed.add(Span{hRunStart, keyStart})
-				hRunStart = -1
-			}
-			hKeptEnd = i
-		}
+		managed.member(k == keyManagedFields, keyStart, i)
+		hashless.member(k == keyManagedFields || k == keyResourceVersion, keyStart, i)
 		var more bool
 		if i, more, err = s.next(i); err != nil || !more {
-			if err == nil && runStart >= 0 {
-				if keptEnd >= 0 {
-					runStart = keptEnd
-				}
-				cut.add(Span{runStart, runEnd})
-			}
-			if err == nil && hRunStart >= 0 {
-				if hKeptEnd >= 0 {
-					hRunStart = hKeptEnd
-				}
-				unhashed.add(Span{hRunStart, hRunEnd})
+			if err == nil {
+				managed.close()
+				hashless.close()
 			}
 			return i, err
 		}
 	}
 }
 
+// memberRuns adds to out the runs of an object's members that are left
+// out, with the separators that make the rest still a list of members:
+// from a run's first key to the next member kept, or, when none follows,
+// from the end of the last member kept before it (or from its first key,
+// when none was). It is the rule runs follows for a projection, kept
+// apart because it adds to a Meta's spans: behind an interface both
+// would make Scan and Project allocate.
+type memberRuns struct {
+	out *spans
+	// keptEnd is the end of the last member kept, and start and end
+	// those of the run being read: -1 when there is none.
+	keptEnd, start, end int
+}
+
+func newMemberRuns(out *spans) memberRuns {
+	return memberRuns{out: out, keptEnd: -1, start: -1, end: -1}
+}
+
+// member notes a member whose key starts at keyStart and whose value
+// ends at end, left out or kept.
+func (r *memberRuns) member(left bool, keyStart, end int) {
+	if left {
+		if r.start < 0 {
+			r.start = keyStart
+		}
+		r.end = end
+		return
+	}
+	if r.start >= 0 {
+		r.out.add(Span{r.start, keyStart})
+		r.start = -1
+	}
+	r.keptEnd = end
+}
+
+// close adds the run the object ends with, if any.
+func (r *memberRuns) close() {
+	if r.start < 0 {
+		return
+	}
+	if r.keptEnd >= 0 {
+		r.start = r.keptEnd
+	}
+	r.out.add(Span{r.start, r.end})
+}
+
 // next reads what follows an object member: a comma (more is true) or the
 // closing brace.
 func (s *scanner) next(i int) (j int, more bool, err error) {
+	return s.separator(i, '}', "after an object member")
+}
+
+// separator reads what follows a container's member or element: a comma
+// (more is true) or the closing bracket; context says where it was
+// looked for when it is neither.
+func (s *scanner) separator(i int, closing byte, context string) (j int, more bool, err error) {
 	if i = s.ws(i); i < len(s.data) {
 		switch s.data[i] {
 		case ',':
 			return i + 1, true, nil
-		case '}':
+		case closing:
 			return i + 1, false, nil
 		}
 	}
-	return i, false, unexpected(s.data, i, "after an object member")
+	return i, false, unexpected(s.data, i, context)
 }
 
 // stringField reads a field's value, which starts at the first byte at or

@@ -34,15 +34,10 @@ func (s *scanner) skim(i int) (int, error) {
 		return j, nil
 	}
 	depth := 0
-	for i < len(d) {
-		if i+8 <= len(d) {
-			// Eight bytes at a time, to the next quote or bracket.
-			m := structural8(binary.LittleEndian.Uint64(d[i:]))
-			if m == 0 {
-				i += 8
-				continue
-			}
-			i += bits.TrailingZeros64(m) >> 3
+	for {
+		// To the next quote or bracket.
+		if i = unmarked(d, i, structural8); i >= len(d) {
+			break
 		}
 		switch d[i] {
 		case '"':
@@ -70,15 +65,10 @@ var delimiter = [256]bool{',': true, '}': true, ']': true, ':': true, ' ': true,
 // is at i.
 func skimString(d []byte, i int) (int, error) {
 	i++
-	for i < len(d) {
-		if i+8 <= len(d) {
-			// Eight bytes at a time, to the next quote or backslash.
-			m := quoteOrBackslash8(binary.LittleEndian.Uint64(d[i:]))
-			if m == 0 {
-				i += 8
-				continue
-			}
-			i += bits.TrailingZeros64(m) >> 3
+	for {
+		// To the next quote or backslash.
+		if i = unmarked(d, i, quoteOrBackslash8); i >= len(d) {
+			break
 		}
 		switch d[i] {
 		case '"':
@@ -90,6 +80,20 @@ func skimString(d []byte, i int) (int, error) {
 		}
 	}
 	return len(d), errAt(len(d), "unexpected end of input in string")
+}
+
+// unmarked passes over the bytes of d from i on that mark8 leaves
+// unmarked, eight at a time while eight remain, and returns the offset of
+// the first it marks, or of the first of the last seven or fewer bytes,
+// which it leaves to the caller to read one by one.
+func unmarked(d []byte, i int, mark8 func(uint64) uint64) int {
+	for i+8 <= len(d) {
+		if m := mark8(binary.LittleEndian.Uint64(d[i:])); m != 0 {
+			return i + bits.TrailingZeros64(m)>>3
+		}
+		i += 8
+	}
+	return i
 }
 
 // The byte masks below have the high bit of the first byte of x that is
@@ -154,13 +158,5 @@ func (s *scanner) openContainer(i int, closing byte) (j int, empty bool) {
 // nextItem reads what follows an array element: a comma (more is true)
 // or the closing bracket.
 func (s *scanner) nextItem(i int) (j int, more bool, err error) {
-	if i = s.ws(i); i < len(s.data) {
-		switch s.data[i] {
-		case ',':
-			return i + 1, true, nil
-		case ']':
-			return i + 1, false, nil
-		}
-	}
-	return i, false, unexpected(s.data, i, "after an array element")
+	return s.separator(i, ']', "after an array element")
 }

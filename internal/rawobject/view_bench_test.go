@@ -55,11 +55,7 @@ func BenchmarkExtract(b *testing.B) {
 	labels := NewTree([]Path{{{Name: "metadata"}, {Name: "labels"}}})
 	all := NewTree([]Path{{}})
 	for _, fx := range fixtures {
-		data := readFixture(b, fx.name)
-		m, err := Scan(data)
-		if err != nil {
-			b.Fatal(err)
-		}
+		data, m := scannedFixture(b, fx.name)
 		for _, c := range []struct {
 			name string
 			run  func() error
@@ -146,11 +142,7 @@ func BenchmarkProject(b *testing.B) {
 // TestViewAllocations holds Extract of status.phase to its result's
 // allocations, and Project and Hash to none when the buffer has room.
 func TestViewAllocations(t *testing.T) {
-	data := readFixture(t, "pod")
-	m, err := Scan(data)
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, m := scannedFixture(t, "pod")
 	buf := make([]byte, 0, len(data))
 	phase := NewTree([]Path{{{Name: "status"}, {Name: "phase"}}})
 	p := &Projection{Drop: NewTree([]Path{{{Name: "status"}}})}

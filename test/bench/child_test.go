@@ -114,23 +114,36 @@ type logLine struct {
 // first or timeout passes.
 func (c *child) waitLog(b *testing.B, prefix string, timeout time.Duration) logLine {
 	b.Helper()
+	return c.waitFor(b, fmt.Sprintf("%q", prefix), timeout, func() (logLine, bool) {
+		for msg, line := range c.seen {
+			if strings.HasPrefix(msg, prefix) {
+				return line, true
+			}
+		}
+		return logLine{}, false
+	})
+}
+
+// waitFor waits until find, called with c.mu held, finds a line, and
+// returns it. It fails the benchmark, saying what it waited for, if the
+// child exits first or timeout passes.
+func (c *child) waitFor(b *testing.B, what string, timeout time.Duration, find func() (logLine, bool)) logLine {
+	b.Helper()
 	deadline := time.After(timeout)
 	for {
 		c.mu.Lock()
-		for msg, line := range c.seen {
-			if strings.HasPrefix(msg, prefix) {
-				c.mu.Unlock()
-				return line
-			}
-		}
+		line, ok := find()
 		changed := c.changed
 		c.mu.Unlock()
+		if ok {
+			return line
+		}
 		select {
 		case <-changed:
 		case <-c.done:
-			b.Fatalf("%s exited before logging %q:\n%s", c.name, prefix, c.tail(40))
+			b.Fatalf("%s exited before logging %s:\n%s", c.name, what, c.tail(40))
 		case <-deadline:
-			b.Fatalf("%s did not log %q within %s:\n%s", c.name, prefix, timeout, c.tail(40))
+			b.Fatalf("%s did not log %s within %s:\n%s", c.name, what, timeout, c.tail(40))
 		}
 	}
 }
@@ -148,28 +161,17 @@ func (c *child) logged(msg string) (logLine, bool) {
 // the child exits first or timeout passes.
 func (c *child) waitLogN(b *testing.B, prefix string, n int, timeout time.Duration) logLine {
 	b.Helper()
-	deadline := time.After(timeout)
-	for {
-		c.mu.Lock()
+	return c.waitFor(b, fmt.Sprintf("%q %d times", prefix, n), timeout, func() (logLine, bool) {
 		seen := 0
 		for _, line := range c.lines {
 			if strings.HasPrefix(line.Msg, prefix) {
 				if seen++; seen == n {
-					c.mu.Unlock()
-					return line
+					return line, true
 				}
 			}
 		}
-		changed := c.changed
-		c.mu.Unlock()
-		select {
-		case <-changed:
-		case <-c.done:
-			b.Fatalf("%s exited before logging %q %d times:\n%s", c.name, prefix, n, c.tail(40))
-		case <-deadline:
-			b.Fatalf("%s did not log %q %d times within %s:\n%s", c.name, prefix, n, timeout, c.tail(40))
-		}
-	}
+		return logLine{}, false
+	})
 }
 
 // metricsAddr is the address the child serves /metrics on.

@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/kubebus/bridge/test/controlplane"
 )
@@ -144,14 +143,7 @@ type builtinTable map[string]struct {
 // what the API server serves that can be listed and watched, with the same
 // scope, and the schema's core resources are the table's.
 func checkBuiltinTable(t *testing.T, c *cluster) {
-	data, err := os.ReadFile(filepath.Join(chartDir, "files", "builtin-resources.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table builtinTable
-	if err := yaml.Unmarshal(data, &table); err != nil {
-		t.Fatal(err)
-	}
+	table := readBuiltinTable(t)
 
 	served := builtinTable{}
 	for _, r := range discover(t, c) {
@@ -191,7 +183,7 @@ func checkBuiltinTable(t *testing.T, c *cluster) {
 			} `json:"resource"`
 		} `json:"definitions"`
 	}
-	data, err = os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
+	data, err := os.ReadFile(filepath.Join(chartDir, "values.schema.json"))
 	if err != nil {
 		t.Fatal(err)
 	}

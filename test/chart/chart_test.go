@@ -99,17 +99,24 @@ type setValues struct {
 	ExistingSecret string `json:"existingSecret"`
 }
 
-// values reads the value set's file.
-func (s valueSet) values(t *testing.T) setValues {
+// readYAML reads the YAML file at path into a T.
+func readYAML[T any](t *testing.T, path string) T {
 	t.Helper()
-	data, err := os.ReadFile(s.file())
+	data, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var v setValues
+	var v T
 	if err := yaml.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s: %v", s.file(), err)
+		t.Fatalf("%s: %v", path, err)
 	}
+	return v
+}
+
+// values reads the value set's file.
+func (s valueSet) values(t *testing.T) setValues {
+	t.Helper()
+	v := readYAML[setValues](t, s.file())
 	if v.Watch.Resources == nil {
 		t.Fatalf("%s: the tests need watch.resources set explicitly", s.file())
 	}

@@ -139,24 +139,7 @@ func (c *cluster) installServiceMonitorCRD(t *testing.T) {
 			}}},
 		},
 	}
-	crd := &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": "apiextensions.k8s.io/v1",
-		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "servicemonitors.monitoring.coreos.com"},
-		"spec": map[string]any{
-			"group": "monitoring.coreos.com",
-			"scope": "Namespaced",
-			"names": map[string]any{"kind": "ServiceMonitor", "listKind": "ServiceMonitorList", "plural": "servicemonitors", "singular": "servicemonitor"},
-			"versions": []any{map[string]any{
-				"name": "v1", "served": true, "storage": true,
-				"schema": map[string]any{"openAPIV3Schema": map[string]any{
-					"type":       "object",
-					"properties": map[string]any{"spec": spec},
-				}},
-			}},
-		},
-	}}
-	c.installMonitoringCRD(t, crd, schema.GroupKind{Group: "monitoring.coreos.com", Kind: "ServiceMonitor"})
+	c.installMonitoringCRD(t, "ServiceMonitor", "servicemonitors", spec)
 }
 
 // installPrometheusRuleCRD installs a PrometheusRule CRD whose schema has
@@ -193,14 +176,24 @@ func (c *cluster) installPrometheusRuleCRD(t *testing.T) {
 			}},
 		},
 	}
+	c.installMonitoringCRD(t, "PrometheusRule", "prometheusrules", spec)
+}
+
+// installMonitoringCRD creates the Prometheus Operator's CRD of kind,
+// namespaced, served and stored at v1 with spec as its spec's schema, and
+// returns once the API server serves kind.
+func (c *cluster) installMonitoringCRD(t *testing.T, kind, plural string, spec map[string]any) {
+	t.Helper()
+	const group = "monitoring.coreos.com"
+	gk := schema.GroupKind{Group: group, Kind: kind}
 	crd := &unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "apiextensions.k8s.io/v1",
 		"kind":       "CustomResourceDefinition",
-		"metadata":   map[string]any{"name": "prometheusrules.monitoring.coreos.com"},
+		"metadata":   map[string]any{"name": plural + "." + group},
 		"spec": map[string]any{
-			"group": "monitoring.coreos.com",
+			"group": group,
 			"scope": "Namespaced",
-			"names": map[string]any{"kind": "PrometheusRule", "listKind": "PrometheusRuleList", "plural": "prometheusrules", "singular": "prometheusrule"},
+			"names": map[string]any{"kind": kind, "listKind": kind + "List", "plural": plural, "singular": strings.ToLower(kind)},
 			"versions": []any{map[string]any{
 				"name": "v1", "served": true, "storage": true,
 				"schema": map[string]any{"openAPIV3Schema": map[string]any{
@@ -210,13 +203,6 @@ func (c *cluster) installPrometheusRuleCRD(t *testing.T) {
 			}},
 		},
 	}}
-	c.installMonitoringCRD(t, crd, schema.GroupKind{Group: "monitoring.coreos.com", Kind: "PrometheusRule"})
-}
-
-// installMonitoringCRD creates crd and returns once the API server serves gk, its
-// kind, at v1.
-func (c *cluster) installMonitoringCRD(t *testing.T, crd *unstructured.Unstructured, gk schema.GroupKind) {
-	t.Helper()
 	crds := c.dyn.Resource(schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"})
 	if _, err := crds.Create(t.Context(), crd, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("%s CRD: %v", gk.Kind, err)

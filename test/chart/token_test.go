@@ -5,7 +5,6 @@ import (
 
 	authnv1 "k8s.io/api/authentication/v1"
 	coordinationv1 "k8s.io/api/coordination/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
@@ -43,15 +42,6 @@ func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 		}
 		return dyn.Resource(gvr).Namespace(ns), true
 	}
-	expect := func(what string, err error, allowed bool) {
-		t.Helper()
-		switch {
-		case allowed && err != nil:
-			t.Errorf("%s with the ServiceAccount's token: %v", what, err)
-		case !allowed && !apierrors.IsForbidden(err):
-			t.Errorf("%s with the ServiceAccount's token: got %v, want Forbidden", what, err)
-		}
-	}
 	listAndWatch := func(gr schema.GroupResource, ns string, allowed bool) {
 		t.Helper()
 		ri, ok := resource(gr, ns)
@@ -63,12 +53,12 @@ func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 			where = gr.String() + " in all namespaces"
 		}
 		_, err := ri.List(ctx, metav1.ListOptions{Limit: 1})
-		expect("list "+where, err, allowed)
+		expectVerdict(t, "list "+where, err, allowed)
 		w, err := ri.Watch(ctx, metav1.ListOptions{})
 		if err == nil {
 			w.Stop()
 		}
-		expect("watch "+where, err, allowed)
+		expectVerdict(t, "watch "+where, err, allowed)
 	}
 
 	readable := g.namespaces
@@ -98,7 +88,7 @@ func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 		Spec:       coordinationv1.LeaseSpec{HolderIdentity: new(podName), LeaseDurationSeconds: new(int32(15))},
 	}
 	created, err := cs.CoordinationV1().Leases(s.namespace).Create(ctx, lease, metav1.CreateOptions{})
-	expect("create Lease "+s.fullname, err, g.lease != "")
+	expectVerdict(t, "create Lease "+s.fullname, err, g.lease != "")
 	if g.lease == "" {
 		return
 	}
@@ -106,14 +96,14 @@ func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 		return
 	}
 	got, err := cs.CoordinationV1().Leases(s.namespace).Get(ctx, s.fullname, metav1.GetOptions{})
-	expect("get Lease "+s.fullname, err, true)
+	expectVerdict(t, "get Lease "+s.fullname, err, true)
 	if err == nil {
 		got.Spec.RenewTime = &metav1.MicroTime{Time: created.CreationTimestamp.Time}
 		_, err = cs.CoordinationV1().Leases(s.namespace).Update(ctx, got, metav1.UpdateOptions{})
-		expect("update Lease "+s.fullname, err, true)
+		expectVerdict(t, "update Lease "+s.fullname, err, true)
 	}
 	err = cs.CoordinationV1().Leases(s.namespace).Delete(ctx, s.fullname, metav1.DeleteOptions{})
-	expect("delete Lease "+s.fullname, err, false)
+	expectVerdict(t, "delete Lease "+s.fullname, err, false)
 
 	other := lease.DeepCopy()
 	other.Name = "another-lease"
@@ -121,12 +111,12 @@ func checkWithToken(t *testing.T, c *cluster, s valueSet, g grants) {
 		t.Fatal(err)
 	}
 	_, err = cs.CoordinationV1().Leases(s.namespace).Get(ctx, other.Name, metav1.GetOptions{})
-	expect("get Lease "+other.Name, err, false)
+	expectVerdict(t, "get Lease "+other.Name, err, false)
 	_, err = cs.CoordinationV1().Leases(s.namespace).List(ctx, metav1.ListOptions{})
-	expect("list Leases", err, g.allows(access{verb: "list", gr: leases, namespace: s.namespace}))
+	expectVerdict(t, "list Leases", err, g.allows(access{verb: "list", gr: leases, namespace: s.namespace}))
 	lease.Namespace = elsewhere
 	_, err = cs.CoordinationV1().Leases(elsewhere).Create(ctx, lease, metav1.CreateOptions{})
-	expect("create Lease in namespace "+elsewhere, err, false)
+	expectVerdict(t, "create Lease in namespace "+elsewhere, err, false)
 }
 
 // tokenConfig is a client configuration that authenticates with a token

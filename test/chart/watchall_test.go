@@ -1,7 +1,6 @@
 package chart
 
 import (
-	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -10,7 +9,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apimachinery/pkg/util/yaml"
 
 	"github.com/kubebus/bridge/internal/config"
 )
@@ -31,14 +29,7 @@ type watchAllValues struct {
 
 func readWatchAllValues(t *testing.T) watchAllValues {
 	t.Helper()
-	data, err := os.ReadFile(watchAll.file())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var v watchAllValues
-	if err := yaml.Unmarshal(data, &v); err != nil {
-		t.Fatalf("%s: %v", watchAll.file(), err)
-	}
+	v := readYAML[watchAllValues](t, watchAll.file())
 	if !v.Watch.All || len(v.Watch.ExtraGroups) == 0 || len(v.Watch.Exclude) == 0 {
 		t.Fatalf("%s: the tests need watch.all, watch.exclude and watch.extraGroups set", watchAll.file())
 	}
@@ -49,15 +40,7 @@ func readWatchAllValues(t *testing.T) watchAllValues {
 // TestAPIServer checks against discovery.
 func readBuiltinTable(t *testing.T) builtinTable {
 	t.Helper()
-	data, err := os.ReadFile(filepath.Join(chartDir, "files", "builtin-resources.yaml"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var table builtinTable
-	if err := yaml.Unmarshal(data, &table); err != nil {
-		t.Fatal(err)
-	}
-	return table
+	return readYAML[builtinTable](t, filepath.Join(chartDir, "files", "builtin-resources.yaml"))
 }
 
 // excludedBy is whether exclusions (names and *.<group> wildcards, as

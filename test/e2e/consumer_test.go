@@ -64,55 +64,32 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 	t.Run("nats", func(t *testing.T) {
 		srv := natstest.Start(t, natstest.Options{})
 		ns := namespace(t, "boot-nats")
-		createConfigMaps(t, ns, bootstrapObjects)
-		state := natsEnv(srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + ns, "BRIDGE_NATS_LAYOUT": "state"})
-		history := natsEnv(srv, ns, map[string]string{
-			"BRIDGE_CHECKPOINT":            "nats-kv:ckpt-hist-" + ns,
-			"BRIDGE_NATS_LAYOUT":           "history",
-			"BRIDGE_NATS_STREAM":           "HISTORY",
-			"BRIDGE_NATS_SUBJECT_PREFIX":   "hist",
-			"BRIDGE_NATS_STREAM_MAX_AGE":   "3s",
-			"BRIDGE_NATS_DUPLICATE_WINDOW": "1s",
-		})
-		out := filepath.Join(t.TempDir(), "stdout")
-		ps := startProc(t, procEnv(state), out)
-		ph := startProc(t, procEnv(history), out)
 		nc := srv.Conn(t)
 		stateFilter := natsStateSubjects(ns)
 		histFilter := "hist.e2e." + wire.CoreGroupToken + ".v1.configmaps." + wire.EscapeToken(ns) + ".>"
-		poll.Until(t, time.Minute, func() (bool, string) {
-			s, h := natsCount(t, nc, "KUBE", stateFilter), natsCount(t, nc, "HISTORY", histFilter)
-			return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state stream holds %d, history stream %d of %d", s, h, bootstrapObjects)
+		bootstrapAfterHorizon(t, ns, horizonBus{
+			name:  "boot-nats",
+			state: procEnv(natsEnv(srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + ns, "BRIDGE_NATS_LAYOUT": "state"})),
+			history: procEnv(natsEnv(srv, ns, map[string]string{
+				"BRIDGE_CHECKPOINT":            "nats-kv:ckpt-hist-" + ns,
+				"BRIDGE_NATS_LAYOUT":           "history",
+				"BRIDGE_NATS_STREAM":           "HISTORY",
+				"BRIDGE_NATS_SUBJECT_PREFIX":   "hist",
+				"BRIDGE_NATS_STREAM_MAX_AGE":   "3s",
+				"BRIDGE_NATS_DUPLICATE_WINDOW": "1s",
+			})),
+			where:        "stream",
+			unit:         "messages",
+			stateCount:   func() int { return int(natsCount(t, nc, "KUBE", stateFilter)) },
+			historyCount: func() int { return int(natsCount(t, nc, "HISTORY", histFilter)) },
+			informers:    natsInformers(srv),
 		})
-		if code := ps.terminate(t); code != 0 {
-			t.Fatalf("state bridge exited %d", code)
-		}
-		if code := ph.terminate(t); code != 0 {
-			t.Fatalf("history bridge exited %d", code)
-		}
-		// The history layout's horizon passes: it keeps nothing.
-		poll.Until(t, time.Minute, func() (bool, string) {
-			h := natsCount(t, nc, "HISTORY", histFilter)
-			return h == 0, fmt.Sprintf("history stream still holds %d messages", h)
-		})
-		if s := natsCount(t, nc, "KUBE", stateFilter); s != bootstrapObjects {
-			t.Fatalf("past the history horizon the state stream holds %d messages, want %d", s, bootstrapObjects)
-		}
-		i := startInformer(t, natsInformers(srv), "boot-nats", ns, "")
-		if d := diffState(i.cached(), listed(t, ns)); d != "" {
-			t.Fatalf("a fresh informer from the state stream differs from LIST: %s", d)
-		}
-		i.checkHandlers(t)
-		if s := i.lw.Stats(); s.BusLists != 1 {
-			t.Errorf("bus lists = %d, want 1", s.BusLists)
-		}
 	})
 	t.Run("kafka", func(t *testing.T) {
 		// Topics created with the broker's defaults (the history layout)
 		// keep records for three seconds, standing for the week.
 		c := kafkatest.Start(t, kafkatest.WithBrokerConfigs(map[string]string{"log.retention.ms": "3000"}))
 		ns := namespace(t, "boot-kafka")
-		createConfigMaps(t, ns, bootstrapObjects)
 		env := func(prefix, layout string) []string {
 			return procEnv(kafkaEnv(c,
 				"BRIDGE_RESOURCES", "configmaps",
@@ -122,37 +99,75 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 				"BRIDGE_KAFKA_LAYOUT", layout,
 				"BRIDGE_CHECKPOINT", "file:"+filepath.Join(t.TempDir(), "ckpt.db")))
 		}
-		out := filepath.Join(t.TempDir(), "stdout")
-		ps := startProc(t, env("kube-"+ns, "state"), out)
-		ph := startProc(t, env("hist-"+ns, "history"), out)
 		stateTopic, histTopic := "kube-"+ns+".configmaps", "hist-"+ns+".configmaps"
-		poll.Until(t, time.Minute, func() (bool, string) {
-			s, h := len(c.ReadAll(stateTopic)), len(c.ReadAll(histTopic))
-			return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state topic holds %d records, history topic %d of %d", s, h, bootstrapObjects)
+		bootstrapAfterHorizon(t, ns, horizonBus{
+			name:       "boot-kafka",
+			state:      env("kube-"+ns, "state"),
+			history:    env("hist-"+ns, "history"),
+			where:      "topic",
+			unit:       "records",
+			stateCount: func() int { return len(c.ReadAll(stateTopic)) },
+			historyCount: func() int {
+				c.Compact() // the broker's cleaner, run now
+				return len(c.ReadAll(histTopic))
+			},
+			informers: kafkaInformers(c, "kube-"+ns),
 		})
-		if code := ps.terminate(t); code != 0 {
-			t.Fatalf("state bridge exited %d", code)
-		}
-		if code := ph.terminate(t); code != 0 {
-			t.Fatalf("history bridge exited %d", code)
-		}
-		poll.Until(t, time.Minute, func() (bool, string) {
-			c.Compact() // the broker's cleaner, run now
-			h := len(c.ReadAll(histTopic))
-			return h == 0, fmt.Sprintf("history topic still holds %d records", h)
-		})
-		if s := len(c.ReadAll(stateTopic)); s != bootstrapObjects {
-			t.Fatalf("past the history horizon the state topic holds %d records, want %d", s, bootstrapObjects)
-		}
-		i := startInformer(t, kafkaInformers(c, "kube-"+ns), "boot-kafka", ns, "")
-		if d := diffState(i.cached(), listed(t, ns)); d != "" {
-			t.Fatalf("a fresh informer from the state topic differs from LIST: %s", d)
-		}
-		i.checkHandlers(t)
-		if s := i.lw.Stats(); s.BusLists != 1 {
-			t.Errorf("bus lists = %d, want 1", s.BusLists)
-		}
 	})
+}
+
+// horizonBus is what the bootstrap scenario needs of a bus.
+type horizonBus struct {
+	// name names the informer.
+	name string
+	// state and history are the environments of a bridge writing the
+	// state layout and of one writing the history layout, whose
+	// messages grow older than it keeps within seconds.
+	state, history []string
+	// where the bus keeps a layout's messages ("stream", "topic"), and
+	// what it calls them ("messages", "records").
+	where, unit string
+	// stateCount and historyCount are how many messages each layout holds
+	// now, once the bus has dropped those past the history's horizon.
+	stateCount, historyCount func() int
+	// informers read the state layout.
+	informers informerConfig
+}
+
+// bootstrapAfterHorizon is the scenario of
+// TestBootstrapFromStateAfterHistoryHorizon on bus b, in namespace ns.
+func bootstrapAfterHorizon(t *testing.T, ns string, b horizonBus) {
+	t.Helper()
+	createConfigMaps(t, ns, bootstrapObjects)
+	out := filepath.Join(t.TempDir(), "stdout")
+	ps := startProc(t, b.state, out)
+	ph := startProc(t, b.history, out)
+	poll.Until(t, time.Minute, func() (bool, string) {
+		s, h := b.stateCount(), b.historyCount()
+		return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state %s holds %d %s, history %s %d of %d", b.where, s, b.unit, b.where, h, bootstrapObjects)
+	})
+	if code := ps.terminate(t); code != 0 {
+		t.Fatalf("state bridge exited %d", code)
+	}
+	if code := ph.terminate(t); code != 0 {
+		t.Fatalf("history bridge exited %d", code)
+	}
+	// The history layout's horizon passes: it keeps nothing.
+	poll.Until(t, time.Minute, func() (bool, string) {
+		h := b.historyCount()
+		return h == 0, fmt.Sprintf("history %s still holds %d %s", b.where, h, b.unit)
+	})
+	if s := b.stateCount(); s != bootstrapObjects {
+		t.Fatalf("past the history horizon the state %s holds %d %s, want %d", b.where, s, b.unit, bootstrapObjects)
+	}
+	i := startInformer(t, b.informers, b.name, ns, "")
+	if d := diffState(i.cached(), listed(t, ns)); d != "" {
+		t.Fatalf("a fresh informer from the state %s differs from LIST: %s", b.where, d)
+	}
+	i.checkHandlers(t)
+	if s := i.lw.Stats(); s.BusLists != 1 {
+		t.Errorf("bus lists = %d, want 1", s.BusLists)
+	}
 }
 
 // Issue 12, acceptance 2: during a minute of creates, updates and deletes,
@@ -218,14 +233,7 @@ func TestInformersConvergeUnderChurn(t *testing.T) {
 func TestInformerResumesWithoutRelist(t *testing.T) {
 	forEachBus(t, func(t *testing.T, b bus) {
 		ns := namespace(t, "informer-resume-"+b.name())
-		p := startProc(t, procEnv(stateEnv(b, ns)), filepath.Join(t.TempDir(), "stdout"))
-		defer p.terminate(t)
-		createConfigMaps(t, ns, 60)
-		snapshot := filepath.Join(t.TempDir(), "informer.db")
-		ic := informersOf(b, ns)
-		first := startInformer(t, ic, "first", ns, snapshot)
-		first.waitEqualsList(t, ns, 30*time.Second)
-		first.stop(t)
+		first, ic, snapshot := informedOnce(t, b, stateEnv(b, ns), ns, 60)
 		first.checkHandlers(t)
 
 		changeConfigMaps(t, ns, 10)
@@ -258,14 +266,7 @@ func TestInformerPositionExpired(t *testing.T) {
 			// batch.
 			env["BRIDGE_KAFKA_PARTITIONS"] = "1"
 		}
-		p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
-		defer p.terminate(t)
-		createConfigMaps(t, ns, 40)
-		snapshot := filepath.Join(t.TempDir(), "informer.db")
-		ic := informersOf(b, ns)
-		first := startInformer(t, ic, "first", ns, snapshot)
-		first.waitEqualsList(t, ns, 30*time.Second)
-		first.stop(t)
+		_, ic, snapshot := informedOnce(t, b, env, ns, 40)
 
 		// Delete ten objects and wait until the bus has let their deletes
 		// go.
@@ -285,6 +286,24 @@ func TestInformerPositionExpired(t *testing.T) {
 			t.Errorf("informer past an expired position: %d expired, %d bus lists, %d snapshot lists; want ≥1, 1 and 0", s.Expired, s.BusLists, s.SnapshotLists)
 		}
 	})
+}
+
+// informedOnce runs a bridge with env until the test ends, creates n
+// ConfigMaps in ns, and runs an informer, "first", that keeps its state in
+// a snapshot file, until it equals LIST; then stops it. It returns the
+// informer, the informers' configuration and the snapshot file, for a
+// second informer to resume from.
+func informedOnce(t *testing.T, b bus, env map[string]string, ns string, n int) (*busInformer, informerConfig, string) {
+	t.Helper()
+	p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
+	t.Cleanup(func() { p.terminate(t) })
+	createConfigMaps(t, ns, n)
+	snapshot := filepath.Join(t.TempDir(), "informer.db")
+	ic := informersOf(b, ns)
+	first := startInformer(t, ic, "first", ns, snapshot)
+	first.waitEqualsList(t, ns, 30*time.Second)
+	first.stop(t)
+	return first, ic, snapshot
 }
 
 // stateEnv is b's bridge environment for ns with the state layout.

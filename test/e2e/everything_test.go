@@ -11,7 +11,6 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/poll"
@@ -28,8 +27,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		group := "life-" + b.name() + ".example.com"
 		plural, kind := "cycles", "Cycle"
 		name := plural + "." + group
-		k := watchedKind{kind: kind}
-		k.gvr.Group, k.gvr.Version, k.gvr.Resource = group, "v1", plural
+		k := crdKind(group, plural, kind)
 
 		env := b.env(ns)
 		env["BRIDGE_RESOURCES"] = "*"
@@ -109,16 +107,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 		if b.name() == "kafka" {
 			wantNew, wantDeleted = 5, 25
 		}
-		seen := map[string]bool{}
-		for _, m := range before {
-			seen[m.ID] = true
-		}
-		var published []*sink.Message
-		for _, m := range after {
-			if !seen[m.ID] {
-				published = append(published, m)
-			}
-		}
+		published := newEvents(before, after)
 		if len(published) != wantNew {
 			t.Errorf("%d messages of %s published by a start while its CRD is gone: %v, want %d", len(published), name, actions(published), wantNew)
 		}

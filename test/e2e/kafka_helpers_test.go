@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/wire"
@@ -29,19 +31,28 @@ type kafkaRecord struct {
 	headers   map[string]string
 }
 
+// decodeRecord decodes r, a record of the bridge's, and returns its event,
+// nil for a tombstone, with its headers. It fails the test if r is not
+// the bridge's.
+func decodeRecord(t *testing.T, r *kgo.Record) (*sink.Message, map[string]string) {
+	t.Helper()
+	h := map[string]string{}
+	for _, x := range r.Headers {
+		h[x.Key] = string(x.Value)
+	}
+	m, err := wire.Kafka.Decode(r.Value, maps.All(h))
+	if err != nil {
+		t.Fatalf("%s[%d]@%d: %v", r.Topic, r.Partition, r.Offset, err)
+	}
+	return m, h
+}
+
 // readTopic returns the records of topic, in log order per partition.
 func readTopic(t *testing.T, c *kafkatest.Cluster, topic string) []kafkaRecord {
 	t.Helper()
 	var out []kafkaRecord
 	for _, r := range c.ReadAll(topic) {
-		h := map[string]string{}
-		for _, x := range r.Headers {
-			h[x.Key] = string(x.Value)
-		}
-		m, err := wire.Kafka.Decode(r.Value, maps.All(h))
-		if err != nil {
-			t.Fatalf("%s[%d]@%d: %v", topic, r.Partition, r.Offset, err)
-		}
+		m, h := decodeRecord(t, r)
 		out = append(out, kafkaRecord{key: string(r.Key), partition: r.Partition, offset: r.Offset, msg: m, headers: h})
 	}
 	return out

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -352,7 +351,7 @@ func histories(t *testing.T, recs []*kgo.Record) history {
 		}
 		h.partition[key] = r.Partition
 		h.last[key] = r
-		m := decodeRecord(t, r)
+		m, _ := decodeRecord(t, r)
 		if m == nil {
 			h.tombs[key]++
 			continue
@@ -386,21 +385,4 @@ func newKafkaSink(t *testing.T, c *kafkatest.Cluster, vars ...string) *kafkasink
 	}
 	t.Cleanup(func() { s.Close(context.Background()) })
 	return s
-}
-
-// decodeRecord is the event r holds, nil for a tombstone.
-func decodeRecord(t *testing.T, r *kgo.Record) *sink.Message {
-	t.Helper()
-	if r.Value == nil {
-		return nil
-	}
-	h := map[string]string{}
-	for _, x := range r.Headers {
-		h[x.Key] = string(x.Value)
-	}
-	m, err := wire.Kafka.Decode(r.Value, maps.All(h))
-	if err != nil {
-		t.Fatalf("%s[%d]@%d: %v", r.Topic, r.Partition, r.Offset, err)
-	}
-	return m
 }

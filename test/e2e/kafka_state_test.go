@@ -1,9 +1,7 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -17,6 +15,7 @@ import (
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/test/eventdata"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/poll"
 	"github.com/kubebus/bridge/wire"
@@ -245,14 +244,7 @@ func stateOf(t *testing.T, c *kafkatest.Cluster, topic string) topicState {
 			st.tombstoned[key] = true
 			continue
 		}
-		h := map[string]string{}
-		for _, x := range r.Headers {
-			h[x.Key] = string(x.Value)
-		}
-		m, err := wire.Kafka.Decode(r.Value, maps.All(h))
-		if err != nil {
-			t.Fatalf("%s[%d]@%d: %v", topic, r.Partition, r.Offset, err)
-		}
+		m, _ := decodeRecord(t, r)
 		delete(st.tombstoned, key)
 		if m.Action == "deleted" {
 			delete(st.live, key)
@@ -267,15 +259,8 @@ func stateOf(t *testing.T, c *kafkatest.Cluster, topic string) topicState {
 // event's own, except for a change of a view that no change of the object
 // explains, which the bridge dates by a later revision.
 func objectRV(m *sink.Message) string {
-	var data struct {
-		Object struct {
-			Metadata struct {
-				ResourceVersion string `json:"resourceVersion"`
-			} `json:"metadata"`
-		} `json:"object"`
-	}
-	if json.Unmarshal(m.Data, &data) == nil && data.Object.Metadata.ResourceVersion != "" {
-		return data.Object.Metadata.ResourceVersion
+	if rv, err := eventdata.ObjectResourceVersion(m.Data); err == nil && rv != "" {
+		return rv
 	}
 	return m.ResourceVersion
 }

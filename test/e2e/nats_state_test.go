@@ -204,39 +204,41 @@ func checkStateEqualsList(t *testing.T, nc *nats.Conn, ns string) {
 	}
 }
 
-// natsStreamState is the state of the stream KUBE.
+// natsStreamState is the state of the stream KUBE: zero when there is
+// none.
 func natsStreamState(t *testing.T, nc *nats.Conn) jetstream.StreamState {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
+	if info := natsStreamInfo(t, nc); info != nil {
+		return info.State
 	}
-	st, err := js.Stream(t.Context(), "KUBE")
-	if err != nil {
-		return jetstream.StreamState{}
-	}
-	info, err := st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return info.State
+	return jetstream.StreamState{}
 }
 
 // natsServerNow is the server's time, as it reports it in the stream's
 // info.
 func natsServerNow(t *testing.T, nc *nats.Conn) time.Time {
 	t.Helper()
+	info := natsStreamInfo(t, nc)
+	if info == nil {
+		t.Fatal("no stream KUBE to ask the server's time")
+	}
+	return info.TimeStamp
+}
+
+// natsStreamInfo is the info of the stream KUBE, nil when there is none.
+func natsStreamInfo(t *testing.T, nc *nats.Conn) *jetstream.StreamInfo {
+	t.Helper()
 	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatal(err)
 	}
 	st, err := js.Stream(t.Context(), "KUBE")
 	if err != nil {
-		t.Fatal(err)
+		return nil
 	}
 	info, err := st.Info(t.Context())
 	if err != nil {
 		t.Fatal(err)
 	}
-	return info.TimeStamp
+	return info
 }

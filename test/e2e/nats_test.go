@@ -72,10 +72,7 @@ func TestNATSConfigMapStream(t *testing.T) {
 	if len(events) != total {
 		t.Errorf("consumer read %d messages, want exactly %d", len(events), total)
 	}
-	got := map[string][]natsEvent{}
-	for _, e := range events {
-		got[e.msg.Name] = append(got[e.msg.Name], e)
-	}
+	got := natsByName(events)
 	for _, name := range names {
 		subject := "kube.e2e.core.v1.configmaps." + ns + "." + map[string]string{
 			"plain": "plain", "app.config.v1": "app_config_v1", "ip-10-0-1-5.ec2.internal": "ip-10-0-1-5_ec2_internal", "a-b": "a-b",
@@ -216,10 +213,7 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 	if len(events) != total {
 		t.Errorf("stream holds %d messages, want exactly %d: lost or repeated changes", len(events), total)
 	}
-	got := map[string][]natsEvent{}
-	for _, e := range events {
-		got[e.msg.Name] = append(got[e.msg.Name], e)
-	}
+	got := natsByName(events)
 	for name, changes := range want {
 		seq := got[name]
 		if len(seq) != len(changes) {
@@ -232,4 +226,14 @@ func TestNATSServerRestartMidStream(t *testing.T) {
 			}
 		}
 	}
+}
+
+// natsByName groups events by the name of their object, each group in
+// the order read.
+func natsByName(events []natsEvent) map[string][]natsEvent {
+	out := map[string][]natsEvent{}
+	for _, e := range events {
+		out[e.msg.Name] = append(out[e.msg.Name], e)
+	}
+	return out
 }

@@ -31,6 +31,11 @@ type watchedKind struct {
 	gvr  schema.GroupVersionResource
 }
 
+// crdKind is the kind of a test CRD's objects, served at v1.
+func crdKind(group, plural, kind string) watchedKind {
+	return watchedKind{kind: kind, gvr: schema.GroupVersionResource{Group: group, Version: "v1", Resource: plural}}
+}
+
 // list returns the resourceVersion of every object of the kind in ns, by
 // name.
 func (k watchedKind) list(t *testing.T, ns string) (map[string]string, error) {

@@ -169,8 +169,7 @@ func TestCRDDeletedWhileDown(t *testing.T) {
 		group := "gone-" + b.name() + ".example.com"
 		plural, kind := "widgets", "Widget"
 		name := plural + "." + group
-		k := watchedKind{kind: kind}
-		k.gvr.Group, k.gvr.Version, k.gvr.Resource = group, "v1", plural
+		k := crdKind(group, plural, kind)
 		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 
 		env := stateEnv(b, ns)
@@ -290,8 +289,7 @@ func TestResourceNoLongerSelected(t *testing.T) {
 		ns := namespace(t, "unselected")
 		group := "unselected-" + b.name() + ".example.com"
 		plural, kind := "gadgets", "Gadget"
-		k := watchedKind{kind: kind}
-		k.gvr.Group, k.gvr.Version, k.gvr.Resource = group, "v1", plural
+		k := crdKind(group, plural, kind)
 		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
 
 		env := stateEnv(b, ns)

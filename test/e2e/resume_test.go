@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"encoding/json"
 	"fmt"
 	"maps"
 	"path/filepath"
@@ -12,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/eventdata"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -158,15 +158,6 @@ func sameChange(m *sink.Message, action, rv string) bool {
 	if action != "deleted" {
 		return m.ResourceVersion == rv
 	}
-	var data struct {
-		Object struct {
-			Metadata struct {
-				ResourceVersion string `json:"resourceVersion"`
-			} `json:"metadata"`
-		} `json:"object"`
-	}
-	if err := json.Unmarshal(m.Data, &data); err != nil {
-		return false
-	}
-	return rvLess(rv, m.ResourceVersion) && data.Object.Metadata.ResourceVersion == rv
+	objectRV, err := eventdata.ObjectResourceVersion(m.Data)
+	return err == nil && rvLess(rv, m.ResourceVersion) && objectRV == rv
 }

@@ -53,40 +53,33 @@ func TestViewPodsLeaveTheFilter(t *testing.T) {
 		waitForChange(t, b, ns, podKind, key("running-before"), "added@"+rv)
 
 		// One Pod through every step, each awaited before the next, so
-		// that none is merged with another on its way to the bus.
-		step := func(name, want string) {
+		// that none is merged with another on its way to the bus: step
+		// expects change of the Pod name, and waits for it.
+		step := func(name, change string) {
 			t.Helper()
-			waitForChange(t, b, ns, podKind, key(name), want)
+			want[key(name)] = append(want[key(name)], change)
+			waitForChange(t, b, ns, podKind, key(name), change)
 		}
 		rv = createPod(t, ns, "mover")
-		want[key("mover")] = append(want[key("mover")], "added@"+rv)
 		step("mover", "added@"+rv)
 		rv = setPodPhase(t, ns, "mover", corev1.PodRunning)
-		want[key("mover")] = append(want[key("mover")], "updated@"+rv)
 		step("mover", "updated@"+rv)
 		setPodPhase(t, ns, "mover", corev1.PodSucceeded)
-		want[key("mover")] = append(want[key("mover")], "deleted("+leftFilter+")")
 		step("mover", "deleted("+leftFilter+")")
 		rv = setPodPhase(t, ns, "mover", corev1.PodRunning)
-		want[key("mover")] = append(want[key("mover")], "added@"+rv)
 		step("mover", "added@"+rv)
 
 		// More Pods for the consumer's view: one that stays Pending, one
 		// that fails (still in the view), one that succeeds and stays so.
 		rv = createPod(t, ns, "pending")
-		want[key("pending")] = []string{"added@" + rv}
 		step("pending", "added@"+rv)
 		rv = createPod(t, ns, "fails")
-		want[key("fails")] = []string{"added@" + rv}
 		step("fails", "added@"+rv)
 		rv = setPodPhase(t, ns, "fails", corev1.PodFailed)
-		want[key("fails")] = append(want[key("fails")], "updated@"+rv)
 		step("fails", "updated@"+rv)
 		rv = createPod(t, ns, "finishes")
-		want[key("finishes")] = []string{"added@" + rv}
 		step("finishes", "added@"+rv)
 		setPodPhase(t, ns, "finishes", corev1.PodSucceeded)
-		want[key("finishes")] = append(want[key("finishes")], "deleted("+leftFilter+")")
 		step("finishes", "deleted("+leftFilter+")")
 		br.stop(t)
 

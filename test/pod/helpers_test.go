@@ -275,6 +275,28 @@ func listed(lw cache.ListerWatcher, namespace string) (map[string]string, error)
 	return out, nil
 }
 
+// waitSameState waits until the bus's objects (from lw) equal the API
+// server's in namespace, and fails the test with how they differ if they
+// do not within timeout.
+func waitSameState(t testing.TB, lw cache.ListerWatcher, gvr schema.GroupVersionResource, namespace string, timeout time.Duration) {
+	t.Helper()
+	poll.Until(t, timeout, func() (bool, string) {
+		diff := sameState(t, lw, gvr, namespace)
+		return diff == "", diff
+	})
+}
+
+// checkEnv fails the test for each of want, NAME=value, that the
+// container's environment lacks.
+func checkEnv(t testing.TB, p *kubelet.Pod, want ...string) {
+	t.Helper()
+	for _, w := range want {
+		if !slices.Contains(p.Env, w) {
+			t.Errorf("the container's environment lacks %s", w)
+		}
+	}
+}
+
 // sameState is "" when the bus's objects (from lw) equal the API server's
 // in namespace, and says how they differ otherwise.
 func sameState(t testing.TB, lw cache.ListerWatcher, gvr schema.GroupVersionResource, namespace string) string {

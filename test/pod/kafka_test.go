@@ -3,7 +3,6 @@ package pod
 import (
 	"crypto/tls"
 	"fmt"
-	"slices"
 	"testing"
 	"time"
 
@@ -15,7 +14,6 @@ import (
 	kafkaconsumer "github.com/kubebus/bridge/consumer/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/kubelet"
-	"github.com/kubebus/bridge/test/poll"
 	"github.com/kubebus/bridge/test/tlstest"
 )
 
@@ -46,16 +44,12 @@ func TestChartPodKafka(t *testing.T) {
 	}))
 	node := kubelet.NewNode(t, cp.RESTConfig(), kubelet.BridgeImage(t))
 	p := node.Run(t, kubelet.PodOf(rel.deployment, "84d5f6c7b-x8k2m"))
-	for _, want := range []string{
-		"BRIDGE_KAFKA_SASL_PASSWORD=" + password,
+	checkEnv(t, p,
+		"BRIDGE_KAFKA_SASL_PASSWORD="+password,
 		"BRIDGE_KAFKA_SASL_MECHANISM=scram-sha-512",
 		"BRIDGE_KAFKA_TLS_CA_FILE=/etc/bridge/credentials/kafka-ca.pem",
 		"BRIDGE_CHECKPOINT=kafka:kube.bridge-checkpoint",
-	} {
-		if !slices.Contains(p.Env, want) {
-			t.Errorf("the container's environment lacks %s", want)
-		}
-	}
+	)
 	waitReady(t, p, 2*time.Minute)
 
 	cms := admin(t).CoreV1().ConfigMaps(namespace)
@@ -88,10 +82,7 @@ func TestChartPodKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { lw.Close() })
-	poll.Until(t, time.Minute, func() (bool, string) {
-		diff := sameState(t, lw, configMaps, namespace)
-		return diff == "", diff
-	})
+	waitSameState(t, lw, configMaps, namespace, time.Minute)
 	if offsets := kc.EndOffsets("kube.bridge-checkpoint"); len(offsets) == 0 {
 		t.Error("the checkpoint topic kube.bridge-checkpoint does not exist")
 	}

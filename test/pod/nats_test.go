@@ -1,7 +1,6 @@
 package pod
 
 import (
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/kubebus/bridge/consumer"
 	natsconsumer "github.com/kubebus/bridge/consumer/nats"
@@ -55,6 +55,27 @@ func natsServer(t *testing.T, namespace string) *natstest.Server {
 	return srv
 }
 
+// changeDeploymentsOnNATS creates the namespace apps with the Deployments
+// web, api and batch, relabels web and deletes batch, and waits until
+// the bridge's NATS stream on srv holds what the API server does. It
+// returns a ListerWatcher of the stream's Deployments.
+func changeDeploymentsOnNATS(t *testing.T, cs kubernetes.Interface, srv *natstest.Server, apps string) *consumer.ListerWatcher {
+	t.Helper()
+	createNamespace(t, apps)
+	for _, name := range []string{"web", "api", "batch"} {
+		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, name), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	relabel(t, cs, apps, "web", "tier", "front")
+	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	lw := deploymentsOnNATS(t, srv)
+	waitSameState(t, lw, deployments, apps, 30*time.Second)
+	return lw
+}
+
 // deploymentsOnNATS reads the Deployments the nats-kv-ha set's bridge
 // publishes, as a consumer of the stream would.
 func deploymentsOnNATS(t *testing.T, srv *natstest.Server) *consumer.ListerWatcher {
@@ -87,42 +108,17 @@ func TestChartPodNATS(t *testing.T) {
 	p := node.Run(t, kubelet.PodOf(rel.deployment, "6c9f8d7b5-q2w4e"))
 
 	// What the pod was given, as the kubelet resolved it.
-	for _, want := range []string{
+	checkEnv(t, p,
 		"BRIDGE_NATS_PASSWORD=nats-pw-7f3a",
 		"BRIDGE_NATS_TLS_CA_FILE=/etc/bridge/credentials/nats-ca.pem",
 		"BRIDGE_CHECKPOINT=nats-kv:bridge-checkpoint",
 		"KUBERNETES_SERVICE_HOST=127.0.0.1",
-	} {
-		if !slices.Contains(p.Env, want) {
-			t.Errorf("the container's environment lacks %s", want)
-		}
-	}
+	)
 	waitReady(t, p, 2*time.Minute)
 	checkConfinement(t, p)
 
 	cs := admin(t)
-	createNamespace(t, apps)
-	for _, name := range []string{"web", "api", "batch"} {
-		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	d, err := cs.AppsV1().Deployments(apps).Get(t.Context(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	d.Labels["tier"] = "front"
-	if _, err := cs.AppsV1().Deployments(apps).Update(t.Context(), d, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lw := deploymentsOnNATS(t, srv)
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		diff := sameState(t, lw, deployments, apps)
-		return diff == "", diff
-	})
+	lw := changeDeploymentsOnNATS(t, cs, srv, apps)
 	kv, err := jetstream.New(srv.Conn(t))
 	if err != nil {
 		t.Fatal(err)
@@ -160,10 +156,7 @@ func TestChartPodNATS(t *testing.T) {
 	}
 	srv.Start()
 	waitReady(t, p, time.Minute)
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		diff := sameState(t, lw, deployments, apps)
-		return diff == "", diff
-	})
+	waitSameState(t, lw, deployments, apps, 30*time.Second)
 	noRestarts(t, p)
 
 	took, err := p.Stop()

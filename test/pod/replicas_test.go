@@ -2,7 +2,6 @@ package pod
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"reflect"
 	"slices"
@@ -25,6 +24,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/eventdata"
 	"github.com/kubebus/bridge/test/kubelet"
 	"github.com/kubebus/bridge/test/metricstest"
 	"github.com/kubebus/bridge/test/natstest"
@@ -105,21 +105,7 @@ func TestChartReplicas(t *testing.T) {
 		t.Errorf("the standby %s is not ready", standby.Name())
 	}
 
-	createNamespace(t, apps)
-	for _, name := range []string{"web", "api", "batch"} {
-		if _, err := cs.AppsV1().Deployments(apps).Create(t.Context(), deployment(apps, name), metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	relabel(t, cs, apps, "web", "tier", "front")
-	if err := cs.AppsV1().Deployments(apps).Delete(t.Context(), "batch", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	lw := deploymentsOnNATS(t, srv)
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		diff := sameState(t, lw, deployments, apps)
-		return diff == "", diff
-	})
+	lw := changeDeploymentsOnNATS(t, cs, srv, apps)
 	noRestarts(t, leader)
 	noRestarts(t, standby)
 
@@ -176,10 +162,7 @@ func TestChartReplicas(t *testing.T) {
 	if r := leading(standby); r != 1 {
 		t.Errorf("bridge_leader on the new leader %s: %v, want 1", standby.Name(), r)
 	}
-	poll.Until(t, time.Minute, func() (bool, string) {
-		diff := sameState(t, lw, deployments, apps)
-		return diff == "", diff
-	})
+	waitSameState(t, lw, deployments, apps, time.Minute)
 
 	// The stream: every message it stored was observed, none twice, and
 	// none of an object older than one before it.
@@ -573,18 +556,12 @@ func (o *observer) statesAgain() []string {
 		if m.ev.Action == "deleted" {
 			continue
 		}
-		var data struct {
-			Object struct {
-				Metadata struct {
-					ResourceVersion string `json:"resourceVersion"`
-				} `json:"metadata"`
-			} `json:"object"`
-		}
-		if err := json.Unmarshal(m.ev.Data, &data); err != nil {
+		rv, err := eventdata.ObjectResourceVersion(m.ev.Data)
+		if err != nil {
 			again = append(again, fmt.Sprintf("sequence %d: %v", m.seq, err))
 			continue
 		}
-		k := state{m.ev.UID, data.Object.Metadata.ResourceVersion}
+		k := state{m.ev.UID, rv}
 		if f, ok := first[k]; ok {
 			again = append(again, fmt.Sprintf("%s at %s: sequence %d (%s, event at %s), then %d (%s, event at %s)",
 				m.ev.Subject, k.rv, f.seq, f.ev.Action, f.ev.ResourceVersion, m.seq, m.ev.Action, m.ev.ResourceVersion))

@@ -8,6 +8,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"log/slog"
 	"maps"
 	"slices"
 	"strings"
@@ -18,11 +19,24 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	corev1listers "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/consumer"
 )
+
+// Options are a ListerWatcher's options for the Pods of cluster, in
+// namespace (all when empty), read by the client name.
+func Options(cluster, namespace, name string, log *slog.Logger) consumer.Options {
+	return consumer.Options{
+		Cluster:   cluster,
+		Resource:  schema.GroupResource{Resource: "pods"},
+		Namespace: namespace,
+		Name:      name,
+		Logger:    log,
+	}
+}
 
 // Watch runs a shared informer on lw, a ListerWatcher of Pods, until
 // ctx ends. It prints a line when a Pod changes phase, and every interval

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/examples/internal/bustest"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/poll"
@@ -89,11 +90,5 @@ func podEvent(action, ns, name, phase string, rv int) *sink.Message {
 	if err != nil {
 		panic(err)
 	}
-	return &sink.Message{
-		ID: fmt.Sprintf("uid-%s-%d-%s", name, rv, action), Source: "/clusters/" + Cluster + "/api/v1/pods", Type: "io.kubebus.object." + action,
-		Subject: ns + "/" + name, Time: time.Now(), Action: action,
-		Resource: Pods, ResourceVersion: fmt.Sprint(rv),
-		UID: "uid-" + name, Kind: "Pod", APIVersion: "v1", Namespace: ns, Name: name, Cluster: Cluster,
-		Data: obj,
-	}
+	return bustest.Object{Cluster: Cluster, Resource: Pods, Kind: "Pod", Namespace: ns, Name: name}.Message(action, rv, obj)
 }
