@@ -28,7 +28,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint/kafkastore"
 	"github.com/kubebus/bridge/checkpoint/natskv"
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/internal/filter"
 	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/internal/rawobject"

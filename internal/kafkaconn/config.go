@@ -11,7 +11,7 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 )
 
 // Config is the connection's part of the BRIDGE_KAFKA_* variables. Each

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 )
 
 func TestDefaultsAreValid(t *testing.T) {

@@ -1,7 +1,12 @@
-// Package envvar holds what every part of the bridge's configuration read
-// from environment variables shares: the error that names the variable at
+// Package envvar holds what every configuration of the bridge read from
+// environment variables shares: the error that names the variable at
 // fault, the Secret type that never shows its value, and TLS files read
 // into a *tls.Config.
+//
+// It is public because the public configurations are made of it
+// (sink/nats.Config, kafkaconn.Config): code outside this module fills in
+// their Secret and TLSFiles fields, and finds the variable at fault in
+// their Parse errors with errors.As and *Error.
 //
 // Guarantees:
 //
