@@ -559,7 +559,9 @@ func (b *Bridge) openStore(ctx context.Context) (checkpoint.Store, func(), error
 		}
 		return s, release, nil
 	case config.CheckpointKafka:
-		s, err := kafkastore.Open(ctx, b.cfg.KafkaSettings().Conn(), arg, b.cfg.KafkaCheckpoint(), log, kafkastore.WithDropped(b.metrics.CheckpointRecordDropped))
+		opts := b.cfg.KafkaCheckpoint()
+		opts.Dropped = b.metrics.CheckpointRecordDropped
+		s, err := kafkastore.Open(ctx, b.cfg.KafkaSettings().Conn(), arg, opts, log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}

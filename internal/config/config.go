@@ -30,9 +30,9 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/internal/filter"
-	"github.com/kubebus/bridge/internal/kafkaconn"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/internal/view"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/source"
@@ -427,8 +427,8 @@ func (c *Config) KafkaSettings() *kafka.Settings { return c.kafka }
 // BRIDGE_KAFKA_* variables besides the connection: it creates its topic
 // and sizes its records as the sink does. Only for a loaded Config whose
 // KafkaSettings is not nil.
-func (c *Config) KafkaCheckpoint() kafkastore.Config {
-	return kafkastore.Config{
+func (c *Config) KafkaCheckpoint() kafkastore.Options {
+	return kafkastore.Options{
 		CreateTopic:       c.kafka.CreateTopics,
 		ReplicationFactor: c.kafka.ReplicationFactor,
 		MaxMessageBytes:   c.kafka.MaxMessageBytes,

@@ -7,7 +7,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/envvar"
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/kafkaconn"
 )
 
 // Config is the Kafka sink's part of the bridge configuration, read from

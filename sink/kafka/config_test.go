@@ -15,7 +15,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/envvar"
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/test/tlstest"
 )
 

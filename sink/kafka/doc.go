@@ -43,7 +43,7 @@
 // Config.Parse checks the BRIDGE_KAFKA_* variables once, reporting every
 // problem with the variable it names; New takes the Settings it returns
 // and checks nothing again. The connection (brokers, TLS, SASL) is
-// internal/kafkaconn's, which the Kafka checkpoint store shares.
+// package kafkaconn's, which the Kafka checkpoint store shares.
 //
 // Topics are "<prefix>.<resource>" for the core group and
 // "<prefix>.<resource>.<group>" for others, or one topic for everything

@@ -61,3 +61,23 @@ func TestParsePlain(t *testing.T) {
 		t.Errorf("BRIDGE_KAFKA_TLS=true alone: %v, TLS %v", err, conn != nil && conn.TLS())
 	}
 }
+
+// DefaultConfig holds the defaults of the tags, and parses once brokers
+// are named.
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if c.ClientID != "kubebus-bridge" || c.TLS || len(c.Brokers) != 0 {
+		t.Fatalf("defaults %+v", c)
+	}
+	if _, err := c.Parse(); err == nil {
+		t.Fatal("parsed without brokers")
+	}
+	c.Brokers = []string{"kafka-0:9092"}
+	conn, err := c.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.String(); got != "brokers=kafka-0:9092 tls=false sasl=none" {
+		t.Errorf("connection %s", got)
+	}
+}
