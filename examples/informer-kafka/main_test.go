@@ -29,7 +29,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{podphasestest.Pods}, slog.New(slog.DiscardHandler))
+	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{podphasestest.Pods}, kafka.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestRun(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{cms}, slog.New(slog.DiscardHandler))
+	s, err := kafka.New(t.Context(), set, []schema.GroupVersionResource{cms}, kafka.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

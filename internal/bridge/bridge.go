@@ -515,11 +515,8 @@ func (b *Bridge) openSink(ctx context.Context, resources []source.Resource, foll
 		for i, r := range resources {
 			gvrs[i] = r.GroupVersionResource
 		}
-		opts := []kafkasink.Option{kafkasink.WithTopicCompaction(b.metrics.KafkaTopicCompacted)}
-		if followed {
-			opts = append(opts, kafkasink.WithResourcesAdded())
-		}
-		return kafkasink.New(ctx, b.cfg.KafkaSettings(), gvrs, log, opts...)
+		opts := kafkasink.Options{ResourcesAdded: followed, TopicCompaction: b.metrics.KafkaTopicCompacted}
+		return kafkasink.New(ctx, b.cfg.KafkaSettings(), gvrs, opts, log)
 	default:
 		return stdout.New(os.Stdout), nil
 	}

@@ -146,9 +146,9 @@ type Config struct {
 	// selection is Resources and ExcludeResources parsed (Selection).
 	selection source.Selection
 	// nats is NATS parsed (NATSSettings), when something uses it.
-	nats *nats.Settings
+	nats *nats.Parsed
 	// kafka is Kafka parsed (KafkaSettings), when something uses it.
-	kafka *kafka.Settings
+	kafka *kafka.Parsed
 }
 
 // ViewConfig is the definition of the view the bridge publishes (see
@@ -417,11 +417,11 @@ func (c *Config) Selection() source.Selection { return c.selection }
 
 // NATSSettings is the NATS configuration parsed by Load, for the NATS sink
 // and the nats-kv checkpoint; nil when neither is configured.
-func (c *Config) NATSSettings() *nats.Settings { return c.nats }
+func (c *Config) NATSSettings() *nats.Parsed { return c.nats }
 
 // KafkaSettings is the Kafka configuration parsed by Load, for the Kafka
 // sink and the kafka checkpoint; nil when neither is configured.
-func (c *Config) KafkaSettings() *kafka.Settings { return c.kafka }
+func (c *Config) KafkaSettings() *kafka.Parsed { return c.kafka }
 
 // KafkaCheckpoint is what the kafka checkpoint store takes from the
 // BRIDGE_KAFKA_* variables besides the connection: it creates its topic

@@ -175,7 +175,7 @@ func TestConfigStringHidesSecrets(t *testing.T) {
 	if c.Password != "pa55word" || c.Token != "t0ken" {
 		t.Fatalf("secrets not read: %q, %q", string(c.Password), string(c.Token))
 	}
-	set := &Settings{Config: c}
+	set := &Parsed{Config: c}
 	outer := struct{ NATS Config }{c}
 	var logged strings.Builder
 	for _, h := range []slog.Handler{slog.NewJSONHandler(&logged, nil), slog.NewTextHandler(&logged, nil)} {
