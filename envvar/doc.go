@@ -8,6 +8,16 @@
 // their Secret and TLSFiles fields, and finds the variable at fault in
 // their Parse errors with errors.As and *Error.
 //
+// Every configuration of the bridge's public packages is written one way
+// (docs/api.md): a Config of plain values, each field the mirror of a
+// variable named by its env tag, with its default in its envDefault tag
+// (DefaultConfig returns them, through Defaults); Config.Parse checks it
+// once, reports every problem as an *Error, and returns the parsed form,
+// named for what it is (kafkaconn.Conn, a sink's Parsed), which
+// constructors take without checking it again; the knobs of one call are a
+// plain Options struct whose zero value is the default; no functional
+// options.
+//
 // Guarantees:
 //
 //   - Every problem a configuration reports is an *Error whose Var names

@@ -5,8 +5,9 @@
 // tags of Config, which is also where `bridge --help` reads them from.
 // Load reports every problem at once, each an *envvar.Error naming its
 // variable, and parses what needs parsing once: the selection, the view,
-// and the sinks' settings (NATSSettings, KafkaSettings), TLS files read
-// and all, which the sinks and checkpoint stores take as they are. No
+// and the sinks' configurations (NATSSettings, KafkaSettings: each sink's
+// Parsed), TLS files read and all, which the sinks and checkpoint stores
+// take as they are. No
 // value read here is ever logged as a whole, and passwords and tokens are
 // envvar.Secrets, so that no secret can leak through it.
 package config
