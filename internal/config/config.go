@@ -7,9 +7,9 @@
 // variable, and parses what needs parsing once: the selection, the view,
 // and the sinks' configurations (NATSSettings, KafkaSettings: each sink's
 // Parsed), TLS files read and all, which the sinks and checkpoint stores
-// take as they are. No
-// value read here is ever logged as a whole, and passwords and tokens are
-// envvar.Secrets, so that no secret can leak through it.
+// take as they are. No value read here is ever logged as a whole, and
+// passwords and tokens are envvar.Secrets, so that no secret can leak
+// through it.
 package config
 
 import (
