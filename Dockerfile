@@ -21,6 +21,7 @@ ARG REVISION
 LABEL org.opencontainers.image.title="bridge" \
       org.opencontainers.image.description="Change data capture for Kubernetes: publishes every change to API objects to NATS or Kafka." \
       org.opencontainers.image.source="https://github.com/kubebus/bridge" \
+      org.opencontainers.image.licenses="Apache-2.0" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}"
 # nonroot (65532), by number so that Kubernetes can check runAsNonRoot.

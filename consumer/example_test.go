@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/consumer"
-	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // A transform turns the unstructured objects of the bus into typed ones,
@@ -57,7 +57,7 @@ func ExampleNewListerWatcher_typed() {
 type exampleLog struct{}
 
 func (exampleLog) ReadState(_ context.Context, fn func(consumer.Record) error) (string, error) {
-	m := &sink.Message{}
+	m := &wire.Message{}
 	if err := m.UnmarshalJSON([]byte(`{"specversion":"1.0","id":"1","source":"kubebus/prod-1/configmaps",
 		"type":"io.kubebus.configmap.added","subject":"default/settings","time":"2026-01-01T00:00:00Z",
 		"resourceversion":"42","uid":"6ba7b810-9dad-11d1-80b4-00c04fd430c8","kind":"ConfigMap","apiversion":"v1",

@@ -10,9 +10,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/kubebus/bridge/wire"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/kubebus/bridge/sink"
 )
 
 // fakeLog is an in-memory Log: records in order, positions "p<n>" (n
@@ -163,7 +162,7 @@ func rec(action string, o obj) Record {
 	data, _ := json.Marshal(map[string]any{"object": map[string]any{
 		"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta, "data": map[string]any{"rv": strconv.Itoa(o.rv)},
 	}})
-	return Record{Key: o.busKey(), Message: &sink.Message{
+	return Record{Key: o.busKey(), Message: &wire.Message{
 		ID:              o.uid + "-" + strconv.Itoa(o.rv) + "-" + action,
 		Source:          "kubebus/" + testCluster + "/configmaps",
 		Type:            "io.kubebus.configmap." + action,

@@ -4,7 +4,7 @@ import (
 	"context"
 	"errors"
 
-	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // ErrExpired is wrapped by the errors of a Log whose position can no
@@ -50,7 +50,7 @@ type Record struct {
 	// Message is the decoded event. It is nil for a progress record, for
 	// a record that says the key's object is gone without an event (a
 	// Kafka tombstone, a NATS delete marker), and when Err is set.
-	Message *sink.Message
+	Message *wire.Message
 	// Cluster is the cluster a record without a Message names: a Kafka
 	// tombstone's ce_cluster header. The ListerWatcher applies such a
 	// record only when it is Options.Cluster. Empty when the record names

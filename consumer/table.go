@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/kubebus/bridge/wire"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
-
-	"github.com/kubebus/bridge/sink"
 )
 
 // entry is what a ListerWatcher keeps per object key: no copy of the
@@ -264,7 +263,7 @@ func (t *table) forget(key string, e entry) {
 const reasonLeftFilter = "left-filter"
 
 // checkMessage reports what makes m unusable as a bridge event.
-func checkMessage(m *sink.Message) error {
+func checkMessage(m *wire.Message) error {
 	switch {
 	case m.Name == "":
 		return errors.New("event names no object")
@@ -278,7 +277,7 @@ func checkMessage(m *sink.Message) error {
 
 // sameObject reports an event whose object is not the one its attributes
 // name.
-func sameObject(u *unstructured.Unstructured, m *sink.Message) error {
+func sameObject(u *unstructured.Unstructured, m *wire.Message) error {
 	if u.GetName() != m.Name || u.GetNamespace() != m.Namespace || string(u.GetUID()) != m.UID {
 		return fmt.Errorf("event for %s carries object %s uid %q", objectKey(m.Namespace, m.Name),
 			objectKey(u.GetNamespace(), u.GetName()), u.GetUID())

@@ -9,29 +9,6 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 )
 
-// MaxTopicName is Kafka's limit on a topic name's length.
-const MaxTopicName = 249
-
-// CheckTopicName reports why name cannot be a Kafka topic name: names are
-// 1 to 249 characters of ASCII letters, digits, '.', '_' and '-', and not
-// "." or "..".
-func CheckTopicName(name string) error {
-	switch {
-	case name == "":
-		return errors.New("empty topic name")
-	case name == "." || name == "..":
-		return fmt.Errorf("%q is not a topic name", name)
-	case len(name) > MaxTopicName:
-		return fmt.Errorf("topic name %.20q... is %d characters, more than Kafka's %d", name, len(name), MaxTopicName)
-	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-') {
-			return fmt.Errorf("topic name %q has %q; use letters, digits, '.', '_' and '-'", name, r)
-		}
-	}
-	return nil
-}
-
 // EnsureTopics checks that each topic exists. When create is true it
 // creates those that do not, as their TopicConfig says, and returns their
 // names; a topic someone else created meanwhile counts as existing. When

@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/bounded"
 	"github.com/kubebus/bridge/kafkaconn"
+	"github.com/kubebus/bridge/wire"
 )
 
 const (
@@ -113,7 +114,7 @@ var _ checkpoint.Store = (*Store)(nil)
 // finds, so that Load can answer from memory. conn is the connection to
 // the cluster (kafkaconn.Config.Parse; the bridge shares its sink's).
 func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, opts Options, log *slog.Logger) (*Store, error) {
-	if err := kafkaconn.CheckTopicName(topic); err != nil {
+	if err := wire.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)
 	}
 	if log == nil {

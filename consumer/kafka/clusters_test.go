@@ -17,9 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/kubebus/bridge/consumer"
-	"github.com/kubebus/bridge/sink"
 	sinkkafka "github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // clusterSink is a Kafka sink of the bridge, writing to c with vars on top
@@ -58,9 +58,9 @@ func uidOf(cluster, name string) string {
 
 // change is the bridge's event for ConfigMap default/name of cluster at
 // API resourceVersion rv.
-func change(cluster, name, action string, rv int) *sink.Message {
+func change(cluster, name, action string, rv int) *wire.Message {
 	uid := uidOf(cluster, name)
-	return &sink.Message{
+	return &wire.Message{
 		ID:              fmt.Sprintf("%s-%d-%s", uid, rv, action),
 		Source:          "/clusters/" + cluster + "/api/v1/configmaps",
 		Type:            "io.kubebus.object." + action,
@@ -92,10 +92,10 @@ func TestTombstonesOfAnotherCluster(t *testing.T) {
 			s := clusterSink(t, c, map[string]string{
 				"BRIDGE_KAFKA_LAYOUT": "history", "BRIDGE_KAFKA_PARTITIONS": "1", "BRIDGE_KAFKA_CE_MODE": mode,
 			})
-			publish := func(msgs ...*sink.Message) {
+			publish := func(msgs ...*wire.Message) {
 				t.Helper()
 				for _, m := range msgs {
-					if err := s.Publish(t.Context(), []*sink.Message{m}); err != nil {
+					if err := s.Publish(t.Context(), []*wire.Message{m}); err != nil {
 						t.Fatal(err)
 					}
 				}

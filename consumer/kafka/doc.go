@@ -13,7 +13,7 @@
 //     away, or transaction markers): such a tail is checked with a direct
 //     fetch and skipped.
 //   - Records come in offset order within a partition. The bridge puts
-//     all records of one object in one partition (sink/kafka.PartitionFor),
+//     all records of one object in one partition (wire.PartitionFor),
 //     so one object's records come in the order the bridge wrote them;
 //     records of different partitions interleave in no set order.
 //   - A tombstone (a record with no value) is a consumer.Record with the
@@ -48,7 +48,7 @@
 // # Record keys
 //
 // Record.Key is the Kafka record key as the bridge writes it
-// (sink/kafka.Config.KeyOf): "namespace/name" (or "name") when each
+// (wire.KeyFor): "namespace/name" (or "name") when each
 // resource has a topic of its own, and "<resource>.<group>/namespace/name"
 // ("configmaps/default/a", "deployments.apps/default/a") when
 // BRIDGE_KAFKA_TOPIC puts every resource in one topic. The Log passes on

@@ -14,10 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/consumer"
-	"github.com/kubebus/bridge/sink"
-	sinkkafka "github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 func TestMain(m *testing.M) {
@@ -62,8 +61,8 @@ func newEnv(t *testing.T, partitions int32, configs map[string]string) *env {
 }
 
 // message is the bridge's event for version rv of configmap default/name.
-func message(name string, rv int) *sink.Message {
-	return &sink.Message{
+func message(name string, rv int) *wire.Message {
+	return &wire.Message{
 		ID:              fmt.Sprintf("uid-%s-%d", name, rv),
 		Source:          "/clusters/c1/api/v1/configmaps",
 		Type:            "io.kubebus.configmaps.updated",
@@ -84,7 +83,7 @@ func message(name string, rv int) *sink.Message {
 
 // record is the Kafka record the bridge writes for m under key, in
 // structured mode; m nil is a tombstone.
-func record(key string, m *sink.Message) *kgo.Record {
+func record(key string, m *wire.Message) *kgo.Record {
 	r := &kgo.Record{Key: []byte(key)}
 	if m == nil {
 		return r
@@ -95,8 +94,8 @@ func record(key string, m *sink.Message) *kgo.Record {
 	}
 	r.Value = v
 	r.Headers = []kgo.RecordHeader{
-		{Key: sinkkafka.HeaderContentType, Value: []byte(sinkkafka.ContentTypeStructured)},
-		{Key: sinkkafka.HeaderID, Value: []byte(m.ID)},
+		{Key: wire.Kafka.ContentTypeHeader(), Value: []byte(wire.KafkaStructuredContentType)},
+		{Key: wire.Kafka.HeaderOf("id"), Value: []byte(m.ID)},
 	}
 	return r
 }

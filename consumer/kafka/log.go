@@ -12,22 +12,18 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/consumer"
-	"github.com/kubebus/bridge/kafkaconn"
-	sinkkafka "github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/wire"
 )
-
-// DefaultTopicPrefix is the bridge's default BRIDGE_KAFKA_TOPIC_PREFIX.
-const DefaultTopicPrefix = "kube"
 
 // Config says where the bridge writes the resource's records. Set it as
 // the bridge is set.
 type Config struct {
 	// Topic is the topic to read: the bridge's BRIDGE_KAFKA_TOPIC when it
 	// writes every resource to one topic. Empty means the resource's own
-	// topic, sink/kafka.TopicFor(TopicPrefix, resource).
+	// topic, wire.TopicFor(TopicPrefix, resource).
 	Topic string
 	// TopicPrefix is the bridge's BRIDGE_KAFKA_TOPIC_PREFIX; empty means
-	// DefaultTopicPrefix.
+	// wire.DefaultTopicPrefix.
 	TopicPrefix string
 }
 
@@ -91,11 +87,11 @@ func NewLog(client *kgo.Client, cfg Config, opts consumer.Options) (*Log, error)
 	if topic == "" {
 		prefix := cfg.TopicPrefix
 		if prefix == "" {
-			prefix = DefaultTopicPrefix
+			prefix = wire.DefaultTopicPrefix
 		}
-		topic = sinkkafka.TopicFor(prefix, schema.GroupVersionResource{Group: opts.Resource.Group, Resource: opts.Resource.Resource})
+		topic = wire.TopicFor(prefix, schema.GroupResource{Group: opts.Resource.Group, Resource: opts.Resource.Resource})
 	}
-	if err := kafkaconn.CheckTopicName(topic); err != nil {
+	if err := wire.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("consumer/kafka: topic: %w", err)
 	}
 	logger := opts.Logger
@@ -160,17 +156,20 @@ func decode(r *kgo.Record, pos string) consumer.Record {
 		rec.Err = fmt.Errorf("consumer/kafka: record at partition %d offset %d has no key; the bridge keys every record", r.Partition, r.Offset)
 		return rec
 	}
-	headers := make(map[string]string, len(r.Headers))
-	for _, h := range r.Headers {
-		headers[h.Key] = string(h.Value)
+	headers := func(yield func(string, string) bool) {
+		for _, h := range r.Headers {
+			if !yield(h.Key, string(h.Value)) {
+				return
+			}
+		}
 	}
 	if r.Value == nil {
 		// A tombstone: the object of the key, in the cluster it names
 		// (none, from a bridge before the header), is gone.
-		rec.Cluster = headers[sinkkafka.HeaderCluster]
+		rec.Cluster, _, _ = wire.Kafka.HeaderValue(headers, "cluster")
 		return rec
 	}
-	m, err := sinkkafka.DecodeRecord(r.Value, headers)
+	m, err := wire.Kafka.Decode(r.Value, headers)
 	if err != nil {
 		rec.Err = fmt.Errorf("consumer/kafka: record %q at partition %d offset %d: %w", rec.Key, r.Partition, r.Offset, err)
 		return rec

@@ -27,7 +27,7 @@
 //     then every 5 s while nothing arrives. Progress records carry a
 //     fresh time of the server, so an informer's position stays
 //     followable however long its resource is quiet.
-//   - A message the sink wrote is decoded with sink/nats.Decode (both
+//   - A message the sink wrote is decoded with wire.NATS.Decode (both
 //     content modes); one that does not decode is a record with Err set.
 //     A marker the server writes when a subject's last message expires
 //     (header Nats-Marker-Reason, with SubjectDeleteMarkerTTL) is a record

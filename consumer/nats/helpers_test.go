@@ -13,9 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/consumer"
-	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 var configmaps = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
@@ -24,7 +24,7 @@ var configmaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 type env struct {
 	t    *testing.T
 	js   jetstream.JetStream
-	tmpl *natssink.Template
+	tmpl *wire.SubjectTemplate
 }
 
 // newEnv starts a server and creates the stream KUBE in the state layout
@@ -33,7 +33,7 @@ func newEnv(t *testing.T, deleteTTL time.Duration, mod func(*jetstream.StreamCon
 	t.Helper()
 	srv := natstest.Start(t, natstest.Options{})
 	js := srv.JetStream(t)
-	tmpl, err := natssink.ParseTemplate(natssink.DefaultStateSubject, "kube")
+	tmpl, err := wire.ParseSubjectTemplate(wire.DefaultStateSubject, "kube")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -52,8 +52,8 @@ func (e *env) createStream(deleteTTL time.Duration, mod func(*jetstream.StreamCo
 		AllowMsgTTL:       true,
 		Duplicates:        time.Minute,
 		Metadata: map[string]string{
-			natssink.MetadataLayout:    string(natssink.LayoutState),
-			natssink.MetadataDeleteTTL: deleteTTL.String(),
+			wire.MetadataLayout:    string(natssink.LayoutState),
+			wire.MetadataDeleteTTL: deleteTTL.String(),
 		},
 	}
 	if mod != nil {
@@ -69,7 +69,7 @@ type object struct {
 	cluster, namespace, name, uid, rv, action string
 }
 
-func (o object) message() *sink.Message {
+func (o object) message() *wire.Message {
 	cluster := o.cluster
 	if cluster == "" {
 		cluster = "prod"
@@ -82,7 +82,7 @@ func (o object) message() *sink.Message {
 		"apiVersion": "v1", "kind": "ConfigMap",
 		"metadata": map[string]any{"namespace": o.namespace, "name": o.name, "uid": o.uid, "resourceVersion": o.rv},
 	}})
-	return &sink.Message{
+	return &wire.Message{
 		ID:     fmt.Sprintf("%s-%s-%s", o.uid, o.rv, action),
 		Source: "/clusters/" + cluster + "/api/v1/configmaps", Type: "io.kubebus.object." + action,
 		Subject: o.namespace + "/" + o.name, Time: time.Now().UTC(), Action: action, Resource: configmaps,
@@ -105,8 +105,8 @@ func (e *env) publish(o object, ttl time.Duration) uint64 {
 		e.t.Fatal(err)
 	}
 	nm := &nats.Msg{Subject: subj, Data: body, Header: nats.Header{}}
-	nm.Header.Set(natssink.MsgIDHeader, m.ID)
-	nm.Header.Set(natssink.ContentTypeHeader, natssink.StructuredContentType)
+	nm.Header.Set(wire.NATSMsgIDHeader, m.ID)
+	nm.Header.Set(wire.NATSContentTypeHeader, wire.StructuredContentType)
 	var opts []jetstream.PublishOpt
 	if ttl > 0 {
 		opts = append(opts, jetstream.WithMsgTTL(ttl))

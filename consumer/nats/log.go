@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/consumer"
-	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Defaults of a Log's timing. Tests shorten them.
@@ -60,7 +60,7 @@ func NewLog(js jetstream.JetStream, cfg Config, opts consumer.Options) (*Log, er
 		return nil, errors.New("nats consumer: no JetStream context")
 	}
 	cfg = cfg.withDefaults()
-	tmpl, err := natssink.ParseTemplate(cfg.Subject, cfg.SubjectPrefix)
+	tmpl, err := wire.ParseSubjectTemplate(cfg.Subject, cfg.SubjectPrefix)
 	if err != nil {
 		return nil, fmt.Errorf("nats consumer: subject layout %q: %w", cfg.Subject, err)
 	}

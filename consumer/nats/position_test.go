@@ -9,7 +9,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/consumer"
-	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/wire"
 )
 
 func TestPositionRoundTrip(t *testing.T) {
@@ -33,7 +33,7 @@ func TestGrace(t *testing.T) {
 	info := func(ttl bool, maxAge time.Duration, meta string) *jetstream.StreamInfo {
 		cfg := jetstream.StreamConfig{Name: "KUBE", AllowMsgTTL: ttl, MaxAge: maxAge}
 		if meta != "" {
-			cfg.Metadata = map[string]string{natssink.MetadataDeleteTTL: meta}
+			cfg.Metadata = map[string]string{wire.MetadataDeleteTTL: meta}
 		}
 		return &jetstream.StreamInfo{Config: cfg}
 	}

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/consumer"
-	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Ordered consumer settings.
@@ -169,7 +169,7 @@ func (r *reader) record(msg jetstream.Msg, md *jetstream.MsgMetadata) consumer.R
 	if msg.Headers().Get(jetstream.MarkerReasonHeader) != "" {
 		return rec
 	}
-	m, err := natssink.Decode(&nats.Msg{Subject: msg.Subject(), Header: msg.Headers(), Data: msg.Data()})
+	m, err := wire.NATS.Decode(msg.Data(), wire.Headers(msg.Headers()))
 	if err != nil {
 		rec.Err = fmt.Errorf("nats consumer: stream %s sequence %d: %w", r.l.stream, md.Sequence.Stream, err)
 		return rec

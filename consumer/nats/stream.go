@@ -8,7 +8,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/consumer"
-	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/wire"
 )
 
 // grace is how long after it is stored a message of the stream may be
@@ -26,14 +26,14 @@ func grace(info *jetstream.StreamInfo) (time.Duration, error) {
 	if !info.Config.AllowMsgTTL {
 		return g, nil
 	}
-	v, ok := info.Config.Metadata[natssink.MetadataDeleteTTL]
+	v, ok := info.Config.Metadata[wire.MetadataDeleteTTL]
 	if !ok {
 		return 0, fmt.Errorf("nats consumer: stream %s allows per-message TTLs but has no %s metadata; a consumer cannot tell when a delete expires: set it to the bridge's BRIDGE_NATS_DELETE_TTL",
-			info.Config.Name, natssink.MetadataDeleteTTL)
+			info.Config.Name, wire.MetadataDeleteTTL)
 	}
 	ttl, err := time.ParseDuration(v)
 	if err != nil || ttl <= 0 {
-		return 0, fmt.Errorf("nats consumer: stream %s: metadata %s=%q is not a positive Go duration", info.Config.Name, natssink.MetadataDeleteTTL, v)
+		return 0, fmt.Errorf("nats consumer: stream %s: metadata %s=%q is not a positive Go duration", info.Config.Name, wire.MetadataDeleteTTL, v)
 	}
 	if g == 0 || ttl < g {
 		g = ttl

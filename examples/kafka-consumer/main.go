@@ -31,6 +31,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/wire"
 )
 
 // options are the consumer's settings.
@@ -50,7 +51,7 @@ func main() {
 	)
 	flag.StringVar(&brokers, "brokers", cmp.Or(os.Getenv("BRIDGE_KAFKA_BROKERS"), "localhost:9092"), "comma-separated bootstrap brokers; $BRIDGE_KAFKA_BROKERS when set")
 	flag.StringVar(&topics, "topics", "", "comma-separated topics; overrides -prefix and -resources")
-	flag.StringVar(&prefix, "prefix", cmp.Or(os.Getenv("BRIDGE_KAFKA_TOPIC_PREFIX"), "kube"), "topic prefix, as BRIDGE_KAFKA_TOPIC_PREFIX")
+	flag.StringVar(&prefix, "prefix", cmp.Or(os.Getenv("BRIDGE_KAFKA_TOPIC_PREFIX"), wire.DefaultTopicPrefix), "topic prefix, as BRIDGE_KAFKA_TOPIC_PREFIX")
 	flag.StringVar(&resources, "resources", "configmaps", "comma-separated resources, as BRIDGE_RESOURCES names them (configmaps, deployments.apps)")
 	flag.StringVar(&o.group, "group", "kubebus-example", "consumer group")
 	flag.BoolVar(&o.commit, "commit", false, "commit offsets, so that a restart resumes instead of reading from the start")
@@ -61,7 +62,7 @@ func main() {
 	if len(o.topics) == 0 {
 		for _, r := range split(resources) {
 			gr := schema.ParseGroupResource(r)
-			o.topics = append(o.topics, kafka.TopicFor(prefix, gr.WithVersion("")))
+			o.topics = append(o.topics, wire.TopicFor(prefix, gr))
 		}
 	}
 	if err := env.Parse(&o.kafka); err != nil {

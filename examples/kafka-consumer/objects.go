@@ -2,10 +2,11 @@ package main
 
 import (
 	"fmt"
+	"maps"
 	"strconv"
 
 	"github.com/kubebus/bridge/sink"
-	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/wire"
 )
 
 // object is what the consumer knows of one live object.
@@ -41,7 +42,7 @@ func (o *Objects) Get(topic, key string) (object, bool) {
 // deleted event does.
 func (o *Objects) Apply(topic, key string, value []byte, headers map[string]string) (string, error) {
 	id := topic + "/" + key
-	m, err := kafka.DecodeRecord(value, headers)
+	m, err := wire.Kafka.Decode(value, maps.All(headers))
 	if err != nil {
 		return "", fmt.Errorf("%s %s: %w", topic, key, err)
 	}

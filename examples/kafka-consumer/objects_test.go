@@ -10,7 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink"
-	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/wire"
 )
 
 // rec is a record as the bridge writes it in structured mode; action ""
@@ -36,7 +36,7 @@ func (r rec) encode(t *testing.T) ([]byte, map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return v, map[string]string{kafka.HeaderContentType: kafka.ContentTypeStructured}
+	return v, map[string]string{wire.Kafka.ContentTypeHeader(): wire.KafkaStructuredContentType}
 }
 
 func TestObjectsApply(t *testing.T) {

@@ -26,10 +26,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/kubebus/bridge/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
-
-	natssink "github.com/kubebus/bridge/sink/nats"
 )
 
 // options say where to read from.
@@ -105,7 +104,7 @@ func run(ctx context.Context, o options, out io.Writer) error {
 		if err != nil {
 			return err
 		}
-		ev, err := natssink.Decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+		ev, err := wire.NATS.Decode(m.Data(), wire.Headers(m.Headers()))
 		if err != nil {
 			// Not an event the bridge wrote: say so, and do not see it again.
 			fmt.Fprintf(out, "skipped  %s: %v\n", m.Subject(), err)

@@ -33,10 +33,10 @@ import (
 	"github.com/kubebus/bridge/internal/filter"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/internal/view"
-	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Config is the bridge's whole configuration. The help tag is shown by
@@ -280,7 +280,7 @@ func (c *Config) problems() envvar.Problems {
 		}
 	}
 	if kind == CheckpointKafka && arg != "" {
-		if err := kafkaconn.CheckTopicName(arg); err != nil {
+		if err := wire.CheckTopicName(arg); err != nil {
 			bad("BRIDGE_CHECKPOINT", "%v", err)
 		}
 	}

@@ -7,8 +7,6 @@ package event
 
 import (
 	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"sync"
 
@@ -16,12 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
-
-// TypePrefix starts every event type; the action follows it.
-const TypePrefix = "io.kubebus.object."
 
 // Encoder builds messages for one cluster.
 type Encoder struct {
@@ -43,14 +38,14 @@ type Encoder struct {
 // holding only the object's identity (see docs/message-format.md).
 //
 // The message holds its whole structured-mode event in one buffer
-// (sink.Message.Encoded), with Data the sub-slice of it that holds the
+// (wire.Message.Encoded), with Data the sub-slice of it that holds the
 // data, so that a sink sends either without copying. An object the API
 // server sent (d.Raw) is copied into that buffer once, as it was sent,
 // less its managedFields and the server's HTML escaping (see raw.go); the
 // buffer is allocated once, at its size. A parsed object (d.Object) is
 // written as encoding/json writes it without HTML escaping. Both make
 // events equal as JSON values (test/equivalence).
-func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
+func (e Encoder) Encode(d *source.Delta) (*wire.Message, error) {
 	m := e.message(d)
 	if d.Raw != nil && !d.ContentOmitted && d.OldObject == nil {
 		var scratch [512]byte
@@ -104,15 +99,10 @@ func (e Encoder) Encode(d *source.Delta) (*sink.Message, error) {
 }
 
 // message is the message of d without its data.
-func (e Encoder) message(d *source.Delta) *sink.Message {
-	action := string(d.Type)
-	return &sink.Message{
-		ID:              ID(d),
-		Source:          Source(e.Cluster, d.Resource),
-		Type:            eventType(d.Type),
-		Subject:         d.Key(),
+func (e Encoder) message(d *source.Delta) *wire.Message {
+	m := &wire.Message{
 		Time:            d.Observed,
-		Action:          action,
+		Action:          string(d.Type),
 		Resource:        d.Resource.GroupVersionResource,
 		ResourceVersion: d.ResourceVersion,
 		UID:             string(d.UID),
@@ -126,20 +116,8 @@ func (e Encoder) message(d *source.Delta) *sink.Message {
 		Reason:          string(d.Reason),
 		View:            d.View,
 	}
-}
-
-// eventType is TypePrefix and t, without an allocation for the types the
-// source makes.
-func eventType(t source.DeltaType) string {
-	switch t {
-	case source.Added:
-		return TypePrefix + string(source.Added)
-	case source.Updated:
-		return TypePrefix + string(source.Updated)
-	case source.Deleted:
-		return TypePrefix + string(source.Deleted)
-	}
-	return TypePrefix + string(t)
+	m.Derive()
+	return m
 }
 
 // identity is the object of d reduced to what identifies it: apiVersion,
@@ -193,37 +171,4 @@ func appendObject(dst []byte, obj *unstructured.Unstructured) ([]byte, error) {
 		return append(dst, "null"...), nil
 	}
 	return jsonenc.AppendValue(dst, obj.Object)
-}
-
-// ID is the event id of d: a hash of the resource, the object's identity
-// (namespace, name, uid), its resourceVersion and the delta type, and, for
-// a repair of the bus (source.ReasonReconciled), its reason. The same
-// change always gets the same id; different changes get different ids. A
-// repair is an event of its own: it publishes again a state whose first
-// event the bus lost, which a bus that drops repeated ids (JetStream's
-// duplicate window) would otherwise drop again.
-func ID(d *source.Delta) string {
-	var scratch [256]byte
-	b := scratch[:0]
-	for _, part := range [...]string{d.Resource.Name(), d.Namespace, d.Name, string(d.UID), d.ResourceVersion, string(d.Type)} {
-		b = append(b, part...)
-		b = append(b, 0)
-	}
-	if d.Reason == source.ReasonReconciled {
-		b = append(b, d.Reason...)
-		b = append(b, 0)
-	}
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16])
-}
-
-// Source is the event source of a resource's events:
-// /clusters/<cluster>/api/v1/<resource> for the core group and
-// /clusters/<cluster>/apis/<group>/<version>/<resource> for the others, the
-// resource's path on the API server under the cluster's name.
-func Source(cluster string, r source.Resource) string {
-	if r.Group == "" {
-		return "/clusters/" + cluster + "/api/" + r.Version + "/" + r.Resource
-	}
-	return "/clusters/" + cluster + "/apis/" + r.Group + "/" + r.Version + "/" + r.Resource
 }

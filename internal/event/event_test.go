@@ -14,9 +14,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/synthetic"
+	"github.com/kubebus/bridge/wire"
 )
 
 var (
@@ -155,12 +155,12 @@ func TestEncode(t *testing.T) {
 	tests := []struct {
 		name  string
 		delta func() source.Delta
-		want  sink.Message // Data and Time are checked separately
+		want  wire.Message // Data and Time are checked separately
 	}{
 		{
 			name:  "namespaced update",
 			delta: baseDelta,
-			want: sink.Message{
+			want: wire.Message{
 				Source: "/clusters/prod/api/v1/configmaps", Type: "io.kubebus.object.updated",
 				Subject: "team-a/settings", Action: "updated", Resource: configmaps.GroupVersionResource,
 				ResourceVersion: "42", UID: "uid-1", Kind: "ConfigMap", APIVersion: "v1",
@@ -176,7 +176,7 @@ func TestEncode(t *testing.T) {
 					Object: object(clusterroles, "", "viewer", "uid-9", "7", nil),
 				}
 			},
-			want: sink.Message{
+			want: wire.Message{
 				Source: "/clusters/prod/apis/rbac.authorization.k8s.io/v1/clusterroles", Type: "io.kubebus.object.deleted",
 				Subject: "viewer", Action: "deleted", Resource: clusterroles.GroupVersionResource,
 				ResourceVersion: "7", UID: "uid-9", Kind: "ClusterRole", APIVersion: "rbac.authorization.k8s.io/v1",
@@ -190,7 +190,7 @@ func TestEncode(t *testing.T) {
 				d.Type, d.Reason = source.Deleted, source.ReasonLeftFilter
 				return d
 			},
-			want: sink.Message{
+			want: wire.Message{
 				Source: "/clusters/prod/api/v1/configmaps", Type: "io.kubebus.object.deleted",
 				Subject: "team-a/settings", Action: "deleted", Resource: configmaps.GroupVersionResource,
 				ResourceVersion: "42", UID: "uid-1", Kind: "ConfigMap", APIVersion: "v1",
@@ -205,7 +205,7 @@ func TestEncode(t *testing.T) {
 					Object: object(deployments, "web", "front", "uid-3", "5", nil),
 				}
 			},
-			want: sink.Message{
+			want: wire.Message{
 				Source: "/clusters/prod/apis/apps/v1/deployments", Type: "io.kubebus.object.added",
 				Subject: "web/front", Action: "added", Resource: deployments.GroupVersionResource,
 				ResourceVersion: "5", UID: "uid-3", Kind: "Deployment", APIVersion: "apps/v1",
@@ -239,7 +239,7 @@ func TestEncode(t *testing.T) {
 			if err != nil {
 				t.Fatalf("MarshalJSON: %v", err)
 			}
-			var back sink.Message
+			var back wire.Message
 			if err := back.UnmarshalJSON(b); err != nil {
 				t.Fatalf("UnmarshalJSON: %v", err)
 			}
@@ -250,7 +250,7 @@ func TestEncode(t *testing.T) {
 	}
 }
 
-func equalMessages(a, b *sink.Message) bool {
+func equalMessages(a, b *wire.Message) bool {
 	x, y := *a, *b
 	x.Data, y.Data = nil, nil
 	return x.ID == y.ID && x.Source == y.Source && x.Type == y.Type && x.Subject == y.Subject &&

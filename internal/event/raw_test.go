@@ -8,8 +8,8 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/internal/rawobject"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The message holds its whole event in one buffer, byte for byte what
@@ -112,7 +112,7 @@ func TestEncodeRawCopiesTheObject(t *testing.T) {
 
 // dataObject is the bytes of data.object in m's data, which must be
 // {"object":...} alone.
-func dataObject(t *testing.T, m *sink.Message) []byte {
+func dataObject(t *testing.T, m *wire.Message) []byte {
 	t.Helper()
 	const prefix = `{"object":`
 	if !bytes.HasPrefix(m.Data, []byte(prefix)) || !bytes.HasSuffix(m.Data, []byte("}")) {

@@ -64,6 +64,7 @@ func Labels(version, revision string) map[string]string {
 		"org.opencontainers.image.title":       "bridge",
 		"org.opencontainers.image.description": "Change data capture for Kubernetes: publishes every change to API objects to NATS or Kafka.",
 		"org.opencontainers.image.source":      "https://github.com/kubebus/bridge",
+		"org.opencontainers.image.licenses":    "Apache-2.0",
 	}
 	if version != "" {
 		l["org.opencontainers.image.version"] = version

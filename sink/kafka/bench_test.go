@@ -92,11 +92,3 @@ func BenchmarkKeyOf(b *testing.B) {
 		})
 	}
 }
-
-// BenchmarkPartitionFor finds the partition of a key among 10.
-func BenchmarkPartitionFor(b *testing.B) {
-	b.ReportAllocs()
-	for b.Loop() {
-		_ = PartitionFor("team-a/web-7d9f8b6c5d-x2k4p", 10)
-	}
-}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/kafkaconn"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Config is the Kafka sink's part of the bridge configuration, read from
@@ -140,10 +141,10 @@ func (c *Config) Parse() (*Parsed, error) {
 	conn, err := c.Config.Parse()
 	p.Join(err)
 	if c.Topic != "" {
-		if err := kafkaconn.CheckTopicName(c.Topic); err != nil {
+		if err := wire.CheckTopicName(c.Topic); err != nil {
 			p.Add("BRIDGE_KAFKA_TOPIC", "%v", err)
 		}
-	} else if err := kafkaconn.CheckTopicName(c.TopicPrefix); err != nil {
+	} else if err := wire.CheckTopicName(c.TopicPrefix); err != nil {
 		p.Add("BRIDGE_KAFKA_TOPIC_PREFIX", "%v", err)
 	}
 	if c.Partitions != -1 && (c.Partitions < 1 || c.Partitions > math.MaxInt32) {

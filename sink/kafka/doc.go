@@ -10,7 +10,7 @@
 //     in-sync replicas by default). Anything else is an error for that
 //     message, indexed to the batch in a *sink.BatchError.
 //   - Order per object. Every record of one object carries the object's key
-//     and goes to the partition that key hashes to (see [PartitionFor]), so
+//     and goes to the partition that key hashes to (see [wire.PartitionFor]), so
 //     they are read back in the order they were written. Within one Publish,
 //     a record is sent only after the previous record of the same key was
 //     acknowledged, and once a record of a key fails no later record of that
@@ -20,7 +20,7 @@
 //   - Tombstones name their cluster. Keys name an object within its topic
 //     but not its cluster, so a tombstone carries the ce_cluster,
 //     ce_source and ce_uid headers of the delete it follows (see
-//     [HeaderCluster]): where the bridges of several clusters write to one
+//     wire.Kafka.TombstoneHeaders): where the bridges of several clusters write to one
 //     topic, a consumer applies it to the cluster it names alone.
 //   - No stall. A message too large for the configured or broker limit is a
 //     terminal failure of that message alone (sink.Terminal): the pipeline
@@ -47,6 +47,6 @@
 //
 // Topics are "<prefix>.<resource>" for the core group and
 // "<prefix>.<resource>.<group>" for others, or one topic for everything
-// (see [TopicFor]). They are checked, and created if configured to, when the
+// (see [wire.TopicFor]). They are checked, and created if configured to, when the
 // sink starts.
 package kafka

@@ -15,6 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 var (
@@ -114,7 +115,7 @@ func decode(t *testing.T, r *kgo.Record) *sink.Message {
 	if r.Value == nil {
 		return nil
 	}
-	m, err := DecodeRecord(r.Value, headersOf(r))
+	m, err := wire.Kafka.Decode(r.Value, maps.All(headersOf(r)))
 	if err != nil {
 		t.Fatalf("%s[%d]@%d: %v", r.Topic, r.Partition, r.Offset, err)
 	}

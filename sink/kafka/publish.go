@@ -9,6 +9,7 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Publish writes the records of msgs and returns nil only when every one
@@ -60,7 +61,7 @@ func (s *Sink) round(ctx context.Context, msgs []*sink.Message) []error {
 	var tombstones []kafkago.Message
 	var tombstoneOf []int
 	for i, m := range msgs {
-		if s.cfg.Tombstones && m.Action == actionDeleted && !sink.HoldsKey(m, errs[i]) {
+		if s.cfg.Tombstones && m.Action == wire.ActionDeleted && !sink.HoldsKey(m, errs[i]) {
 			tombstones = append(tombstones, tombstone(s.cfg.TopicOf(m.Resource), []byte(s.cfg.KeyOf(m)), m))
 			tombstoneOf = append(tombstoneOf, i)
 		}

@@ -1,12 +1,14 @@
 package kafka
 
 import (
+	"maps"
 	"reflect"
 	"testing"
 
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 func TestEncodeDecode(t *testing.T) {
@@ -68,7 +70,7 @@ func TestEncodeDecode(t *testing.T) {
 			if tt.mode == ModeBinary && string(rec.Value) != string(tt.msg.Data) {
 				t.Errorf("binary value = %s, want the data %s", rec.Value, tt.msg.Data)
 			}
-			got, err := DecodeRecord(rec.Value, headers)
+			got, err := wire.Kafka.Decode(rec.Value, headerSeq(rec.Headers))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,14 +83,14 @@ func TestEncodeDecode(t *testing.T) {
 	}
 }
 
-func TestDecodeRecordTombstoneAndGarbage(t *testing.T) {
-	if m, err := DecodeRecord(nil, nil); m != nil || err != nil {
+func TestDecodeTombstoneAndGarbage(t *testing.T) {
+	if m, err := wire.Kafka.Decode(nil, nil); m != nil || err != nil {
 		t.Errorf("tombstone decodes to %v, %v; want nil, nil", m, err)
 	}
-	if _, err := DecodeRecord([]byte(`{}`), map[string]string{"content-type": "application/json"}); err == nil {
+	if _, err := wire.Kafka.Decode([]byte(`{}`), maps.All(map[string]string{"content-type": "application/json"})); err == nil {
 		t.Error("a record that is no CloudEvent decodes without error")
 	}
-	if _, err := DecodeRecord([]byte(`{}`), map[string]string{"ce_specversion": "1.0", "ce_snapshot": "maybe"}); err == nil {
+	if _, err := wire.Kafka.Decode([]byte(`{}`), maps.All(map[string]string{"ce_specversion": "1.0", "ce_snapshot": "maybe"})); err == nil {
 		t.Error("a bad ce_snapshot decodes without error")
 	}
 }

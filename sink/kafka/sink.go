@@ -17,6 +17,7 @@ import (
 	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 const (
@@ -212,7 +213,7 @@ func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, e
 		}
 		// A custom resource's group may be 253 characters, which with the
 		// prefix and the resource passes Kafka's limit.
-		if err := kafkaconn.CheckTopicName(t); err != nil {
+		if err := wire.CheckTopicName(t); err != nil {
 			return nil, &envvar.Error{Var: "BRIDGE_KAFKA_TOPIC_PREFIX", Err: fmt.Errorf("resource %s: %w; use a shorter prefix, or one topic for every resource (BRIDGE_KAFKA_TOPIC)", r.GroupResource(), err)}
 		}
 		topics = append(topics, t)

@@ -112,14 +112,14 @@ func TestTombstonesAndModes(t *testing.T) {
 				m := decode(t, r)
 				if m == nil {
 					got = append(got, "tombstone")
-					if h := headersOf(r); len(r.Headers) != 3 || h[HeaderCluster] != "test" || h[HeaderSource] != in[2].Source || h[HeaderUID] != in[2].UID {
+					if h := headersOf(r); len(r.Headers) != 3 || h["ce_cluster"] != "test" || h["ce_source"] != in[2].Source || h["ce_uid"] != in[2].UID {
 						t.Errorf("tombstone has headers %v, want the cluster, source and uid of its delete alone", h)
 					}
 					continue
 				}
 				got = append(got, m.ResourceVersion)
 				h := headersOf(r)
-				if h[HeaderType] != m.Type || h[HeaderResourceVersion] != m.ResourceVersion || h[HeaderID] != m.ID {
+				if h["ce_type"] != m.Type || h["ce_resourceversion"] != m.ResourceVersion || h["ce_id"] != m.ID {
 					t.Errorf("headers %v do not carry type, resourceVersion and id of %s", h, m.ID)
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"iter"
 	"slices"
 	"strings"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 var _ sink.StateReader = (*Sink)(nil)
@@ -52,13 +54,13 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 			switch h.Key {
 			case HeaderView:
 				view = string(h.Value)
-			case HeaderUID:
+			case headerUID:
 				uid = string(h.Value)
-			case HeaderResourceVersion:
+			case headerResourceVersion:
 				rv = string(h.Value)
-			case HeaderType:
+			case headerType:
 				typ = string(h.Value)
-			case HeaderCluster:
+			case headerCluster:
 				ofCluster = string(h.Value)
 			}
 		}
@@ -78,19 +80,19 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 			held = latest[key]
 			held.Namespace, held.Name, held.Deleted = ns, name, true
 		case uid == "" || rv == "" || kind == "":
-			msg, err := DecodeRecord(m.Value, headerMap(m.Headers))
+			msg, err := wire.Kafka.Decode(m.Value, headerSeq(m.Headers))
 			if err != nil {
 				return fmt.Errorf("topic %s key %q: %w", topic, key, err)
 			}
 			if msg.Cluster != "" && msg.Cluster != cluster {
 				return nil
 			}
-			held.UID, held.ResourceVersion, held.Deleted = msg.UID, msg.ResourceVersion, msg.Action == actionDeleted
+			held.UID, held.ResourceVersion, held.Deleted = msg.UID, msg.ResourceVersion, msg.Action == wire.ActionDeleted
 			if kind == "" {
 				kind, apiVersion = msg.Kind, msg.APIVersion
 			}
 		default:
-			held.Deleted = strings.HasSuffix(typ, "."+actionDeleted)
+			held.Deleted = typ == wire.Type(wire.ActionDeleted)
 		}
 		latest[key] = held
 		return nil
@@ -107,13 +109,23 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 	return nil
 }
 
-// headerMap is headers by name; a later header of a name wins.
-func headerMap(hs []kafkago.Header) map[string]string {
-	out := make(map[string]string, len(hs))
-	for _, h := range hs {
-		out[h.Key] = string(h.Value)
+// Headers the sink reads back of each record (wire.Kafka's).
+var (
+	headerUID             = wire.Kafka.HeaderOf("uid")
+	headerResourceVersion = wire.Kafka.HeaderOf("resourceversion")
+	headerType            = wire.Kafka.HeaderOf("type")
+	headerCluster         = wire.Kafka.HeaderOf("cluster")
+)
+
+// headerSeq is a record's headers as wire reads them.
+func headerSeq(hs []kafkago.Header) iter.Seq2[string, string] {
+	return func(yield func(string, string) bool) {
+		for _, h := range hs {
+			if !yield(h.Key, string(h.Value)) {
+				return
+			}
+		}
 	}
-	return out
 }
 
 var _ sink.Witness = (*Sink)(nil)
@@ -141,10 +153,9 @@ func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.
 				return nil
 			}
 			// Of this cluster: its header says so, or its event does.
-			headers := headerMap(m.Headers)
-			of, ok := headers[HeaderCluster]
+			of, ok, _ := wire.Kafka.HeaderValue(headerSeq(m.Headers), "cluster")
 			if !ok && m.Value != nil {
-				msg, err := DecodeRecord(m.Value, headers)
+				msg, err := wire.Kafka.Decode(m.Value, headerSeq(m.Headers))
 				if err != nil {
 					return nil // not a record of the bridge's
 				}

@@ -8,43 +8,27 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
-// TopicFor is the topic of a resource's changes when every resource has a
-// topic of its own: "<prefix>.<resource>" for the core group
-// ("kube.configmaps") and "<prefix>.<resource>.<group>" for others
-// ("kube.deployments.apps"). The version is left out, so watching another
-// version of a resource keeps its topic.
-func TopicFor(prefix string, gvr schema.GroupVersionResource) string {
-	if gvr.Group == "" {
-		return prefix + "." + gvr.Resource
-	}
-	return prefix + "." + gvr.Resource + "." + gvr.Group
-}
-
 // TopicOf is the topic the sink writes a resource's changes to:
-// BRIDGE_KAFKA_TOPIC when it is set, TopicFor(BRIDGE_KAFKA_TOPIC_PREFIX,
-// gvr) otherwise.
+// BRIDGE_KAFKA_TOPIC when it is set, wire.TopicFor(BRIDGE_KAFKA_TOPIC_PREFIX,
+// the resource) otherwise.
 func (c *Config) TopicOf(gvr schema.GroupVersionResource) string {
 	if c.Topic != "" {
 		return c.Topic
 	}
-	return TopicFor(c.TopicPrefix, gvr)
+	return wire.TopicFor(c.TopicPrefix, gvr.GroupResource())
 }
 
-// KeyOf is the record key of a message: the object's identity within its
-// topic. With a topic per resource that is m.Key(), "namespace/name" or
-// "name"; with one topic for every resource it is prefixed with the
-// resource, "deployments.apps/namespace/name", so that objects of
-// different resources never share a key (nor, in a compacted topic, erase
-// each other).
-func (c *Config) KeyOf(m *sink.Message) string {
-	if c.Topic != "" {
-		return m.Resource.GroupResource().String() + "/" + m.Key()
-	}
-	return m.Key()
-}
+// KeyOf is the record key of a message: wire.KeyFor, shared when every
+// resource goes to one topic (BRIDGE_KAFKA_TOPIC).
+func (c *Config) KeyOf(m *wire.Message) string { return wire.KeyFor(m, c.Topic != "") }
+
+// balancer places each record in the partition wire.PartitionFor names.
+var balancer = kafkago.BalancerFunc(func(msg kafkago.Message, partitions ...int) int {
+	return partitions[wire.PartitionFor(msg.Key, len(partitions))]
+})
 
 // ParseTopicConfigs reads "name=value,name=value". A part without '=' goes
 // on with the value before it, so list values keep their commas:

@@ -6,32 +6,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
-
-func TestTopicFor(t *testing.T) {
-	tests := []struct {
-		prefix string
-		gvr    schema.GroupVersionResource
-		want   string
-	}{
-		{"kube", configmaps, "kube.configmaps"},
-		{"kube", deployments, "kube.deployments.apps"},
-		{"prod-eu", schema.GroupVersionResource{Group: "example.com", Version: "v1alpha1", Resource: "widgets"}, "prod-eu.widgets.example.com"},
-		{"kube", schema.GroupVersionResource{Version: "v1", Resource: "namespaces"}, "kube.namespaces"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.want, func(t *testing.T) {
-			if got := TopicFor(tt.prefix, tt.gvr); got != tt.want {
-				t.Errorf("TopicFor(%q, %v) = %q, want %q", tt.prefix, tt.gvr, got, tt.want)
-			}
-			if err := kafkaconn.CheckTopicName(tt.want); err != nil {
-				t.Errorf("CheckTopicName(%q): %v", tt.want, err)
-			}
-		})
-	}
-}
 
 func TestTopicAndKeyOf(t *testing.T) {
 	cm := message(configmaps, "ns", "a", "added", 1)
@@ -62,11 +39,11 @@ func TestTopicAndKeyOf(t *testing.T) {
 func TestTopicOfLongGroup(t *testing.T) {
 	c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092"})
 	group := func(n int) string { return strings.Repeat("g", n-len(".example.com")) + ".example.com" }
-	fits := schema.GroupVersionResource{Group: group(kafkaconn.MaxTopicName - len("kube.widgets.")), Version: "v1", Resource: "widgets"}
-	if topics, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, fits}); err != nil || len(topics[1]) != kafkaconn.MaxTopicName {
-		t.Fatalf("topic of %d characters: %v, %v", len(TopicFor("kube", fits)), topics, err)
+	fits := schema.GroupVersionResource{Group: group(wire.MaxTopicName - len("kube.widgets.")), Version: "v1", Resource: "widgets"}
+	if topics, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, fits}); err != nil || len(topics[1]) != wire.MaxTopicName {
+		t.Fatalf("topic of %d characters: %v, %v", len(wire.TopicFor("kube", fits.GroupResource())), topics, err)
 	}
-	long := schema.GroupVersionResource{Group: group(kafkaconn.MaxTopicName - len("kube.widgets.") + 1), Version: "v1", Resource: "widgets"}
+	long := schema.GroupVersionResource{Group: group(wire.MaxTopicName - len("kube.widgets.") + 1), Version: "v1", Resource: "widgets"}
 	_, err := topicsOf(&c, []schema.GroupVersionResource{configmaps, long})
 	if err == nil || !strings.Contains(err.Error(), "widgets."+long.Group[:20]) || !strings.Contains(err.Error(), "250 characters") {
 		t.Fatalf("topic of 250 characters: %v, want an error naming the resource and the length", err)

@@ -8,6 +8,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/synthetic"
+	"github.com/kubebus/bridge/wire"
 )
 
 // benchMessages are the bridge's messages for an update of a ConfigMap of
@@ -50,7 +51,7 @@ func BenchmarkEncode(b *testing.B) {
 			b.Run(string(mode)+"/"+bm.name, func(b *testing.B) {
 				cfg := defaults(b)
 				cfg.CEMode = mode
-				tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
+				tmpl, err := wire.ParseSubjectTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -69,7 +70,7 @@ func BenchmarkEncode(b *testing.B) {
 // BenchmarkSubject builds the subject of a message with the default
 // layout, for a name kept as it is and for one with dots to escape.
 func BenchmarkSubject(b *testing.B) {
-	tmpl, err := ParseTemplate(DefaultSubject, "kube")
+	tmpl, err := wire.ParseSubjectTemplate(wire.DefaultHistorySubject, "kube")
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -100,7 +101,7 @@ func BenchmarkEscapeToken(b *testing.B) {
 		b.Run(tt.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				_ = EscapeToken(tt.value)
+				_ = wire.EscapeToken(tt.value)
 			}
 		})
 	}

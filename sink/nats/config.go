@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/kubebus/bridge/envvar"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Mode is a delivery mode (BRIDGE_NATS_MODE).
@@ -119,7 +120,7 @@ func DefaultConfig() Config {
 type Parsed struct {
 	Config
 	servers []*url.URL
-	tmpl    *Template
+	tmpl    *wire.SubjectTemplate
 	// tls is the TLS files read by Parse, nil without them (a tls:// URL
 	// still uses TLS). Connections read the files again at every connect
 	// to take up renewed certificates (see options).
@@ -191,15 +192,15 @@ func (c *Config) Parse() (*Parsed, error) {
 	if !layoutOK {
 		bad("BRIDGE_NATS_LAYOUT", "%q is not a layout; use state or history", c.Layout)
 	}
-	if err := checkPrefix(c.SubjectPrefix); err != nil {
+	if err := wire.CheckSubjectPrefix(c.SubjectPrefix); err != nil {
 		bad("BRIDGE_NATS_SUBJECT_PREFIX", "%q: %v", c.SubjectPrefix, err)
-	} else if t, err := ParseTemplate(c.SubjectLayout(), c.SubjectPrefix); err != nil {
+	} else if t, err := wire.ParseSubjectTemplate(c.SubjectLayout(), c.SubjectPrefix); err != nil {
 		bad("BRIDGE_NATS_SUBJECT", "%q: %v", c.SubjectLayout(), err)
 	} else {
 		set.tmpl = t
 		// Core NATS keeps nothing, so no subject has to hold a state.
 		if c.Layout == LayoutState && c.Mode == ModeJetStream {
-			if err := t.servesState(); err != nil {
+			if err := t.ServesState(); err != nil {
 				bad("BRIDGE_NATS_SUBJECT", "%q cannot serve BRIDGE_NATS_LAYOUT=state: %v", c.SubjectLayout(), err)
 			}
 		}
@@ -244,16 +245,16 @@ func (c *Config) Parse() (*Parsed, error) {
 
 // SubjectLayout is the subject layout in use: BRIDGE_NATS_SUBJECT, or when
 // it is empty the layout's default, DefaultStateSubject in the state
-// layout and DefaultSubject in the history layout and in core mode (which
+// layout and DefaultHistorySubject in the history layout and in core mode (which
 // stores nothing, so keeps the subjects it had before layouts existed).
 func (c *Config) SubjectLayout() string {
 	switch {
 	case c.Subject != "":
 		return c.Subject
 	case c.Layout == LayoutHistory, c.Mode == ModeCore:
-		return DefaultSubject
+		return wire.DefaultHistorySubject
 	}
-	return DefaultStateSubject
+	return wire.DefaultStateSubject
 }
 
 func checkFile(path string) error {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/envvar"
+	"github.com/kubebus/bridge/wire"
 )
 
 func TestDefaultsAreValid(t *testing.T) {
@@ -20,19 +21,19 @@ func TestDefaultsAreValid(t *testing.T) {
 		t.Fatalf("defaults: %v", err)
 	}
 	if !c.CreateStream || c.Mode != ModeJetStream || c.CEMode != CEStructured || c.Layout != LayoutState ||
-		c.SubjectLayout() != DefaultStateSubject || c.DeleteTTL != 24*time.Hour {
+		c.SubjectLayout() != wire.DefaultStateSubject || c.DeleteTTL != 24*time.Hour {
 		t.Errorf("defaults: %+v", c)
 	}
 	if c.StreamMaxAge != defaultStreamMaxAge {
 		t.Errorf("default max age %s, defaultStreamMaxAge %s", c.StreamMaxAge, defaultStreamMaxAge)
 	}
-	if h := parseEnv(t, map[string]string{"BRIDGE_NATS_LAYOUT": "history"}); h.SubjectLayout() != DefaultSubject {
-		t.Errorf("history layout's default subject %q, want %q", h.SubjectLayout(), DefaultSubject)
+	if h := parseEnv(t, map[string]string{"BRIDGE_NATS_LAYOUT": "history"}); h.SubjectLayout() != wire.DefaultHistorySubject {
+		t.Errorf("history layout's default subject %q, want %q", h.SubjectLayout(), wire.DefaultHistorySubject)
 	}
 	// Core mode stores nothing, so the layout does not apply: its subjects
 	// stay what they were before layouts existed.
-	if c := parseEnv(t, map[string]string{"BRIDGE_NATS_MODE": "core"}); c.SubjectLayout() != DefaultSubject {
-		t.Errorf("core mode's default subject %q, want %q", c.SubjectLayout(), DefaultSubject)
+	if c := parseEnv(t, map[string]string{"BRIDGE_NATS_MODE": "core"}); c.SubjectLayout() != wire.DefaultHistorySubject {
+		t.Errorf("core mode's default subject %q, want %q", c.SubjectLayout(), wire.DefaultHistorySubject)
 	}
 	// The window must outlast the default 1s checkpoint interval plus a
 	// restart of the bridge by a wide margin.
@@ -219,10 +220,10 @@ func TestStateLayoutSubject(t *testing.T) {
 		subject string
 		want    []string // in the error; none: valid
 	}{
-		{DefaultStateSubject, nil},
+		{wire.DefaultStateSubject, nil},
 		{"{prefix}.{group}.{resource}.{namespace}.{name}", nil},
 		{"{prefix}.{cluster}.{kind}.{group}.{resource}.x.{namespace}.{name}", nil},
-		{DefaultSubject, []string{"must not hold {version}"}},
+		{wire.DefaultHistorySubject, []string{"must not hold {version}"}},
 		{"{prefix}.{cluster}.{group}.{resource}.{action}.{namespace}.{name}", []string{"must not hold {action}"}},
 		{"{prefix}.{cluster}.{group}.{resource}.{name}", []string{"must hold {namespace} to name exactly one object"}},
 		{"{prefix}.{cluster}.{group}.{resource}.{namespace}", []string{"must hold {name} to name exactly one object"}},

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 func TestEncodeModes(t *testing.T) {
@@ -24,7 +25,7 @@ func TestEncodeModes(t *testing.T) {
 			t.Run(string(mode)+" "+msg.Subject, func(t *testing.T) {
 				cfg := defaults(t)
 				cfg.CEMode = mode
-				tmpl, err := ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
+				tmpl, err := wire.ParseSubjectTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -38,7 +39,7 @@ func TestEncodeModes(t *testing.T) {
 				}
 				switch mode {
 				case CEStructured:
-					if nm.Header.Get(ContentTypeHeader) != StructuredContentType {
+					if nm.Header.Get(ContentTypeHeader) != wire.StructuredContentType {
 						t.Errorf("Content-Type = %q", nm.Header.Get(ContentTypeHeader))
 					}
 				case CEBinary:
@@ -73,7 +74,7 @@ func TestEncodeModes(t *testing.T) {
 						t.Errorf("binary mode has Content-Type %q", nm.Header.Get(ContentTypeHeader))
 					}
 				}
-				got, err := Decode(nm)
+				got, err := decode(nm)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -85,31 +86,6 @@ func TestEncodeModes(t *testing.T) {
 					t.Errorf("decoded\n%+v\nwant\n%+v", got, msg)
 				}
 			})
-		}
-	}
-}
-
-func TestPercentCoding(t *testing.T) {
-	for _, tc := range []struct{ in, want string }{
-		{"plain/text", "plain/text"},
-		{`a "b" 100%`, "a%20%22b%22%20100%25"},
-		{"Euro € 😀", "Euro%20%E2%82%AC%20%F0%9F%98%80"},
-	} {
-		t.Run(tc.in, func(t *testing.T) {
-			if got := percentEncode(tc.in); got != tc.want {
-				t.Fatalf("percentEncode = %q, want %q", got, tc.want)
-			}
-			if back, err := percentDecode(tc.want); err != nil || back != tc.in {
-				t.Fatalf("percentDecode = %q, %v", back, err)
-			}
-		})
-	}
-	if got, err := percentDecode("%e2%82%ac"); err != nil || got != "€" {
-		t.Errorf("lower-case digits: %q, %v", got, err)
-	}
-	for _, bad := range []string{"%C0%A0x%", "%zz", "%C0%A0"} {
-		if _, err := percentDecode(bad); err == nil {
-			t.Errorf("percentDecode(%q) passed", bad)
 		}
 	}
 }

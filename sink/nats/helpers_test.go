@@ -18,6 +18,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // defaults is the configuration with every default, as the bridge reads
@@ -155,7 +156,7 @@ func decodeAll(t testing.TB, msgs []jetstream.Msg) []*sink.Message {
 	t.Helper()
 	out := make([]*sink.Message, len(msgs))
 	for i, m := range msgs {
-		d, err := Decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+		d, err := decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +188,7 @@ func jetStream(t testing.TB, srv *natstest.Server) jetstream.JetStream {
 func streamConfigFor(name string, subjects ...string) jetstream.StreamConfig {
 	return jetstream.StreamConfig{
 		Name: name, Subjects: subjects, Storage: jetstream.FileStorage, Duplicates: time.Minute,
-		MaxMsgsPerSubject: 1, AllowMsgTTL: true, Metadata: map[string]string{MetadataDeleteTTL: "24h"},
+		MaxMsgsPerSubject: 1, AllowMsgTTL: true, Metadata: map[string]string{wire.MetadataDeleteTTL: "24h"},
 	}
 }
 
@@ -202,4 +203,9 @@ func streamInfo(t testing.TB, s *Sink, name string) *jetstream.StreamInfo {
 		t.Fatal(err)
 	}
 	return info
+}
+
+// decode reads a NATS message back as consumers do.
+func decode(nm *nats.Msg) (*wire.Message, error) {
+	return wire.NATS.Decode(nm.Data, wire.Headers(nm.Header))
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 var clusterroles = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
@@ -110,19 +111,19 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 			}
 			for i, m := range got {
 				want := clusterRole(i, lengths[i])
-				if wantSubject := filter[:len(filter)-1] + EscapeToken(want.Name); m.Subject != wantSubject {
+				if wantSubject := filter[:len(filter)-1] + wire.EscapeToken(want.Name); m.Subject != wantSubject {
 					t.Errorf("ClusterRole of %d bytes on %.80q..., want %.80q...", lengths[i], m.Subject, wantSubject)
 				}
-				if len(m.Subject) > MaxSubjectLen {
-					t.Errorf("subject of %d bytes, above MaxSubjectLen", len(m.Subject))
+				if len(m.Subject) > wire.MaxSubjectLen {
+					t.Errorf("subject of %d bytes, above wire.MaxSubjectLen", len(m.Subject))
 				}
 				// Binary mode sends an event whose headers would pass the
 				// stream's 64 KiB in structured mode.
-				structured := m.Header.Get(ContentTypeHeader) == StructuredContentType
+				structured := m.Header.Get(ContentTypeHeader) == wire.StructuredContentType
 				if wantStructured := mode.ce == CEStructured || lengths[i] > 60_000; structured != wantStructured {
 					t.Errorf("ClusterRole of %d bytes: structured mode %v, want %v", lengths[i], structured, wantStructured)
 				}
-				ev, err := Decode(m)
+				ev, err := decode(m)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -139,20 +140,21 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 	}
 }
 
-// A subject that would still pass the limit is never sent: that message
+// A message whose subject cannot be made is never sent: that message
 // fails alone, as terminal, naming the object, and the connection stays.
-func TestSubjectTooLongIsTerminal(t *testing.T) {
+// (wire's tests cover each reason a subject cannot be made.)
+func TestSubjectUnmadeIsTerminal(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	s := newSink(t, serverConfig(t, srv, nil))
-	s.tmpl.limit = 100 // as if the fixed parts were long
-	long := clusterRole(1, 90)
-	msgs := []*sink.Message{message("ns", 0, 0), long, message("ns", 2, 0)}
+	bad := message("ns", 1, 0)
+	bad.Cluster = "" // the default layout holds {cluster}
+	msgs := []*sink.Message{message("ns", 0, 0), bad, message("ns", 2, 0)}
 	errs := sink.PerMessage(s.Publish(t.Context(), msgs), len(msgs))
 	if errs[0] != nil || errs[2] != nil {
-		t.Errorf("short subjects failed: %v, %v", errs[0], errs[2])
+		t.Errorf("good subjects failed: %v, %v", errs[0], errs[2])
 	}
-	if !sink.IsTerminal(errs[1]) || !containsAll(errs[1].Error(), "clusterroles", long.Name[:20], "longer than 100") {
-		t.Errorf("long subject: %v, want a terminal error naming the ClusterRole and the limit", errs[1])
+	if !sink.IsTerminal(errs[1]) || !containsAll(errs[1].Error(), bad.ID, "{cluster}") {
+		t.Errorf("unmade subject: %v, want a terminal error naming the event and the placeholder", errs[1])
 	}
 	if r := s.nc.Stats().Reconnects; r != 0 || s.Health() != nil {
 		t.Errorf("connection: %d reconnects, health %v", r, s.Health())

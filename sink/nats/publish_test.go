@@ -14,6 +14,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // 10,000 deltas of 100 objects, published by 4 goroutines in batches of
@@ -100,11 +101,11 @@ func TestCreateStream(t *testing.T) {
 	}{
 		{LayoutState, func(c jetstream.StreamConfig) bool {
 			return c.MaxAge == 0 && c.MaxMsgsPerSubject == 1 && c.MaxMsgs == -1 && c.MaxBytes == -1 && c.AllowMsgTTL &&
-				c.Metadata[MetadataLayout] == string(LayoutState) && c.Metadata[MetadataDeleteTTL] == "1h30m0s"
+				c.Metadata[wire.MetadataLayout] == string(LayoutState) && c.Metadata[wire.MetadataDeleteTTL] == "1h30m0s"
 		}},
 		{LayoutHistory, func(c jetstream.StreamConfig) bool {
 			return c.MaxAge == 48*time.Hour && c.MaxMsgsPerSubject == -1 && !c.AllowMsgTTL &&
-				c.Metadata[MetadataLayout] == string(LayoutHistory) && c.Metadata[MetadataDeleteTTL] == ""
+				c.Metadata[wire.MetadataLayout] == string(LayoutHistory) && c.Metadata[wire.MetadataDeleteTTL] == ""
 		}},
 	} {
 		t.Run(string(tc.layout), func(t *testing.T) {
@@ -191,7 +192,7 @@ func TestCoreMode(t *testing.T) {
 		if err != nil {
 			t.Fatalf("message %d: %v", i, err)
 		}
-		got, err := Decode(nm)
+		got, err := decode(nm)
 		if err != nil {
 			t.Fatal(err)
 		}

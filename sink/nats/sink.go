@@ -11,6 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Sink publishes messages to NATS. It is safe for concurrent use: Publish
@@ -18,7 +19,7 @@ import (
 type Sink struct {
 	cfg    *Parsed
 	log    *slog.Logger
-	tmpl   *Template
+	tmpl   *wire.SubjectTemplate
 	nc     *nats.Conn
 	closed <-chan struct{}
 	js     jetstream.JetStream // nil in core mode

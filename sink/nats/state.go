@@ -7,29 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 var _ sink.StateReader = (*Sink)(nil)
-
-// Identity headers: in the state layout, a structured-mode message also
-// carries its object's uid and resourceVersion as headers, under the
-// names binary mode gives them, so that what the stream holds can be
-// read with headers only. The Content-Type of structured mode still tells
-// the modes apart, for Decode and for the CloudEvents binding's
-// receivers.
-const (
-	uidHeader             = HeaderPrefix + "uid"
-	resourceVersionHeader = HeaderPrefix + "resourceversion"
-	typeHeader            = HeaderPrefix + "type"
-	// ViewHeader carries, in the state layout, the object's state in the
-	// bridge's view (sink.Message.View), when it has one.
-	ViewHeader = "Bridge-View"
-)
 
 // stateBatch is how many messages ReadState asks the server for at once.
 const stateBatch = 1000
@@ -52,12 +37,16 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 	if !s.HoldsState() {
 		return errors.New("nats sink: the stream keeps no state (BRIDGE_NATS_LAYOUT=history, or core mode)")
 	}
-	filters := []string{s.tmpl.stateFilter(cluster, resource, "")}
-	if len(namespaces) > 0 {
-		filters = filters[:0]
-		for _, ns := range namespaces {
-			filters = append(filters, s.tmpl.stateFilter(cluster, resource, ns))
+	var filters []string
+	if len(namespaces) == 0 {
+		namespaces = []string{""}
+	}
+	for _, ns := range namespaces {
+		f, err := s.tmpl.Filter(cluster, resource.GroupResource(), ns)
+		if err != nil {
+			return fmt.Errorf("nats sink: read the state of %s: %w", resource.GroupResource(), err)
 		}
+		filters = append(filters, f)
 	}
 	filter := strings.Join(filters, ", ")
 	stream, err := s.js.Stream(ctx, s.cfg.Stream)
@@ -140,40 +129,44 @@ func (s *Sink) kindOf(ctx context.Context, stream jetstream.Stream, seq uint64) 
 }
 
 // whole reads the message at seq, its body too, and decodes it.
-func whole(ctx context.Context, stream jetstream.Stream, seq uint64) (*sink.Message, error) {
+func whole(ctx context.Context, stream jetstream.Stream, seq uint64) (*wire.Message, error) {
 	raw, err := stream.GetMsg(ctx, seq)
 	if err != nil {
 		return nil, fmt.Errorf("nats sink: read message %d: %w", seq, err)
 	}
-	return Decode(&nats.Msg{Subject: raw.Subject, Header: raw.Header, Data: raw.Data})
+	m, err := wire.NATS.Decode(raw.Data, wire.Headers(raw.Header))
+	if err != nil {
+		return nil, fmt.Errorf("nats sink: decode message %d on %s: %w", seq, raw.Subject, err)
+	}
+	return m, nil
 }
 
 // held reads what msg, the latest message of a subject delivered with
 // headers only, says of its object; seq is its sequence in the stream.
 func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.Msg, seq uint64) (sink.Held, error) {
 	hdr := msg.Headers()
-	// Header values as encode writes them: percent-encoded, as the
-	// binding asks (a value that does not decode is read whole below).
-	value := func(name string) string {
-		v, err := percentDecode(hdr.Get(name))
+	// Header values as encode writes them, percent-encoded (a value that
+	// does not decode is read whole below).
+	value := func(attr string) string {
+		v, _, err := wire.NATS.HeaderValue(wire.Headers(hdr), attr)
 		if err != nil {
 			return ""
 		}
 		return v
 	}
-	h := sink.Held{UID: value(uidHeader), ResourceVersion: value(resourceVersionHeader),
-		Kind: value(HeaderPrefix + "kind"), APIVersion: value(HeaderPrefix + "apiversion"), View: hdr.Get(ViewHeader)}
+	h := sink.Held{UID: value("uid"), ResourceVersion: value("resourceversion"),
+		Kind: value("kind"), APIVersion: value("apiversion"), View: hdr.Get(wire.NATS.ViewHeader())}
 	// A delete carries the delete TTL; one written without it says so by
 	// its type.
-	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || strings.HasSuffix(hdr.Get(typeHeader), "."+actionDeleted)
-	ns, name, keyed := s.tmpl.objectOf(msg.Subject())
-	if hdr.Get(HeaderPrefix+"name") != "" {
-		var err error
-		if name, err = percentDecode(hdr.Get(HeaderPrefix + "name")); err != nil {
-			return h, fmt.Errorf("nats sink: %s: header %sname: %w", msg.Subject(), HeaderPrefix, err)
+	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || value("type") == wire.Type(wire.ActionDeleted)
+	ns, name, keyed := s.tmpl.ObjectOf(msg.Subject())
+	if n, ok, err := wire.NATS.HeaderValue(wire.Headers(hdr), "name"); ok {
+		if err != nil {
+			return h, fmt.Errorf("nats sink: %s: %w", msg.Subject(), err)
 		}
-		if ns, err = percentDecode(hdr.Get(HeaderPrefix + "namespace")); err != nil {
-			return h, fmt.Errorf("nats sink: %s: header %snamespace: %w", msg.Subject(), HeaderPrefix, err)
+		name = n
+		if ns, _, err = wire.NATS.HeaderValue(wire.Headers(hdr), "namespace"); err != nil {
+			return h, fmt.Errorf("nats sink: %s: %w", msg.Subject(), err)
 		}
 		keyed = true
 	}
@@ -186,63 +179,7 @@ func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.
 		return h, err
 	}
 	return sink.Held{Namespace: m.Namespace, Name: m.Name, UID: m.UID, ResourceVersion: m.ResourceVersion,
-		Deleted: h.Deleted || m.Action == actionDeleted, Kind: m.Kind, APIVersion: m.APIVersion, View: h.View}, nil
-}
-
-// stateFilter is the subject filter of every object of resource in
-// cluster, in namespace unless it is "": the subject of the state layout
-// with "*" for what differs from object to object.
-func (t *Template) stateFilter(cluster string, resource schema.GroupVersionResource, namespace string) string {
-	toks := make([]string, len(t.parts))
-	for i, p := range t.parts {
-		switch p.f {
-		case literal:
-			toks[i] = p.lit
-		case fieldCluster:
-			toks[i] = EscapeToken(cluster)
-		case fieldGroup:
-			toks[i] = CoreGroupToken
-			if resource.Group != "" {
-				toks[i] = EscapeToken(resource.Group)
-			}
-		case fieldResource:
-			toks[i] = EscapeToken(resource.Resource)
-		case fieldNamespace:
-			toks[i] = "*"
-			if namespace != "" {
-				toks[i] = EscapeToken(namespace)
-			}
-		default:
-			toks[i] = "*"
-		}
-	}
-	return strings.Join(toks, ".")
-}
-
-// objectOf reads the namespace and name of a subject of the template; ok
-// is false when either cannot be read back (a bounded token).
-func (t *Template) objectOf(subject string) (namespace, name string, ok bool) {
-	toks := strings.Split(subject, ".")
-	if len(toks) != len(t.parts) {
-		return "", "", false
-	}
-	var haveNS, haveName bool
-	for i, p := range t.parts {
-		var err error
-		switch p.f {
-		case fieldNamespace:
-			if toks[i] == ClusterScopedToken {
-				namespace, haveNS = "", true
-				continue
-			}
-			namespace, err = UnescapeToken(toks[i])
-			haveNS = err == nil
-		case fieldName:
-			name, err = UnescapeToken(toks[i])
-			haveName = err == nil
-		}
-	}
-	return namespace, name, haveNS && haveName
+		Deleted: h.Deleted || m.Action == wire.ActionDeleted, Kind: m.Kind, APIVersion: m.APIVersion, View: h.View}, nil
 }
 
 var _ sink.Witness = (*Sink)(nil)
@@ -264,8 +201,11 @@ func (s *Sink) HoldsAny(ctx context.Context, cluster string, resources []schema.
 	}
 	for _, res := range resources {
 		for _, ns := range namespaces {
-			filter := s.tmpl.stateFilter(cluster, res, ns)
-			_, err := stream.GetLastMsgForSubject(ctx, filter)
+			filter, err := s.tmpl.Filter(cluster, res.GroupResource(), ns)
+			if err != nil {
+				return false, fmt.Errorf("nats sink: %w", err)
+			}
+			_, err = stream.GetLastMsgForSubject(ctx, filter)
 			switch {
 			case err == nil:
 				return true, nil

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/kubebus/bridge/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -21,14 +22,14 @@ func (c *Config) streamConfig() jetstream.StreamConfig {
 	sc := jetstream.StreamConfig{
 		Name:        c.Stream,
 		Description: "Kubernetes object changes published by kubebus bridge",
-		Subjects:    []string{StreamSubject(c.SubjectPrefix)},
+		Subjects:    []string{wire.StreamSubject(c.SubjectPrefix)},
 		Storage:     jetstream.FileStorage,
 		Retention:   jetstream.LimitsPolicy,
 		Discard:     jetstream.DiscardOld,
 		MaxAge:      c.StreamMaxAge,
 		Replicas:    c.StreamReplicas,
 		Duplicates:  c.DuplicateWindow,
-		Metadata:    map[string]string{MetadataLayout: string(c.Layout)},
+		Metadata:    map[string]string{wire.MetadataLayout: string(c.Layout)},
 	}
 	if c.Layout == LayoutState {
 		sc.Description = "Kubernetes objects' latest states published by kubebus bridge"
@@ -37,7 +38,7 @@ func (c *Config) streamConfig() jetstream.StreamConfig {
 		sc.MaxBytes = -1
 		sc.MaxMsgsPerSubject = 1
 		sc.AllowMsgTTL = true
-		sc.Metadata[MetadataDeleteTTL] = c.DeleteTTL.String()
+		sc.Metadata[wire.MetadataDeleteTTL] = c.DeleteTTL.String()
 	}
 	return sc
 }
@@ -52,7 +53,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		if !s.cfg.CreateStream {
 			return fmt.Errorf("nats sink: stream %s does not exist and BRIDGE_NATS_CREATE_STREAM=false: create it with the subjects %s (for BRIDGE_NATS_LAYOUT=%s: %s), or let the bridge create it: %w",
-				name, StreamSubject(s.cfg.SubjectPrefix), s.cfg.Layout, layoutNeeds(s.cfg.Config), err)
+				name, wire.StreamSubject(s.cfg.SubjectPrefix), s.cfg.Layout, layoutNeeds(s.cfg.Config), err)
 		}
 		st, err = s.js.CreateStream(ctx, s.cfg.streamConfig())
 		created = err == nil
@@ -68,13 +69,13 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 	if err := checkLayout(s.cfg.Config, cfg); err != nil {
 		return fmt.Errorf("nats sink: stream %s does not fit BRIDGE_NATS_LAYOUT=%s, and the bridge never changes an existing stream: %w", name, s.cfg.Layout, err)
 	}
-	sample := s.sampleSubject()
-	if !slices.ContainsFunc(cfg.Subjects, func(p string) bool { return subjectMatches(p, sample) }) {
+	sample := s.tmpl.Sample()
+	if !slices.ContainsFunc(cfg.Subjects, func(p string) bool { return wire.SubjectMatches(p, sample) }) {
 		return fmt.Errorf("nats sink: stream %s captures %s, not the bridge's subjects such as %s",
 			name, strings.Join(cfg.Subjects, ", "), sample)
 	}
 	s.log.Info("nats sink: stream ready", "stream", name, "layout", s.cfg.Layout, "subjects", cfg.Subjects, "storage", cfg.Storage.String(),
-		"replicas", cfg.Replicas, "maxAge", cfg.MaxAge, "maxMsgsPerSubject", cfg.MaxMsgsPerSubject, "deleteTTL", cfg.Metadata[MetadataDeleteTTL],
+		"replicas", cfg.Replicas, "maxAge", cfg.MaxAge, "maxMsgsPerSubject", cfg.MaxMsgsPerSubject, "deleteTTL", cfg.Metadata[wire.MetadataDeleteTTL],
 		"duplicateWindow", cfg.Duplicates, "created", created)
 	if cfg.Duplicates <= 0 {
 		s.log.Warn("nats sink: the stream has no duplicate window; repeats after a crash are stored twice", "stream", name)
@@ -104,40 +105,10 @@ func (s *Sink) warnDifferences(cfg jetstream.StreamConfig, created bool) {
 	if cfg.Duplicates != want.Duplicates {
 		warn("BRIDGE_NATS_DUPLICATE_WINDOW", cfg.Duplicates, want.Duplicates)
 	}
-	if s.cfg.Layout == LayoutState && cfg.Metadata[MetadataDeleteTTL] != want.Metadata[MetadataDeleteTTL] {
+	if s.cfg.Layout == LayoutState && cfg.Metadata[wire.MetadataDeleteTTL] != want.Metadata[wire.MetadataDeleteTTL] {
 		// checkLayout refused a shorter TTL than the metadata says; a
 		// longer one only makes consumers read the state again sooner
 		// than they must.
-		warn("BRIDGE_NATS_DELETE_TTL", cfg.Metadata[MetadataDeleteTTL], want.Metadata[MetadataDeleteTTL])
+		warn("BRIDGE_NATS_DELETE_TTL", cfg.Metadata[wire.MetadataDeleteTTL], want.Metadata[wire.MetadataDeleteTTL])
 	}
-}
-
-// sampleSubject is a subject the template makes, with "x" for every value.
-func (s *Sink) sampleSubject() string {
-	parts := make([]string, len(s.tmpl.parts))
-	for i, p := range s.tmpl.parts {
-		parts[i] = p.lit
-		if p.f != literal {
-			parts[i] = "x"
-		}
-	}
-	return strings.Join(parts, ".")
-}
-
-// subjectMatches reports whether the subject filter pattern, which may use
-// the wildcards "*" and ">", matches subject.
-func subjectMatches(pattern, subject string) bool {
-	pt := strings.Split(pattern, ".")
-	st := strings.Split(subject, ".")
-	for i, p := range pt {
-		switch {
-		case p == ">":
-			return i < len(st)
-		case i >= len(st):
-			return false
-		case p != "*" && p != st[i]:
-			return false
-		}
-	}
-	return len(pt) == len(st)
 }

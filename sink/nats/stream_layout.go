@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/kubebus/bridge/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,8 +21,8 @@ func checkLayout(c Config, sc jetstream.StreamConfig) error {
 	if sc.Sealed {
 		bad("it is sealed and takes no publishes")
 	}
-	if l, ok := sc.Metadata[MetadataLayout]; ok && Layout(l) != c.Layout {
-		bad("its metadata %s is %q", MetadataLayout, l)
+	if l, ok := sc.Metadata[wire.MetadataLayout]; ok && Layout(l) != c.Layout {
+		bad("its metadata %s is %q", wire.MetadataLayout, l)
 	}
 	if c.Layout == LayoutHistory {
 		if sc.MaxMsgsPerSubject == 1 {
@@ -52,17 +53,17 @@ func checkLayout(c Config, sc jetstream.StreamConfig) error {
 	if sc.Discard == jetstream.DiscardNew && sc.DiscardNewPerSubject {
 		bad("it discards new messages per subject, so it would refuse every change after an object's first")
 	}
-	switch v, ok := sc.Metadata[MetadataDeleteTTL]; {
+	switch v, ok := sc.Metadata[wire.MetadataDeleteTTL]; {
 	case !ok:
-		bad("it has no metadata %s, which tells consumers how long a delete stays; add %s=%s", MetadataDeleteTTL, MetadataDeleteTTL, c.DeleteTTL)
+		bad("it has no metadata %s, which tells consumers how long a delete stays; add %s=%s", wire.MetadataDeleteTTL, wire.MetadataDeleteTTL, c.DeleteTTL)
 	default:
 		d, err := time.ParseDuration(v)
 		switch {
 		case err != nil:
-			bad("its metadata %s=%q is not a duration", MetadataDeleteTTL, v)
+			bad("its metadata %s=%q is not a duration", wire.MetadataDeleteTTL, v)
 		case c.DeleteTTL < d:
 			bad("its metadata %s=%s promises consumers that deletes stay longer than BRIDGE_NATS_DELETE_TTL=%s: set BRIDGE_NATS_DELETE_TTL=%s, or lower the metadata",
-				MetadataDeleteTTL, v, c.DeleteTTL, d)
+				wire.MetadataDeleteTTL, v, c.DeleteTTL, d)
 		}
 	}
 	return errors.Join(errs...)
@@ -82,5 +83,5 @@ func layoutNeeds(c Config) string {
 		return "any limits but one message per subject"
 	}
 	return fmt.Sprintf("limits retention, max messages per subject 1, no max age, messages or bytes limit, per-message TTLs allowed, metadata %s=%s and %s=%s",
-		MetadataLayout, LayoutState, MetadataDeleteTTL, c.DeleteTTL)
+		wire.MetadataLayout, LayoutState, wire.MetadataDeleteTTL, c.DeleteTTL)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // A stream the bridge made in one layout stops a start in the other
@@ -88,7 +89,7 @@ func TestExistingStateStreamLimits(t *testing.T) {
 		want   string // "": fits
 	}{
 		{"fits", func(c *jetstream.StreamConfig) {}, ""},
-		{"delete TTL metadata shorter than the bridge's", func(c *jetstream.StreamConfig) { c.Metadata[MetadataDeleteTTL] = "1h" }, ""},
+		{"delete TTL metadata shorter than the bridge's", func(c *jetstream.StreamConfig) { c.Metadata[wire.MetadataDeleteTTL] = "1h" }, ""},
 		{"delete markers", func(c *jetstream.StreamConfig) { c.SubjectDeleteMarkerTTL = time.Minute }, ""},
 		{"max age", func(c *jetstream.StreamConfig) { c.MaxAge = time.Hour }, "its max age is 1h0m0s"},
 		{"several messages per subject", func(c *jetstream.StreamConfig) { c.MaxMsgsPerSubject = 5 }, "it keeps 5 messages per subject"},
@@ -99,11 +100,11 @@ func TestExistingStateStreamLimits(t *testing.T) {
 		{"discard new per subject", func(c *jetstream.StreamConfig) {
 			c.Discard, c.DiscardNewPerSubject = jetstream.DiscardNew, true
 		}, "discards new messages per subject"},
-		{"no delete TTL metadata", func(c *jetstream.StreamConfig) { delete(c.Metadata, MetadataDeleteTTL) }, "has no metadata kubebus.io/delete-ttl"},
-		{"delete TTL metadata longer than the bridge's", func(c *jetstream.StreamConfig) { c.Metadata[MetadataDeleteTTL] = "48h" },
+		{"no delete TTL metadata", func(c *jetstream.StreamConfig) { delete(c.Metadata, wire.MetadataDeleteTTL) }, "has no metadata kubebus.io/delete-ttl"},
+		{"delete TTL metadata longer than the bridge's", func(c *jetstream.StreamConfig) { c.Metadata[wire.MetadataDeleteTTL] = "48h" },
 			"kubebus.io/delete-ttl=48h promises consumers that deletes stay longer than BRIDGE_NATS_DELETE_TTL=24h0m0s"},
-		{"bad delete TTL metadata", func(c *jetstream.StreamConfig) { c.Metadata[MetadataDeleteTTL] = "a day" }, `kubebus.io/delete-ttl="a day" is not a duration`},
-		{"history layout metadata", func(c *jetstream.StreamConfig) { c.Metadata[MetadataLayout] = string(LayoutHistory) }, `metadata kubebus.io/layout is "history"`},
+		{"bad delete TTL metadata", func(c *jetstream.StreamConfig) { c.Metadata[wire.MetadataDeleteTTL] = "a day" }, `kubebus.io/delete-ttl="a day" is not a duration`},
+		{"history layout metadata", func(c *jetstream.StreamConfig) { c.Metadata[wire.MetadataLayout] = string(LayoutHistory) }, `metadata kubebus.io/layout is "history"`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
@@ -159,7 +160,7 @@ func TestDeletesExpire(t *testing.T) {
 					t.Fatalf("object %d: %v", o, err)
 				}
 				ttl := m.Header.Get(jetstream.MsgTTLHeader)
-				if got := m.Header.Get(HeaderPrefix + "type"); mode == CEBinary && got != "io.kubebus.object."+want {
+				if got := m.Header.Get("ce-" + "type"); mode == CEBinary && got != "io.kubebus.object."+want {
 					t.Errorf("object %d: latest message is %s, want %s", o, got, want)
 				}
 				if (want == "deleted") != (ttl == "1s") {

@@ -18,6 +18,7 @@ import (
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/synthetic"
+	"github.com/kubebus/bridge/wire"
 )
 
 // kafkaBus is Kafka on an in-process kfake cluster of three brokers.
@@ -66,10 +67,10 @@ func (kb *kafkaBus) Prepare(b *testing.B, wl *workload) {
 			Key:   []byte(cfg.KeyOf(m)),
 			Value: wl.bodies[i],
 			Headers: []kafkago.Header{
-				{Key: kafkasink.HeaderContentType, Value: []byte(kafkasink.ContentTypeStructured)},
-				{Key: kafkasink.HeaderID, Value: []byte(m.ID)},
-				{Key: kafkasink.HeaderType, Value: []byte(m.Type)},
-				{Key: kafkasink.HeaderResourceVersion, Value: []byte(m.ResourceVersion)},
+				{Key: wire.Kafka.ContentTypeHeader(), Value: []byte(wire.KafkaStructuredContentType)},
+				{Key: wire.Kafka.HeaderOf("id"), Value: []byte(m.ID)},
+				{Key: wire.Kafka.HeaderOf("type"), Value: []byte(m.Type)},
+				{Key: wire.Kafka.HeaderOf("resourceversion"), Value: []byte(m.ResourceVersion)},
 			},
 		}
 	}

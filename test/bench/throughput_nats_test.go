@@ -13,6 +13,7 @@ import (
 	"github.com/kubebus/bridge/internal/config"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // natsBus is NATS JetStream on an embedded server with file storage.
@@ -52,7 +53,7 @@ func newNATSSink(b *testing.B, cfg *config.Config) *natssink.Sink {
 func (nb *natsBus) Prepare(b *testing.B, wl *workload) {
 	b.Helper()
 	cfg := loadConfig(b, map[string]string{"BRIDGE_SINK": "nats"}).NATS
-	tmpl, err := natssink.ParseTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
+	tmpl, err := wire.ParseSubjectTemplate(cfg.SubjectLayout(), cfg.SubjectPrefix)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -63,8 +64,8 @@ func (nb *natsBus) Prepare(b *testing.B, wl *workload) {
 			b.Fatal(err)
 		}
 		nm := &nats.Msg{Subject: subject, Header: nats.Header{}, Data: wl.bodies[i]}
-		nm.Header.Set(natssink.MsgIDHeader, m.ID)
-		nm.Header.Set(natssink.ContentTypeHeader, natssink.StructuredContentType)
+		nm.Header.Set(wire.NATSMsgIDHeader, m.ID)
+		nm.Header.Set(wire.NATSContentTypeHeader, wire.StructuredContentType)
 		nm.Header.Set(jetstream.ExpectedStreamHeader, cfg.Stream)
 		nb.msgs[i] = nm
 	}

@@ -14,10 +14,10 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kubebus/bridge/sink"
-	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // bus is a message bus the bridge publishes to, for the tests that run the
@@ -141,7 +141,9 @@ func (b *kafkaBus) env(ns string) map[string]string {
 
 // kafkaTopic is the topic of the objects of kind k in ns, as b.env(ns)
 // makes them.
-func kafkaTopic(ns string, k watchedKind) string { return kafkasink.TopicFor("kube-"+ns, k.gvr) }
+func kafkaTopic(ns string, k watchedKind) string {
+	return wire.TopicFor("kube-"+ns, k.gvr.GroupResource())
+}
 
 // records returns every record of the ConfigMaps of ns, tombstones
 // included, in per-key log order.

@@ -9,10 +9,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // bootstrapObjects is how many ConfigMaps the bootstrap test writes.
@@ -79,7 +79,7 @@ func TestBootstrapFromStateAfterHistoryHorizon(t *testing.T) {
 		ph := startProc(t, procEnv(history), out)
 		nc := srv.Conn(t)
 		stateFilter := natsStateSubjects(ns)
-		histFilter := "hist.e2e." + natssink.CoreGroupToken + ".v1.configmaps." + natssink.EscapeToken(ns) + ".>"
+		histFilter := "hist.e2e." + wire.CoreGroupToken + ".v1.configmaps." + wire.EscapeToken(ns) + ".>"
 		poll.Until(t, time.Minute, func() (bool, string) {
 			s, h := natsCount(t, nc, "KUBE", stateFilter), natsCount(t, nc, "HISTORY", histFilter)
 			return s == bootstrapObjects && h == bootstrapObjects, fmt.Sprintf("state stream holds %d, history stream %d of %d", s, h, bootstrapObjects)

@@ -15,8 +15,8 @@ import (
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/sink"
-	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // TestDriftRepairedWhileRunning: drift injected into the bus while the
@@ -108,7 +108,7 @@ func TestDriftRepairedWhileRunning(t *testing.T) {
 
 // natsStateSubject is the state layout's subject of ConfigMap name in ns.
 func natsStateSubject(ns, name string) string {
-	return "kube.e2e." + natssink.CoreGroupToken + ".configmaps." + natssink.EscapeToken(ns) + "." + natssink.EscapeToken(name)
+	return "kube.e2e." + wire.CoreGroupToken + ".configmaps." + wire.EscapeToken(ns) + "." + wire.EscapeToken(name)
 }
 
 // natsWrite stores m in the stream behind the bridge's back, as a
@@ -120,8 +120,8 @@ func natsWrite(t *testing.T, js jetstream.JetStream, ns string, m *sink.Message,
 		t.Fatal(err)
 	}
 	msg := &nats.Msg{Subject: natsStateSubject(ns, m.Name), Data: body, Header: nats.Header{}}
-	msg.Header.Set(natssink.MsgIDHeader, m.ID)
-	msg.Header.Set(natssink.ContentTypeHeader, natssink.StructuredContentType)
+	msg.Header.Set(wire.NATSMsgIDHeader, m.ID)
+	msg.Header.Set(wire.NATSContentTypeHeader, wire.StructuredContentType)
 	msg.Header.Set("ce-uid", m.UID)
 	msg.Header.Set("ce-resourceversion", m.ResourceVersion)
 	if isDelete {

@@ -16,11 +16,11 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
-	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // listable is every resource the API server serves that supports list
@@ -121,9 +121,9 @@ func TestWatchEverythingWatchesEveryListableResource(t *testing.T) {
 		return slices.Collect(maps.Keys(info.State.Subjects))
 	}
 	has := func(subjects []string, gvr schema.GroupVersionResource) bool {
-		group := natssink.CoreGroupToken
+		group := wire.CoreGroupToken
 		if gvr.Group != "" {
-			group = natssink.EscapeToken(gvr.Group)
+			group = wire.EscapeToken(gvr.Group)
 		}
 		prefix := "kube.e2e." + group + "." + gvr.Version + "." + gvr.Resource + "."
 		return slices.ContainsFunc(subjects, func(s string) bool { return strings.HasPrefix(s, prefix) })

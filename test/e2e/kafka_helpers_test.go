@@ -1,12 +1,13 @@
 package e2e
 
 import (
+	"maps"
 	"strings"
 	"testing"
 
 	"github.com/kubebus/bridge/sink"
-	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // kafkaEnv is the environment of a bridge that publishes to c, with
@@ -37,7 +38,7 @@ func readTopic(t *testing.T, c *kafkatest.Cluster, topic string) []kafkaRecord {
 		for _, x := range r.Headers {
 			h[x.Key] = string(x.Value)
 		}
-		m, err := kafka.DecodeRecord(r.Value, h)
+		m, err := wire.Kafka.Decode(r.Value, maps.All(h))
 		if err != nil {
 			t.Fatalf("%s[%d]@%d: %v", topic, r.Partition, r.Offset, err)
 		}

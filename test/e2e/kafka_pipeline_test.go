@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -32,6 +33,7 @@ import (
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Acceptance 1: 10,000 deltas of 1,000 objects, through the bridge's
@@ -102,7 +104,7 @@ func TestManyObjectsInOrder(t *testing.T) {
 		if len(rvs) != perObject || !increasing(rvs) {
 			t.Errorf("%s: resourceVersions %v, want %d increasing", key, rvs, perObject)
 		}
-		if want := int32(kafkasink.PartitionFor(key, partitions)); h.partition[key] != want {
+		if want := int32(wire.PartitionFor([]byte(key), partitions)); h.partition[key] != want {
 			t.Errorf("%s: in partition %d, PartitionFor says %d", key, h.partition[key], want)
 		}
 	}
@@ -396,7 +398,7 @@ func decodeRecord(t *testing.T, r *kgo.Record) *sink.Message {
 	for _, x := range r.Headers {
 		h[x.Key] = string(x.Value)
 	}
-	m, err := kafkasink.DecodeRecord(r.Value, h)
+	m, err := wire.Kafka.Decode(r.Value, maps.All(h))
 	if err != nil {
 		t.Fatalf("%s[%d]@%d: %v", r.Topic, r.Partition, r.Offset, err)
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Acceptance 5 (Kafka): in the state layout a deleted object's records
@@ -31,7 +33,7 @@ func TestKafkaStateDeletesCompactAway(t *testing.T) {
 	// Long enough that a compaction right after the deletes keeps their
 	// tombstones, short enough to wait for.
 	const deleteRetention = 15 * time.Second
-	topic := kafka.TopicFor("kube-"+ns, configMaps.gvr)
+	topic := wire.TopicFor("kube-"+ns, configMaps.gvr.GroupResource())
 	b := startBridge(t, kafkaEnv(c,
 		"BRIDGE_RESOURCES", "configmaps",
 		"BRIDGE_NAMESPACES", ns,
@@ -150,8 +152,8 @@ func TestKafkaStateOutlivesRetention(t *testing.T) {
 			"BRIDGE_KAFKA_PARTITIONS", "3",
 			"BRIDGE_KAFKA_LAYOUT", layout)
 	}
-	stateTopic := kafka.TopicFor("state-"+ns, configMaps.gvr)
-	historyTopic := kafka.TopicFor("history-"+ns, configMaps.gvr)
+	stateTopic := wire.TopicFor("state-"+ns, configMaps.gvr.GroupResource())
+	historyTopic := wire.TopicFor("history-"+ns, configMaps.gvr.GroupResource())
 	bs := startBridge(t, env("state-"+ns, string(kafka.LayoutState)), nil)
 	bh := startBridge(t, env("history-"+ns, string(kafka.LayoutHistory)), nil)
 
@@ -247,7 +249,7 @@ func stateOf(t *testing.T, c *kafkatest.Cluster, topic string) topicState {
 		for _, x := range r.Headers {
 			h[x.Key] = string(x.Value)
 		}
-		m, err := kafka.DecodeRecord(r.Value, h)
+		m, err := wire.Kafka.Decode(r.Value, maps.All(h))
 		if err != nil {
 			t.Fatalf("%s[%d]@%d: %v", topic, r.Partition, r.Offset, err)
 		}
@@ -326,9 +328,9 @@ func equalsList(t *testing.T, ns string, st topicState) {
 func TestKafkaStateWarnsOfTopicNotCompacted(t *testing.T) {
 	ns := namespace(t, "kstate-warn")
 	c := kafkatest.Start(t)
-	old := kafka.TopicFor("kube-"+ns, configMaps.gvr)
+	old := wire.TopicFor("kube-"+ns, configMaps.gvr.GroupResource())
 	c.CreateTopic(old, 1, nil) // the broker's defaults, as before the state layout
-	created := kafka.TopicFor("kube-"+ns, schema.GroupVersionResource{Version: "v1", Resource: "secrets"})
+	created := wire.TopicFor("kube-"+ns, schema.GroupResource{Resource: "secrets"})
 	checkpointTopic := "ckpt-" + ns
 	m := metrics.New()
 	b := startBridgeWith(t, kafkaEnv(c,

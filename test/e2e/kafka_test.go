@@ -9,9 +9,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Acceptance 2: ConfigMaps and Deployments are created, updated and
@@ -122,7 +122,7 @@ func TestKafkaTopicsPerResource(t *testing.T) {
 			seq := got[key]
 			var events []kafkaRecord
 			for i, r := range seq {
-				if want := int32(kafka.PartitionFor(key, partitions)); r.partition != want {
+				if want := int32(wire.PartitionFor([]byte(key), partitions)); r.partition != want {
 					t.Errorf("%s %s: record in partition %d, want %d", topic, key, r.partition, want)
 				}
 				if r.msg == nil {
@@ -136,7 +136,7 @@ func TestKafkaTopicsPerResource(t *testing.T) {
 				if r.msg.Action == "deleted" && (i+1 >= len(seq) || seq[i+1].msg != nil) {
 					t.Errorf("%s %s: delete at %d is not followed by a tombstone", topic, key, i)
 				}
-				if r.headers[kafka.HeaderType] != r.msg.Type || r.headers[kafka.HeaderResourceVersion] != r.msg.ResourceVersion {
+				if r.headers["ce_type"] != r.msg.Type || r.headers["ce_resourceversion"] != r.msg.ResourceVersion {
 					t.Errorf("%s %s: headers %v do not match type %s and resourceVersion %s", topic, key, r.headers, r.msg.Type, r.msg.ResourceVersion)
 				}
 				if r.msg.Kind != kinds[topic] || r.msg.Cluster != "e2e" || r.msg.Key() != key {

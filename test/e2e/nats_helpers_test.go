@@ -12,6 +12,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // natsEnv configures a bridge that watches the ConfigMaps of ns and
@@ -52,15 +53,15 @@ func natsKindSubjects(ns string, kinds []watchedKind) []string {
 func natsLayoutSubjects(layout, ns string, kinds []watchedKind) []string {
 	var out []string
 	for _, k := range kinds {
-		group := natssink.CoreGroupToken
+		group := wire.CoreGroupToken
 		if k.gvr.Group != "" {
-			group = natssink.EscapeToken(k.gvr.Group)
+			group = wire.EscapeToken(k.gvr.Group)
 		}
 		version := "." + k.gvr.Version
 		if layout == string(natssink.LayoutState) {
 			version = ""
 		}
-		out = append(out, "kube.e2e."+group+version+"."+k.gvr.Resource+"."+natssink.EscapeToken(ns)+".>")
+		out = append(out, "kube.e2e."+group+version+"."+k.gvr.Resource+"."+wire.EscapeToken(ns)+".>")
 	}
 	return out
 }
@@ -113,11 +114,11 @@ func natsFetch(t *testing.T, nc *nats.Conn, stream string, cfg jetstream.Consume
 			if err != nil {
 				t.Fatal(err)
 			}
-			d, err := natssink.Decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+			d, err := wire.NATS.Decode(m.Data(), wire.Headers(m.Headers()))
 			if err != nil {
 				t.Fatalf("message %d: %v", md.Sequence.Stream, err)
 			}
-			out = append(out, natsEvent{subject: m.Subject(), seq: md.Sequence.Stream, msgID: m.Headers().Get(natssink.MsgIDHeader), msg: d})
+			out = append(out, natsEvent{subject: m.Subject(), seq: md.Sequence.Stream, msgID: m.Headers().Get(wire.NATSMsgIDHeader), msg: d})
 			if cfg.AckPolicy == jetstream.AckExplicitPolicy {
 				if err := m.DoubleAck(ctx); err != nil {
 					t.Fatalf("ack: %v", err)

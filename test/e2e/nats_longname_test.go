@@ -15,9 +15,9 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/checkpoint/natskv"
-	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // clusterRoleSubjects is the subject filter of every ClusterRole, as the
@@ -114,17 +114,17 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 	})
 	long := 0
 	for _, e := range events {
-		if want := clusterRoleSubjects[:len(clusterRoleSubjects)-1] + natssink.EscapeToken(e.msg.Name); e.subject != want {
+		if want := clusterRoleSubjects[:len(clusterRoleSubjects)-1] + wire.EscapeToken(e.msg.Name); e.subject != want {
 			t.Errorf("%s %s on %.120q..., want %.120q...", e.msg.Action, shortName(e.msg.Name), e.subject, want)
 		}
-		if len(e.subject) > natssink.MaxSubjectLen {
+		if len(e.subject) > wire.MaxSubjectLen {
 			t.Errorf("subject of %d bytes", len(e.subject))
 		}
-		if len(e.msg.Name) > natssink.MaxTokenLen {
+		if len(e.msg.Name) > wire.MaxTokenLen {
 			long++
 		}
 	}
-	t.Logf("%d events of ClusterRoles, %d of names past %d bytes", len(events), long, natssink.MaxTokenLen)
+	t.Logf("%d events of ClusterRoles, %d of names past %d bytes", len(events), long, wire.MaxTokenLen)
 	if long < 6 { // 4 long ones added, 1 updated, 1 deleted
 		t.Errorf("%d events of long names, want at least 6", long)
 	}

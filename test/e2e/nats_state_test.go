@@ -17,6 +17,7 @@ import (
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // In the state layout (the default), the deletes of ConfigMaps are
@@ -71,7 +72,7 @@ func TestNATSStateDeletesExpire(t *testing.T) {
 	for len(deleted) < deletes {
 		select {
 		case m := <-published:
-			e, err := natssink.Decode(m)
+			e, err := wire.NATS.Decode(m.Data, wire.Headers(m.Header))
 			if err != nil {
 				t.Fatalf("message on %s: %v", m.Subject, err)
 			}

@@ -25,11 +25,11 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
-	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kubelet"
 	"github.com/kubebus/bridge/test/metricstest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // TestChartReplicas runs the nats-kv-ha value set as the chart deploys it,
@@ -513,7 +513,7 @@ func (o *observer) add(m jetstream.Msg) {
 		o.fail(fmt.Errorf("metadata of a message on %s: %w", m.Subject(), err))
 		return
 	}
-	ev, err := natssink.Decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
+	ev, err := wire.NATS.Decode(m.Data(), wire.Headers(m.Headers()))
 	if err != nil {
 		o.fail(fmt.Errorf("sequence %d: %w", md.Sequence.Stream, err))
 		return

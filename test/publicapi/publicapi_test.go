@@ -36,7 +36,7 @@ func TestNoInternalTypesInPublicAPI(t *testing.T) {
 		}
 		return os.Open(f)
 	})
-	for _, want := range []string{"source", "sink/nats", "sink/kafka", "checkpoint/kafkastore", "kafkaconn", "envvar", "consumer"} {
+	for _, want := range []string{"source", "wire", "sink/nats", "sink/kafka", "checkpoint/kafkastore", "kafkaconn", "envvar", "consumer"} {
 		if !slices.Contains(pkgs, module+"/"+want) {
 			t.Fatalf("%s is not among the public packages found: %v", want, pkgs)
 		}

@@ -1,9 +1,10 @@
-package kafka
+package wire
 
 import (
 	"fmt"
 	"testing"
 
+	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -26,7 +27,7 @@ func TestPartitionForMatchesJava(t *testing.T) {
 		for _, n := range []int{1, 3, 6, 10, 97} {
 			t.Run(fmt.Sprintf("%s/%d", tt.key, n), func(t *testing.T) {
 				want := int((uint32(tt.hash) & 0x7fffffff) % uint32(n))
-				if got := PartitionFor(tt.key, n); got != want {
+				if got := PartitionFor([]byte(tt.key), n); got != want {
 					t.Errorf("PartitionFor(%q, %d) = %d, want %d", tt.key, n, got, want)
 				}
 			})
@@ -41,8 +42,26 @@ func TestPartitionForMatchesFranzGo(t *testing.T) {
 		key := fmt.Sprintf("namespace-%d/object-%d", i%7, i)
 		for _, n := range []int{1, 6, 12} {
 			want := p.Partition(&kgo.Record{Key: []byte(key)}, n)
-			if got := PartitionFor(key, n); got != want {
+			if got := PartitionFor([]byte(key), n); got != want {
 				t.Fatalf("PartitionFor(%q, %d) = %d, franz-go says %d", key, n, got, want)
+			}
+		}
+	}
+}
+
+// So does kafka-go's, which the bridge's sink writes with.
+func TestPartitionForMatchesKafkaGo(t *testing.T) {
+	b := kafkago.Murmur2Balancer{Consistent: true}
+	for i := range 1000 {
+		key := fmt.Sprintf("namespace-%d/object-%d", i%7, i)
+		for _, n := range []int{1, 6, 12} {
+			ids := make([]int, n)
+			for j := range ids {
+				ids[j] = j
+			}
+			want := b.Balance(kafkago.Message{Key: []byte(key)}, ids...)
+			if got := PartitionFor([]byte(key), n); got != want {
+				t.Fatalf("PartitionFor(%q, %d) = %d, kafka-go says %d", key, n, got, want)
 			}
 		}
 	}

@@ -1,12 +1,10 @@
-package nats
+package wire
 
 import (
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/kubebus/bridge/sink"
 )
 
 func TestTemplateFilter(t *testing.T) {
@@ -18,12 +16,12 @@ func TestTemplateFilter(t *testing.T) {
 	}{
 		{"state, core, all namespaces", DefaultStateSubject, "prod", "", schema.GroupResource{Resource: "configmaps"}, "kube.prod.core.configmaps.*.*"},
 		{"state, one namespace", DefaultStateSubject, "prod", "team-a", schema.GroupResource{Group: "apps", Resource: "deployments"}, "kube.prod.apps.deployments.team-a.*"},
-		{"history, dotted group and cluster", DefaultSubject, "eu.west", "", schema.GroupResource{Group: "example.com", Resource: "widgets"}, "kube.eu_west.example_com.*.widgets.*.*"},
+		{"history, dotted group and cluster", DefaultHistorySubject, "eu.west", "", schema.GroupResource{Group: "example.com", Resource: "widgets"}, "kube.eu_west.example_com.*.widgets.*.*"},
 		{"kind and action are wildcards", "{prefix}.{cluster}.{resource}.{kind}.{action}.{namespace}.{name}", "prod", "ns_1", schema.GroupResource{Resource: "pods"}, "kube.prod.pods.*.*.ns%5F1.*"},
 		{"long cluster is bounded as in subjects", DefaultStateSubject, longCluster, "", schema.GroupResource{Resource: "configmaps"}, "kube." + EscapeToken(longCluster) + ".core.configmaps.*.*"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tmpl, err := ParseTemplate(tc.layout, "kube")
+			tmpl, err := ParseSubjectTemplate(tc.layout, "kube")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -41,11 +39,11 @@ func TestTemplateFilter(t *testing.T) {
 // TestTemplateFilterMatchesSubject checks that the filter of an object's
 // resource matches the subject the sink publishes it to, long names too.
 func TestTemplateFilterMatchesSubject(t *testing.T) {
-	tmpl, err := ParseTemplate(DefaultStateSubject, "kube")
+	tmpl, err := ParseSubjectTemplate(DefaultStateSubject, "kube")
 	if err != nil {
 		t.Fatal(err)
 	}
-	m := &sink.Message{ID: "1", Cluster: strings.Repeat("k", 400), Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
+	m := &Message{ID: "1", Cluster: strings.Repeat("k", 400), Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
 		Namespace: "ns", Name: strings.Repeat("n.", 300), Action: "added"}
 	subj, err := tmpl.Subject(m)
 	if err != nil {

@@ -1,41 +1,39 @@
-package nats
+package wire
 
 import (
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
-
-	"github.com/kubebus/bridge/sink"
 )
 
 func TestTemplateSubject(t *testing.T) {
-	deploy := &sink.Message{
+	deploy := &Message{
 		ID: "1", Cluster: "prod", Resource: schema.GroupVersionResource{Group: "apps", Version: "v1", Resource: "deployments"},
 		Kind: "Deployment", Namespace: "team-a", Name: "web", Action: "updated",
 	}
-	node := &sink.Message{
+	node := &Message{
 		ID: "2", Cluster: "prod", Resource: schema.GroupVersionResource{Version: "v1", Resource: "nodes"},
 		Kind: "Node", Name: "ip-10-0-1-5.ec2.internal", Action: "added",
 	}
-	widget := &sink.Message{
+	widget := &Message{
 		ID: "3", Cluster: "eu.west", Resource: schema.GroupVersionResource{Group: "example.com", Version: "v1alpha1", Resource: "widgets"},
 		Kind: "Widget", Namespace: "ns", Name: "w_1", Action: "deleted",
 	}
 	for _, tc := range []struct {
 		name, layout, prefix string
-		msg                  *sink.Message
+		msg                  *Message
 		want                 string
 	}{
-		{"default apps", DefaultSubject, "kube", deploy, "kube.prod.apps.v1.deployments.team-a.web"},
-		{"core group and cluster-scoped", DefaultSubject, "kube", node, "kube.prod.core.v1.nodes._.ip-10-0-1-5_ec2_internal"},
-		{"dotted group, cluster and escaped name", DefaultSubject, "kube", widget, "kube.eu_west.example_com.v1alpha1.widgets.ns.w%5F1"},
-		{"prefix of two tokens", DefaultSubject, "acme.k8s", deploy, "acme.k8s.prod.apps.v1.deployments.team-a.web"},
+		{"default apps", DefaultHistorySubject, "kube", deploy, "kube.prod.apps.v1.deployments.team-a.web"},
+		{"core group and cluster-scoped", DefaultHistorySubject, "kube", node, "kube.prod.core.v1.nodes._.ip-10-0-1-5_ec2_internal"},
+		{"dotted group, cluster and escaped name", DefaultHistorySubject, "kube", widget, "kube.eu_west.example_com.v1alpha1.widgets.ns.w%5F1"},
+		{"prefix of two tokens", DefaultHistorySubject, "acme.k8s", deploy, "acme.k8s.prod.apps.v1.deployments.team-a.web"},
 		{"kind and action", "{prefix}.{kind}.{action}.{namespace}.{name}", "kube", deploy, "kube.Deployment.updated.team-a.web"},
 		{"fixed words", "{prefix}.changes.{resource}.v2", "kube", node, "kube.changes.nodes.v2"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tmpl, err := ParseTemplate(tc.layout, tc.prefix)
+			tmpl, err := ParseSubjectTemplate(tc.layout, tc.prefix)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -46,7 +44,7 @@ func TestTemplateSubject(t *testing.T) {
 			if got != tc.want {
 				t.Errorf("Subject = %q, want %q", got, tc.want)
 			}
-			if !subjectMatches(StreamSubject(tc.prefix), got) {
+			if !SubjectMatches(StreamSubject(tc.prefix), got) {
 				t.Errorf("%q is not under %s", got, StreamSubject(tc.prefix))
 			}
 		})
@@ -54,11 +52,11 @@ func TestTemplateSubject(t *testing.T) {
 }
 
 func TestTemplateSubjectEmptyValue(t *testing.T) {
-	tmpl, err := ParseTemplate(DefaultSubject, "kube")
+	tmpl, err := ParseSubjectTemplate(DefaultHistorySubject, "kube")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = tmpl.Subject(&sink.Message{ID: "x", Cluster: "c", Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "ns"})
+	_, err = tmpl.Subject(&Message{ID: "x", Cluster: "c", Resource: schema.GroupVersionResource{Version: "v1", Resource: "pods"}, Namespace: "ns"})
 	if err == nil || !strings.Contains(err.Error(), "{name}") {
 		t.Fatalf("err = %v, want one naming {name}", err)
 	}
@@ -76,17 +74,17 @@ func TestParseTemplateRejects(t *testing.T) {
 		{"wildcard", "{prefix}.*.{name}", "kube", `"*"`},
 		{"full wildcard", "{prefix}.>", "kube", `">"`},
 		{"space", "{prefix}.a b", "kube", "whitespace"},
-		{"empty prefix", DefaultSubject, "", "must not be empty"},
-		{"system prefix", DefaultSubject, "$JS", `"$"`},
-		{"prefix with wildcard", DefaultSubject, "kube.*", `"*"`},
-		{"prefix with empty token", DefaultSubject, "kube.", "must not be empty"},
-		{"prefix too long", DefaultSubject, strings.Repeat("p", 1600), "longest subject would be 3142 bytes, above 3072"},
+		{"empty prefix", DefaultHistorySubject, "", "must not be empty"},
+		{"system prefix", DefaultHistorySubject, "$JS", `"$"`},
+		{"prefix with wildcard", DefaultHistorySubject, "kube.*", `"*"`},
+		{"prefix with empty token", DefaultHistorySubject, "kube.", "must not be empty"},
+		{"prefix too long", DefaultHistorySubject, strings.Repeat("p", 1600), "longest subject would be 3142 bytes, above 3072"},
 		{"fixed words too long", "{prefix}." + strings.Repeat("w.", 1600) + "{name}", "kube", "longest subject would be 3461 bytes"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := ParseTemplate(tc.layout, tc.prefix)
+			_, err := ParseSubjectTemplate(tc.layout, tc.prefix)
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
-				t.Fatalf("ParseTemplate(%q, %q) = %v, want an error containing %s", tc.layout, tc.prefix, err, tc.want)
+				t.Fatalf("ParseSubjectTemplate(%q, %q) = %v, want an error containing %s", tc.layout, tc.prefix, err, tc.want)
 			}
 		})
 	}
@@ -107,9 +105,29 @@ func TestSubjectMatches(t *testing.T) {
 		{"kube.a", "kube.a", true},
 	} {
 		t.Run(tc.pattern+" "+tc.subject, func(t *testing.T) {
-			if got := subjectMatches(tc.pattern, tc.subject); got != tc.want {
-				t.Errorf("subjectMatches(%q, %q) = %v, want %v", tc.pattern, tc.subject, got, tc.want)
+			if got := SubjectMatches(tc.pattern, tc.subject); got != tc.want {
+				t.Errorf("SubjectMatches(%q, %q) = %v, want %v", tc.pattern, tc.subject, got, tc.want)
 			}
 		})
+	}
+}
+
+// A subject that would still pass the limit, as a last guard, is never
+// returned: the error names the object and the limit.
+func TestSubjectOverLimit(t *testing.T) {
+	tmpl, err := ParseSubjectTemplate(DefaultStateSubject, "kube")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl.limit = 100 // as if the fixed parts were long
+	m := &Message{ID: "x", Cluster: "c", Resource: schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"},
+		Name: strings.Repeat("n", 90), Subject: strings.Repeat("n", 90)}
+	got, err := tmpl.Subject(m)
+	if err == nil || !strings.Contains(err.Error(), "clusterroles") || !strings.Contains(err.Error(), "longer than 100") || !strings.Contains(err.Error(), "nnnn") {
+		t.Fatalf("Subject = %q, %v; want an error naming the ClusterRole and the limit", got, err)
+	}
+	m.Name, m.Subject = "short", "short"
+	if _, err := tmpl.Subject(m); err != nil {
+		t.Fatalf("short name: %v", err)
 	}
 }

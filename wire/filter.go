@@ -1,4 +1,4 @@
-package nats
+package wire
 
 import (
 	"errors"
@@ -18,12 +18,12 @@ import (
 // A layout without {cluster} or {resource} cannot narrow by them: the
 // filter then matches other clusters or resources too, and a consumer
 // must check each event's own attributes.
-func (t *Template) Filter(cluster string, gr schema.GroupResource, namespace string) (string, error) {
+func (t *SubjectTemplate) Filter(cluster string, gr schema.GroupResource, namespace string) (string, error) {
 	if cluster == "" {
-		return "", errors.New("nats sink: subject filter: empty cluster")
+		return "", errors.New("wire: subject filter: empty cluster")
 	}
 	if gr.Resource == "" {
-		return "", errors.New("nats sink: subject filter: empty resource")
+		return "", errors.New("wire: subject filter: empty resource")
 	}
 	var b strings.Builder
 	b.Grow(128)
@@ -55,4 +55,31 @@ func (t *Template) Filter(cluster string, gr schema.GroupResource, namespace str
 		}
 	}
 	return b.String(), nil
+}
+
+// ObjectOf reads the namespace and name back from a subject t made; ok is
+// false when either cannot be read back: a subject of another layout, or
+// a bounded token (the value is then in the event's own attributes).
+func (t *SubjectTemplate) ObjectOf(subject string) (namespace, name string, ok bool) {
+	toks := strings.Split(subject, ".")
+	if len(toks) != len(t.parts) {
+		return "", "", false
+	}
+	var haveNS, haveName bool
+	for i, p := range t.parts {
+		var err error
+		switch p.f {
+		case fieldNamespace:
+			if toks[i] == ClusterScopedToken {
+				namespace, haveNS = "", true
+				continue
+			}
+			namespace, err = UnescapeToken(toks[i])
+			haveNS = err == nil
+		case fieldName:
+			name, err = UnescapeToken(toks[i])
+			haveName = err == nil
+		}
+	}
+	return namespace, name, haveNS && haveName
 }

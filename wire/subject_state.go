@@ -1,4 +1,4 @@
-package nats
+package wire
 
 import (
 	"fmt"
@@ -12,14 +12,14 @@ import (
 // (docs/nats.md).
 var stateFields = []field{fieldGroup, fieldResource, fieldNamespace, fieldName}
 
-// servesState reports why the template cannot serve the state layout,
+// ServesState reports why the template cannot serve the state layout,
 // where a subject's latest message is its object's state: each subject
 // must name exactly one object, and an object must keep one subject for
 // its whole life. {action} gives an object a subject per kind of change
 // (a delete would not replace the object's state), and {version} a
 // subject per served version (a change of the watched version would leave
 // the objects' old messages behind for ever).
-func (t *Template) servesState() error {
+func (t *SubjectTemplate) ServesState() error {
 	has := map[field]bool{}
 	for _, p := range t.parts {
 		has[p.f] = true

@@ -1,11 +1,9 @@
-package nats
+package wire
 
 import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/kubebus/bridge/sink"
 )
 
 // Tokens that stand for an empty value.
@@ -28,8 +26,9 @@ const (
 // ($JS.API.DIRECT.GET.<stream>.<subject>).
 const MaxSubjectLen = 3072
 
-// DefaultSubject is the default of BRIDGE_NATS_SUBJECT.
-const DefaultSubject = "{prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name}"
+// DefaultHistorySubject is the default of BRIDGE_NATS_SUBJECT in the
+// history layout and in core mode.
+const DefaultHistorySubject = "{prefix}.{cluster}.{group}.{version}.{resource}.{namespace}.{name}"
 
 // field is what a placeholder of a subject template stands for.
 type field int
@@ -59,9 +58,9 @@ var placeholders = map[string]field{
 	"action":    fieldAction,
 }
 
-// Template builds the subject of each message from a layout such as
-// DefaultSubject. A Template is immutable and safe for concurrent use.
-type Template struct {
+// SubjectTemplate builds the subject of each message from a layout such as
+// DefaultHistorySubject. A SubjectTemplate is immutable and safe for concurrent use.
+type SubjectTemplate struct {
 	src   string
 	parts []part
 	// limit is the longest subject Subject returns: MaxSubjectLen.
@@ -74,7 +73,7 @@ type part struct {
 	f   field
 }
 
-// ParseTemplate parses a subject layout: tokens separated by ".", each
+// ParseSubjectTemplate parses a subject layout: tokens separated by ".", each
 // either a fixed word or exactly one placeholder. The placeholders are
 // {prefix} (the prefix, which may itself have several tokens), {cluster},
 // {group}, {version}, {resource}, {kind}, {namespace}, {name} and
@@ -82,11 +81,11 @@ type part struct {
 // lies under the prefix the stream captures. Every value is at most
 // MaxTokenLen bytes once escaped, so the layout and the prefix must leave
 // room for that many in each placeholder within MaxSubjectLen.
-func ParseTemplate(layout, prefix string) (*Template, error) {
-	if err := checkPrefix(prefix); err != nil {
+func ParseSubjectTemplate(layout, prefix string) (*SubjectTemplate, error) {
+	if err := CheckSubjectPrefix(prefix); err != nil {
 		return nil, fmt.Errorf("prefix %q: %w", prefix, err)
 	}
-	t := &Template{src: layout, limit: MaxSubjectLen}
+	t := &SubjectTemplate{src: layout, limit: MaxSubjectLen}
 	for i, tok := range strings.Split(layout, ".") {
 		name, isPlaceholder := strings.CutPrefix(tok, "{")
 		if isPlaceholder {
@@ -126,7 +125,7 @@ func ParseTemplate(layout, prefix string) (*Template, error) {
 }
 
 // longest is the length of the longest subject t can make.
-func (t *Template) longest() int {
+func (t *SubjectTemplate) longest() int {
 	n := len(t.parts) - 1 // dots
 	for _, p := range t.parts {
 		if p.f == literal {
@@ -138,8 +137,8 @@ func (t *Template) longest() int {
 	return n
 }
 
-// checkPrefix reports why prefix cannot start subjects.
-func checkPrefix(prefix string) error {
+// CheckSubjectPrefix reports why prefix cannot start subjects.
+func CheckSubjectPrefix(prefix string) error {
 	if prefix == "" {
 		return errors.New("must not be empty")
 	}
@@ -155,7 +154,7 @@ func checkPrefix(prefix string) error {
 }
 
 // String returns the layout the template was parsed from.
-func (t *Template) String() string { return t.src }
+func (t *SubjectTemplate) String() string { return t.src }
 
 // Subject returns the subject of m: each placeholder replaced by the
 // message's value, escaped with EscapeToken. The core group is written as
@@ -164,7 +163,7 @@ func (t *Template) String() string { return t.src }
 // is at most MaxSubjectLen bytes whatever the name. It fails when another
 // value the layout uses is empty, or, as a last guard, when the subject
 // would pass the limit; a subject that passes it is never returned.
-func (t *Template) Subject(m *sink.Message) (string, error) {
+func (t *SubjectTemplate) Subject(m *Message) (string, error) {
 	var b strings.Builder
 	b.Grow(128)
 	for i, p := range t.parts {
@@ -212,7 +211,7 @@ func (t *Template) Subject(m *sink.Message) (string, error) {
 
 // shortKey is m's key for messages: whole when short, else its start and
 // length, so that one object's long name does not flood a log.
-func shortKey(m *sink.Message) string {
+func shortKey(m *Message) string {
 	const most = 128
 	k := m.Key()
 	if len(k) <= most {
@@ -233,3 +232,34 @@ func (f field) String() string {
 // StreamSubject is the subject filter of the stream the bridge creates:
 // every subject under prefix.
 func StreamSubject(prefix string) string { return prefix + ".>" }
+
+// Sample is a subject t makes, with "x" for every value: what a stream
+// must capture for the bridge to publish to it.
+func (t *SubjectTemplate) Sample() string {
+	parts := make([]string, len(t.parts))
+	for i, p := range t.parts {
+		parts[i] = p.lit
+		if p.f != literal {
+			parts[i] = "x"
+		}
+	}
+	return strings.Join(parts, ".")
+}
+
+// SubjectMatches reports whether the subject filter pattern, which may use
+// the wildcards "*" and ">", matches subject.
+func SubjectMatches(pattern, subject string) bool {
+	pt := strings.Split(pattern, ".")
+	st := strings.Split(subject, ".")
+	for i, p := range pt {
+		switch {
+		case p == ">":
+			return i < len(st)
+		case i >= len(st):
+			return false
+		case p != "*" && p != st[i]:
+			return false
+		}
+	}
+	return len(pt) == len(st)
+}

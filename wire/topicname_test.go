@@ -1,4 +1,4 @@
-package kafkaconn
+package wire
 
 import (
 	"strings"

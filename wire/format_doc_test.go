@@ -1,4 +1,4 @@
-package sink
+package wire
 
 import (
 	"encoding/json"
@@ -47,5 +47,33 @@ func TestDocumentedExamples(t *testing.T) {
 		if !actions[a] {
 			t.Errorf("no %s example", a)
 		}
+	}
+}
+
+// The attribute table of docs/message-format.md lists the attributes of
+// the package's table, in its order.
+func TestDocumentedAttributes(t *testing.T) {
+	doc, err := os.ReadFile("../docs/message-format.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, rest, ok := strings.Cut(string(doc), "| attribute | example | meaning |\n|---|---|---|\n")
+	if !ok {
+		t.Fatal("docs/message-format.md has no attribute table")
+	}
+	var documented []string
+	for line := range strings.Lines(rest) {
+		if !strings.HasPrefix(line, "| `") {
+			break
+		}
+		name, _, _ := strings.Cut(strings.TrimPrefix(line, "| `"), "`")
+		documented = append(documented, name)
+	}
+	var table []string
+	for _, a := range Attributes() {
+		table = append(table, a.Name())
+	}
+	if !reflect.DeepEqual(documented, table) {
+		t.Errorf("docs/message-format.md documents %v, the table holds %v", documented, table)
 	}
 }

@@ -1,4 +1,4 @@
-package sink
+package wire
 
 import (
 	"encoding/json"
@@ -34,5 +34,14 @@ func BenchmarkMessageMarshalJSON(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// BenchmarkPartitionFor finds the partition of a key among 10.
+func BenchmarkPartitionFor(b *testing.B) {
+	key := []byte("team-a/web-7d9f8b6c5d-x2k4p")
+	b.ReportAllocs()
+	for b.Loop() {
+		_ = PartitionFor(key, 10)
 	}
 }

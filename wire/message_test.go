@@ -1,4 +1,4 @@
-package sink
+package wire
 
 import (
 	"bytes"
@@ -312,9 +312,33 @@ func TestMessageUnmarshalRejects(t *testing.T) {
 			if err == nil {
 				t.Fatalf("Unmarshal accepted %s", b)
 			}
-			if !strings.Contains(err.Error(), "sink: ") || !strings.Contains(err.Error(), tt.want) {
+			if !strings.Contains(err.Error(), "wire: ") || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error %q should name the package and %q", err, tt.want)
 			}
 		})
 	}
+}
+
+// structured is the JSON form of a message as encoding/json writes it:
+// the oracle MarshalJSON is checked against, written apart from the
+// attribute table.
+type structured struct {
+	SpecVersion     string          `json:"specversion"`
+	ID              string          `json:"id"`
+	Source          string          `json:"source"`
+	Type            string          `json:"type"`
+	Subject         string          `json:"subject"`
+	Time            string          `json:"time"`
+	DataContentType string          `json:"datacontenttype"`
+	ResourceVersion string          `json:"resourceversion"`
+	UID             string          `json:"uid"`
+	Kind            string          `json:"kind"`
+	APIVersion      string          `json:"apiversion"`
+	Namespace       string          `json:"namespace,omitempty"`
+	Name            string          `json:"name"`
+	Cluster         string          `json:"cluster"`
+	Snapshot        bool            `json:"snapshot"`
+	ContentOmitted  bool            `json:"contentomitted,omitempty"`
+	Reason          string          `json:"reason,omitempty"`
+	Data            json.RawMessage `json:"data"`
 }
