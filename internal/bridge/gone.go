@@ -35,15 +35,15 @@ const goneRecheck = 5 * time.Second
 // configuration changed) has its objects deleted the same way; one it
 // selects but does not watch (left out for a fault of its own, such as a
 // forbidden list) is left as it is. It returns once the deletes are
-// handed on.
-func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, watched []source.Resource, bus source.Bus, h source.Handler) error {
-	names, err := b.unwatched(ctx, watched)
+// handed on. The checkpoint is e's store, and e's sink takes the deletes.
+func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, e ends, watched []source.Resource, bus source.Bus, h source.Handler) error {
+	names, err := unwatched(ctx, e.store, watched)
 	if err != nil {
 		return err
 	}
 	snaps := map[string]checkpoint.Snapshot{}
 	for _, name := range names {
-		snap, err := b.store.Load(ctx, name)
+		snap, err := e.store.Load(ctx, name)
 		if err != nil {
 			return err
 		}
@@ -116,13 +116,13 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		return nil
 	}
 	for name, res := range unselected {
-		if err := b.retire(ctx, res, all[name], bus, h, "resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed)"); err != nil {
+		if err := b.retire(ctx, e.sink, res, all[name], bus, h, "resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed)"); err != nil {
 			return err
 		}
 	}
 	for name, snap := range snaps {
 		res := source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
-		if err := b.retire(ctx, res, snap, bus, h, "resource no longer served (its CRD deleted while the bridge was down?)"); err != nil {
+		if err := b.retire(ctx, e.sink, res, snap, bus, h, "resource no longer served (its CRD deleted while the bridge was down?)"); err != nil {
 			return err
 		}
 	}
@@ -131,11 +131,11 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 
 // retire publishes through h the deletes of the objects of res, a
 // resource no longer watched, that the bus or snap, its checkpoint, hold
-// in the namespaces watched (see source.Retire); why says why, in the
-// log. A resource whose version or kind is not known (no longer served)
-// is described from what the bus holds.
-func (b *Bridge) retire(ctx context.Context, res source.Resource, snap checkpoint.Snapshot, bus source.Bus, h source.Handler, why string) error {
-	if err := b.prepare(ctx, res); err != nil {
+// in the namespaces watched (see source.Retire), once s is ready for them;
+// why says why, in the log. A resource whose version or kind is not known
+// (no longer served) is described from what the bus holds.
+func (b *Bridge) retire(ctx context.Context, s sink.Sink, res source.Resource, snap checkpoint.Snapshot, bus source.Bus, h source.Handler, why string) error {
+	if err := prepare(ctx, s, res); err != nil {
 		b.log.Warn(why+": its objects stay on the bus, since the sink cannot take their deletes", "resource", res.Name(), "err", err)
 		return nil
 	}
@@ -157,10 +157,11 @@ func (b *Bridge) retire(ctx context.Context, res source.Resource, snap checkpoin
 	return nil
 }
 
-// unwatched are the resources the checkpoint holds objects of that are
-// not among watched; none when the store cannot name its resources.
-func (b *Bridge) unwatched(ctx context.Context, watched []source.Resource) ([]string, error) {
-	lister, ok := b.store.(checkpoint.Lister)
+// unwatched are the resources the checkpoint, store, holds objects of
+// that are not among watched; none when the store cannot name its
+// resources.
+func unwatched(ctx context.Context, store checkpoint.Store, watched []source.Resource) ([]string, error) {
+	lister, ok := store.(checkpoint.Lister)
 	if !ok {
 		return nil, nil
 	}
@@ -229,18 +230,19 @@ var errCheckpointLost = errors.New("the checkpoint is empty, but the bus holds m
 // what was published, was lost (a file removed, a bucket or topic
 // deleted), and a start would publish every object again and never the
 // deletes made meanwhile. BRIDGE_CHECKPOINT_FRESH_START=true allows it.
-func (b *Bridge) checkLostCheckpoint(ctx context.Context, resources []source.Resource, bus source.Bus) error {
+// The checkpoint is e's store, and the bus is read through e's sink.
+func (b *Bridge) checkLostCheckpoint(ctx context.Context, e ends, resources []source.Resource, bus source.Bus) error {
 	if bus != nil || b.cfg.CheckpointFreshStart {
 		return nil
 	}
 	if kind, _ := b.cfg.CheckpointKind(); kind == config.CheckpointNone {
 		return nil
 	}
-	w, ok := b.sink.(sink.Witness)
+	w, ok := e.sink.(sink.Witness)
 	if !ok {
 		return nil
 	}
-	if lister, ok := b.store.(checkpoint.Lister); ok {
+	if lister, ok := e.store.(checkpoint.Lister); ok {
 		// Not empty: no resource needs to be loaded whole to tell.
 		if names, err := lister.Resources(ctx); err == nil && len(names) > 0 {
 			return nil
@@ -248,7 +250,7 @@ func (b *Bridge) checkLostCheckpoint(ctx context.Context, resources []source.Res
 	}
 	gvrs := make([]schema.GroupVersionResource, len(resources))
 	for i, res := range resources {
-		snap, err := b.store.Load(ctx, res.Name())
+		snap, err := e.store.Load(ctx, res.Name())
 		if err != nil {
 			return fmt.Errorf("bridge: %w", err)
 		}
@@ -270,18 +272,9 @@ func (b *Bridge) checkLostCheckpoint(ctx context.Context, resources []source.Res
 	return nil
 }
 
-// prepare makes the sink ready for the deletes of res, a resource the
-// bridge does not watch (sink.Preparer).
-func (b *Bridge) prepare(ctx context.Context, res source.Resource) error {
-	if p, ok := b.sink.(sink.Preparer); ok {
-		return p.Prepare(ctx, res.GroupVersionResource)
-	}
-	return nil
-}
-
-// unwatchedInCheckpoint reports whether the checkpoint holds objects of a
-// resource that is not among watched.
-func (b *Bridge) unwatchedInCheckpoint(ctx context.Context, watched []source.Resource) bool {
-	names, err := b.unwatched(ctx, watched)
+// unwatchedInCheckpoint reports whether the checkpoint, store, holds
+// objects of a resource that is not among watched.
+func unwatchedInCheckpoint(ctx context.Context, store checkpoint.Store, watched []source.Resource) bool {
+	names, err := unwatched(ctx, store, watched)
 	return err == nil && len(names) > 0 // an error is told again by retireGone
 }

@@ -2,15 +2,10 @@ package bridge
 
 import (
 	"context"
-	"fmt"
 	"log/slog"
 	"time"
 
-	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/metrics"
-	"github.com/kubebus/bridge/sink"
-	kafkasink "github.com/kubebus/bridge/sink/kafka"
-	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/source"
 )
 
@@ -97,42 +92,4 @@ func (r *reconciler) pass(ctx context.Context, why string) {
 	default:
 		r.log.Info("reconcile: the bus agrees with the cluster", "trigger", why, "resources", len(repairs), "took", took.Round(time.Millisecond))
 	}
-}
-
-// bus is the bus the source compares with the cluster (source.Options.Bus)
-// when the sink writes a state layout, and nil otherwise. It is made
-// before the sink is opened: it reads through the sink once it is.
-func (b *Bridge) bus() source.Bus {
-	if b.sink != nil {
-		if sr, ok := b.sink.(sink.StateReader); !ok || !sr.HoldsState() {
-			return nil
-		}
-	} else if !holdsState(b.cfg) {
-		return nil
-	}
-	return source.BusFunc(func(ctx context.Context, res source.Resource, namespaces []string) (map[string]source.Holding, error) {
-		sr, ok := b.sink.(sink.StateReader)
-		if !ok || !sr.HoldsState() {
-			return nil, fmt.Errorf("bridge: the sink %T keeps no state to compare with", b.sink)
-		}
-		held := map[string]source.Holding{}
-		err := sr.ReadState(ctx, b.cfg.ClusterName, res.GroupVersionResource, namespaces, func(h sink.Held) error {
-			held[source.ObjectKey(h.Namespace, h.Name)] = source.Holding{UID: h.UID, ResourceVersion: h.ResourceVersion, Deleted: h.Deleted,
-				Kind: h.Kind, APIVersion: h.APIVersion, View: h.View}
-			return nil
-		})
-		return held, err
-	})
-}
-
-// holdsState reports whether the configured sink will write a state
-// layout, before it is opened.
-func holdsState(cfg *config.Config) bool {
-	switch cfg.Sink {
-	case config.SinkNATS:
-		return cfg.NATS.Mode == natssink.ModeJetStream && cfg.NATS.Layout == natssink.LayoutState
-	case config.SinkKafka:
-		return cfg.Kafka.Layout == kafkasink.LayoutState
-	}
-	return false
 }

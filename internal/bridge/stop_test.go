@@ -154,17 +154,18 @@ func TestReleaseWithinTheBudget(t *testing.T) {
 					st.unblock = make(chan struct{})
 					defer close(st.unblock)
 				}
-				b := &Bridge{
-					log:   slog.New(slog.NewTextHandler(&logs, nil)),
-					store: st,
-					sink:  &closeSink{c: c, wait: tc.blocked, err: tc.sinkErr},
+				b := &Bridge{log: slog.New(slog.NewTextHandler(&logs, nil))}
+				e := ends{
+					store:        st,
+					releaseStore: func() { c.closed("connection") },
+					sink:         &closeSink{c: c, wait: tc.blocked, err: tc.sinkErr},
 				}
 				ctx, stop := context.WithCancel(t.Context())
 				budget := shutdown.Watch(ctx, 20*time.Second)
 				stop()
 				synctest.Wait()
 
-				b.release(ctx, budget, func() { c.closed("connection") })
+				b.release(ctx, budget, e)
 				if took := time.Since(budget.Began()); took != tc.wantTaken {
 					t.Errorf("release took %s, want %s", took, tc.wantTaken)
 				}
@@ -207,21 +208,22 @@ func TestReleaseBoundsTheStoresConnection(t *testing.T) {
 	synctest.Test(t, func(t *testing.T) {
 		var logs bytes.Buffer
 		c := &closing{}
-		b := &Bridge{
-			log:   slog.New(slog.NewTextHandler(&logs, nil)),
-			store: &closeStore{Store: checkpoint.Discard(), c: c},
-			sink:  &closeSink{c: c},
-		}
+		b := &Bridge{log: slog.New(slog.NewTextHandler(&logs, nil))}
 		ctx, stop := context.WithCancel(t.Context())
 		budget := shutdown.Watch(ctx, 20*time.Second)
 		stop()
 		synctest.Wait()
 		unblock := make(chan struct{})
 		defer close(unblock)
+		e := ends{
+			store:        &closeStore{Store: checkpoint.Discard(), c: c},
+			releaseStore: func() { <-unblock }, // a connection whose Close hangs
+			sink:         &closeSink{c: c},
+		}
 		done := make(chan struct{})
 		go func() {
 			defer close(done)
-			b.release(ctx, budget, func() { <-unblock }) // a connection whose Close hangs
+			b.release(ctx, budget, e)
 		}()
 		select {
 		case <-done:
