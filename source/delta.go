@@ -104,10 +104,9 @@ const (
 // RawObject is an object's JSON exactly as the API server sent it
 // (metadata.managedFields included), and what a scan of it read: its
 // identity (Meta), and where managedFields lies, so that an encoder copies
-// the object once, leaving managedFields out, straight into an event. A
-// RawObject is made by the source, or by NewRawObject, and always holds
-// one valid JSON object; it is never modified, so it may be shared
-// between goroutines.
+// the object once, leaving managedFields out, straight into an event. One
+// made by the source or by NewRawObject holds one valid JSON object. A
+// RawObject is never modified, so it may be shared between goroutines.
 type RawObject struct {
 	data []byte
 	scan rawobject.Meta
