@@ -88,6 +88,13 @@ func TestViolationsFound(t *testing.T) {
 	scope.Insert(types.NewVar(0, pub, "Default", hidden))
 	unexported := named("settings", types.NewStruct([]*types.Var{field("Key", hidden, false)}, nil))
 	scope.Insert(types.NewFunc(0, pub, "Parse", types.NewSignatureType(nil, nil, nil, nil, param(types.NewPointer(unexported)), false)))
+	// An alias of an internal type, and what an unexported embedded type
+	// promotes: its exported fields and methods.
+	scope.Insert(types.NewAlias(types.NewTypeName(0, pub, "KeyAlias", nil), hidden).Obj())
+	inner := types.NewNamed(types.NewTypeName(0, pub, "inner", nil), types.NewStruct([]*types.Var{field("Secret", hidden, false)}, nil), nil)
+	innerRecv := types.NewParam(0, pub, "i", inner)
+	inner.AddMethod(types.NewFunc(0, pub, "Reveal", types.NewSignatureType(innerRecv, nil, nil, nil, param(hidden), false)))
+	named("Outer", types.NewStruct([]*types.Var{field("inner", inner, true)}, nil))
 	// Not caught: unexported fields, methods and identifiers.
 	scope.Insert(types.NewVar(0, pub, "fallback", hidden))
 
@@ -97,7 +104,10 @@ func TestViolationsFound(t *testing.T) {
 		"pub.Config.Key: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Default: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Embeds.Key: github.com/kubebus/bridge/internal/secret.Key",
+		"pub.KeyAlias: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Open: github.com/kubebus/bridge/internal/secret.Key",
+		"pub.Outer: pub.inner.Reveal: github.com/kubebus/bridge/internal/secret.Key",
+		"pub.Outer: pub.inner.Secret: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Parse: pub.settings.Key: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Store.Conn: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.View.Apply: github.com/kubebus/bridge/internal/secret.Key",
@@ -211,7 +221,7 @@ type walker struct {
 // typeDecl walks what a declared type shows: its underlying type and its
 // exported methods, on the value and on the pointer.
 func (w *walker) typeDecl(where string, t types.Type) {
-	if named, ok := t.(*types.Named); ok {
+	if named, ok := types.Unalias(t).(*types.Named); ok {
 		w.seen[named] = true
 		if isInternal(named.Obj().Pkg()) {
 			// An alias of an internal type, or a type defined on one.
@@ -260,8 +270,12 @@ func (w *walker) walk(where string, t types.Type) {
 		w.walk(where, t.Elem())
 	case *types.Struct:
 		for f := range t.Fields() {
-			if f.Exported() {
+			switch {
+			case f.Exported():
 				w.walk(where+"."+f.Name(), f.Type())
+			case f.Embedded():
+				// Its exported fields and methods are promoted.
+				w.walk(where, f.Type())
 			}
 		}
 	case *types.Interface:
