@@ -15,8 +15,8 @@
 // once, reports every problem as an *Error, and returns the parsed form,
 // named for what it is (kafkaconn.Conn, a sink's Parsed), which
 // constructors take without checking it again; the knobs of one call are a
-// plain Options struct whose zero value is the default; no functional
-// options.
+// plain Options struct, a field left zero taking its documented default;
+// no functional options.
 //
 // Guarantees:
 //
