@@ -50,5 +50,6 @@ func (d *deleted) stale(key string, u uid, rv apiRV) bool {
 	if del.uid == u {
 		return true
 	}
-	return rv.ok && del.rv.ok && rv.n < del.rv.n
+	c, ok := rv.compare(del.rv)
+	return ok && c < 0
 }

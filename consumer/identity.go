@@ -1,9 +1,13 @@
 package consumer
 
 import (
+	"cmp"
 	"encoding/hex"
 	"hash/fnv"
 	"strconv"
+	"strings"
+
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 // uid is an object's uid in 16 bytes: the UUID's bytes, or for a uid that
@@ -47,24 +51,49 @@ func hashKey(s string) uint64 {
 	return h.Sum64()
 }
 
-// apiRV is the API server's resourceVersion of an object, compared as a
-// number, as the bridge does. ok is false when it does not parse: such
-// states are taken as newer than any other.
+// apiRV is the API server's resourceVersion of an object, ordered by
+// package resourceversion's rule, as the bridge orders it. The zero apiRV
+// is one that rule cannot compare: such states are taken as newer than
+// any other. Every etcd revision fits in n; a longer resourceVersion is
+// kept as its text.
 type apiRV struct {
-	n  uint64
-	ok bool
+	n    uint64  // the value; 0 when it does not fit, or is not comparable
+	wide *string // a comparable resourceVersion beyond 64 bits
 }
 
 func parseRV(s string) apiRV {
-	n, err := strconv.ParseUint(s, 10, 64)
-	return apiRV{n: n, ok: err == nil}
+	if n, ok := resourceversion.Uint64(s); ok {
+		return apiRV{n: n}
+	}
+	if resourceversion.Comparable(s) {
+		w := strings.Clone(s)
+		return apiRV{wide: &w}
+	}
+	return apiRV{}
+}
+
+// compare orders r and o as resourceversion.Compare does; ok is false when
+// either cannot be compared.
+func (r apiRV) compare(o apiRV) (c int, ok bool) {
+	switch {
+	case r == apiRV{} || o == apiRV{}:
+		return 0, false
+	case r.wide == nil && o.wide == nil:
+		return cmp.Compare(r.n, o.n), true
+	}
+	// Beyond 64 bits: rare enough to compare as text.
+	c, err := resourceversion.Compare(r.String(), o.String())
+	return c, err == nil
 }
 
 func (r apiRV) String() string {
-	if !r.ok {
-		return ""
+	switch {
+	case r.wide != nil:
+		return *r.wide
+	case r.n != 0:
+		return strconv.FormatUint(r.n, 10)
 	}
-	return strconv.FormatUint(r.n, 10)
+	return ""
 }
 
 // objectKey is the informer's key of an object: "namespace/name", or

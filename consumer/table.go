@@ -142,7 +142,7 @@ func (t *table) apply(r Record) outcome {
 		// whether it lived after the held one: then the held one is gone
 		// (a name is one object's at a time), and its delete was never
 		// read, since the bus keeps only a key's last message.
-		if lived := parseRV(obj.GetResourceVersion()); lived.ok && e.rv.ok && lived.n <= e.rv.n {
+		if c, ok := parseRV(obj.GetResourceVersion()).compare(e.rv); ok && c <= 0 {
 			return outcome{drop: dropDuplicate}
 		}
 		if e.held {
@@ -191,10 +191,11 @@ func (t *table) apply(r Record) outcome {
 // already applied or older. resourceVersions are one clock for all
 // objects of a cluster, so an older one is older whatever its uid.
 func olderOrSame(rv apiRV, e entry, u uid, deleting bool) bool {
-	if !rv.ok || !e.rv.ok {
+	c, ok := rv.compare(e.rv)
+	if !ok {
 		return false
 	}
-	if rv.n < e.rv.n {
+	if c < 0 {
 		return true
 	}
 	// The same resourceVersion is the same change, except the delete of
@@ -202,7 +203,7 @@ func olderOrSame(rv apiRV, e entry, u uid, deleting bool) bool {
 	// Another uid's delete at it is of the object the held one replaced:
 	// the bridge dates the delete of an object recreated unseen by its
 	// successor's resourceVersion.
-	return rv.n == e.rv.n && (e.uid != u || !deleting)
+	return c == 0 && (e.uid != u || !deleting)
 }
 
 // tombstone applies a record that says the object of a bus key is gone,

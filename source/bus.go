@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 // Holding is what the bus holds of one object: the identity and
@@ -119,7 +120,7 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 	cmp := &out.cmp
 	for _, key := range slices.Sorted(maps.Keys(held)) {
 		h := held[key]
-		if rvBefore(out.LastResourceVersion, h.ResourceVersion) || out.LastResourceVersion == "" {
+		if resourceversion.Before(out.LastResourceVersion, h.ResourceVersion) || out.LastResourceVersion == "" {
 			out.LastResourceVersion = h.ResourceVersion
 		}
 		if h.Deleted || h.UID == "" {
@@ -137,7 +138,7 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 		case !ok || p.UID != h.UID:
 			out.fromBus[key] = true
 		}
-		if !ok || p.IsIntent() || p.UID != h.UID || rvBefore(p.ResourceVersion, h.ResourceVersion) {
+		if !ok || p.IsIntent() || p.UID != h.UID || resourceversion.Before(p.ResourceVersion, h.ResourceVersion) {
 			cmp.OnlyOnBus++
 			cmp.Examples = example(cmp.Examples, key)
 		}
@@ -157,9 +158,9 @@ func priorFromBus(snap checkpoint.Snapshot, held map[string]Holding, namespaces 
 		// another object, published after the last flush) is ahead.
 		h, ok := held[key]
 		switch {
-		case !ok || (h.Deleted && rvBefore(h.ResourceVersion, p.ResourceVersion)):
+		case !ok || (h.Deleted && resourceversion.Before(h.ResourceVersion, p.ResourceVersion)):
 			out.repairs[key] = DriftMissing
-		case !h.Deleted && h.UID == p.UID && rvBefore(h.ResourceVersion, p.ResourceVersion):
+		case !h.Deleted && h.UID == p.UID && resourceversion.Before(h.ResourceVersion, p.ResourceVersion):
 			out.repairs[key] = DriftStale
 		default:
 			continue

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 func TestPriorFromBus(t *testing.T) {
@@ -125,7 +126,7 @@ func TestCompareBus(t *testing.T) {
 	if !tr.deleteGhost(d.ghosts[0]) {
 		t.Fatal("the ghost was not deleted")
 	}
-	if s := viewSummary(*got); len(s) != 1 || (*got)[0].Reason != ReasonReconciled || rvBefore((*got)[0].ResourceVersion, "8") {
+	if s := viewSummary(*got); len(s) != 1 || (*got)[0].Reason != ReasonReconciled || resourceversion.Before((*got)[0].ResourceVersion, "8") {
 		t.Errorf("ghost delete %v, want one delete, reconciled, at 8 or later", s)
 	}
 }

@@ -3,14 +3,16 @@ package source
 import (
 	"encoding/hex"
 	"strconv"
+
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 // ident is an object's uid and resourceVersion as the tracker keeps them,
 // packed: a uid in the canonical form of a UUID (what the API server
-// assigns) as its 16 bytes, and a resourceVersion that is a canonical
-// decimal (what etcd's revisions give) as a number. Either one in any
-// other form, and an intent's empty resourceVersion, keep both as given
-// (odd). Packing keeps no string, and no allocation, per object: at a
+// assigns) as its 16 bytes, and a resourceVersion that is comparable and
+// fits in 64 bits (what etcd's revisions give) as a number
+// (resourceversion.Uint64). Either one in any other form, and an intent's
+// empty resourceVersion, keep both as given (odd). Packing keeps no string, and no allocation, per object: at a
 // hundred thousand objects the strings would weigh more than the rest of
 // what the tracker keeps.
 type ident struct {
@@ -24,7 +26,7 @@ type oddIdent struct{ uid, rv string }
 
 func newIdent(uid, rv string) ident {
 	var i ident
-	n, okRV := packRV(rv)
+	n, okRV := resourceversion.Uint64(rv)
 	if okRV && packUID(uid, &i.uid) {
 		i.rv = n
 		return i
@@ -76,46 +78,32 @@ func (i ident) same(j ident) bool {
 }
 
 // notNewer reports whether rv is the known resourceVersion or an older one
-// (rv == RV() || rvBefore(rv, RV())), without making a string of it.
+// (rv == RV() || resourceversion.Before(rv, RV())), without making a string of it.
 func (i ident) notNewer(rv string) bool {
 	if i.odd != nil {
-		return rv == i.odd.rv || rvBefore(rv, i.odd.rv)
+		return rv == i.odd.rv || resourceversion.Before(rv, i.odd.rv)
 	}
 	if i.olderThan(rv) {
 		return true
 	}
-	n, ok := packRV(rv)
+	n, ok := resourceversion.Uint64(rv)
 	return ok && n == i.rv
 }
 
 // olderThan reports whether rv is older than the known resourceVersion
-// (rvBefore(rv, RV())).
+// (resourceversion.Before(rv, RV())). A packed one fits in 64 bits, so a
+// comparable rv that does not is newer.
 func (i ident) olderThan(rv string) bool {
 	if i.odd != nil {
-		return rvBefore(rv, i.odd.rv)
+		return resourceversion.Before(rv, i.odd.rv)
 	}
-	n, err := strconv.ParseUint(rv, 10, 64)
-	return err == nil && n < i.rv
+	n, ok := resourceversion.Uint64(rv)
+	return ok && n < i.rv
 }
 
 // isIntent reports whether the identity is an intent's
 // (checkpoint.Position.IsIntent): it has no resourceVersion.
 func (i ident) isIntent() bool { return i.odd != nil && i.odd.rv == "" }
-
-// packRV parses a canonical decimal: no sign, no leading zero but for "0"
-// itself, within uint64. What it accepts formats back to itself.
-func packRV(rv string) (uint64, bool) {
-	if rv == "" || (len(rv) > 1 && rv[0] == '0') {
-		return 0, false
-	}
-	for i := 0; i < len(rv); i++ {
-		if rv[i] < '0' || rv[i] > '9' {
-			return 0, false
-		}
-	}
-	n, err := strconv.ParseUint(rv, 10, 64)
-	return n, err == nil
-}
 
 // packUID parses a UUID in its canonical form (36 characters, lower-case
 // hex in groups of 8-4-4-4-12) into b. What it accepts formats back to

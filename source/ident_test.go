@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"unsafe"
+
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 func TestIdentKeepsWhatItIsGiven(t *testing.T) {
@@ -12,7 +14,8 @@ func TestIdentKeepsWhatItIsGiven(t *testing.T) {
 		packed  bool
 	}{
 		{"0b5d2c6e-3f1a-4e8b-9c7d-112233445566", "12345", true},
-		{"ffffffff-ffff-ffff-ffff-ffffffffffff", "0", true},
+		{"ffffffff-ffff-ffff-ffff-ffffffffffff", "1", true},
+		{"ffffffff-ffff-ffff-ffff-ffffffffffff", "0", false}, // not comparable
 		{"00000000-0000-0000-0000-000000000000", "18446744073709551615", true},
 		{"0B5D2C6E-3F1A-4E8B-9C7D-112233445566", "12345", false}, // upper case
 		{"0b5d2c6e3f1a4e8b9c7d112233445566", "12345", false},     // no dashes
@@ -47,9 +50,9 @@ func TestIdentKeepsWhatItIsGiven(t *testing.T) {
 	}
 }
 
-// TestIdentComparesAsItsStrings holds the packed comparisons to the
-// string ones the tracker made before: rv == known || rvBefore(rv, known),
-// and rvBefore(rv, known).
+// TestIdentComparesAsItsStrings holds the packed comparisons to those of
+// the strings: rv == known || resourceversion.Before(rv, known), and
+// resourceversion.Before(rv, known).
 func TestIdentComparesAsItsStrings(t *testing.T) {
 	rvs := []string{"", "0", "1", "7", "07", "9", "10", "99", "100", "12345", "18446744073709551615", "18446744073709551616", "abc", "+5", "-1"}
 	uids := []string{"0b5d2c6e-3f1a-4e8b-9c7d-112233445566", "u1"}
@@ -57,10 +60,10 @@ func TestIdentComparesAsItsStrings(t *testing.T) {
 		for _, known := range rvs {
 			i := newIdent(uid, known)
 			for _, rv := range rvs {
-				if got, want := i.notNewer(rv), rv == known || rvBefore(rv, known); got != want {
+				if got, want := i.notNewer(rv), rv == known || resourceversion.Before(rv, known); got != want {
 					t.Errorf("known %q: notNewer(%q) = %v, want %v", known, rv, got, want)
 				}
-				if got, want := i.olderThan(rv), rvBefore(rv, known); got != want {
+				if got, want := i.olderThan(rv), resourceversion.Before(rv, known); got != want {
 					t.Errorf("known %q: olderThan(%q) = %v, want %v", known, rv, got, want)
 				}
 			}

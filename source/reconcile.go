@@ -16,6 +16,7 @@ import (
 	"github.com/cenkalti/backoff/v4"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 // Repair is what one comparison of the bus with the cluster found wrong
@@ -276,7 +277,7 @@ func (t *tracker) compareBus(snap snapshot, held map[string]Holding) drift {
 		if e, ok := t.known[key]; ok && !e.out {
 			continue
 		}
-		if rvBefore(snap.newest, h.ResourceVersion) {
+		if resourceversion.Before(snap.newest, h.ResourceVersion) {
 			// Published after the snapshot: a change under way (an
 			// object created and deleted meanwhile, its delete not yet
 			// on the bus).
@@ -335,7 +336,7 @@ func (t *tracker) newestKnown(held map[string]Holding) string {
 		}
 	}
 	for _, h := range held {
-		if rvBefore(rv, h.ResourceVersion) || rv == "" {
+		if resourceversion.Before(rv, h.ResourceVersion) || rv == "" {
 			rv = h.ResourceVersion
 		}
 	}

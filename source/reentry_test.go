@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/resourceversion"
 	"github.com/kubebus/bridge/test/poll"
 )
 
@@ -69,7 +70,7 @@ func (r *runs) OnDelta(d Delta) {
 	} else {
 		r.snap.Objects[key] = checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion, View: d.View}
 	}
-	if rvBefore(r.snap.LastResourceVersion, d.ResourceVersion) || r.snap.LastResourceVersion == "" {
+	if resourceversion.Before(r.snap.LastResourceVersion, d.ResourceVersion) || r.snap.LastResourceVersion == "" {
 		r.snap.LastResourceVersion = d.ResourceVersion
 	}
 	// The consumer: a state not newer than the one taken is a repeat,

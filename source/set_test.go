@@ -16,6 +16,7 @@ import (
 	dynamicfake "k8s.io/client-go/dynamic/fake"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/resourceversion"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -415,7 +416,7 @@ func TestSourceRetiredReportsItsObjectsDeleted(t *testing.T) {
 		t.Fatalf("deltas %q; want %q", got, want)
 	}
 	for _, d := range deltas[2:] {
-		if d.UID != types.UID("uid-"+d.Name) || rvBefore(d.ResourceVersion, "12") {
+		if d.UID != types.UID("uid-"+d.Name) || resourceversion.Before(d.ResourceVersion, "12") {
 			t.Errorf("delete of %s: uid %q, resourceVersion %q; want its uid, and at least 12", d.Name, d.UID, d.ResourceVersion)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -14,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/resourceversion"
 )
 
 // entry is all the source keeps of one object: enough to tell a change
@@ -292,9 +292,7 @@ func (t *tracker) newerStart() {
 		return
 	}
 	t.waited = true
-	last, err1 := strconv.ParseUint(t.lastRV, 10, 64)
-	start, err2 := strconv.ParseUint(t.startRV, 10, 64)
-	if err1 != nil || err2 != nil || start > last {
+	if c, err := resourceversion.Compare(t.startRV, t.lastRV); err != nil || c > 0 {
 		return
 	}
 	t.log.Info("the resource's revision is the last one published: waiting for it to move, to date what enters the stream again by it",
@@ -307,7 +305,7 @@ func (t *tracker) newerStart() {
 			t.log.Warn("reading the resource's revision again failed", "resource", t.res.Name(), "err", err)
 			return
 		}
-		if rvBefore(t.lastRV, rv) {
+		if resourceversion.Before(t.lastRV, rv) {
 			t.startRV = rv
 			return
 		}
@@ -350,7 +348,7 @@ func (t *tracker) dated(d *Delta) {
 	if d.Type != Deleted {
 		t.newerStart()
 	}
-	if rvBefore(d.ResourceVersion, t.startRV) {
+	if resourceversion.Before(d.ResourceVersion, t.startRV) {
 		d.ResourceVersion = t.startRV
 	}
 }
@@ -374,7 +372,7 @@ func (t *tracker) enter(key string, u object, listed, snapshot bool) {
 	d := t.delta(Added, u, snapshot)
 	t.viewed(&d, v)
 	t.repairing(&d, key, listed)
-	if listed && !rvBefore(t.lastRV, u.rv) {
+	if listed && !resourceversion.Before(t.lastRV, u.rv) {
 		// Not changed since the last delta committed: it may have left
 		// the view, in an earlier run, at that resourceVersion or at a
 		// dated revision.
@@ -546,20 +544,11 @@ func (t *tracker) position(key string, e entry) checkpoint.Position {
 func (t *tracker) newestList() string {
 	newest := ""
 	for _, rv := range t.listRV {
-		if newest == "" || rvBefore(newest, rv) {
+		if newest == "" || resourceversion.Before(newest, rv) {
 			newest = rv
 		}
 	}
 	return newest
-}
-
-// rvBefore reports whether resourceVersion a is older than b. They are
-// opaque strings to Kubernetes clients, but etcd makes them integers; when
-// either does not parse, nothing is known and rvBefore is false.
-func rvBefore(a, b string) bool {
-	x, err1 := strconv.ParseUint(a, 10, 64)
-	y, err2 := strconv.ParseUint(b, 10, 64)
-	return err1 == nil && err2 == nil && x < y
 }
 
 // finishInitialList reports every checkpointed object that no list or

@@ -3,8 +3,8 @@ package main
 import (
 	"fmt"
 	"maps"
-	"strconv"
 
+	"github.com/kubebus/bridge/resourceversion"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
@@ -79,14 +79,14 @@ func describe(verb, topic, key string, m *sink.Message) string {
 	return fmt.Sprintf("%s %s %s %s rv=%s%s", verb, topic, m.Kind, key, m.ResourceVersion, snapshot)
 }
 
-// newer reports whether resourceVersion a comes after b. They are opaque
-// strings in Kubernetes but integers in practice; anything else counts as
-// newer, so that it is applied.
+// newer reports whether resourceVersion a comes after b, by the rule the
+// bridge dates messages by (package resourceversion). A resourceVersion it
+// cannot compare counts as newer unless it is the same, so that it is
+// applied.
 func newer(a, b string) bool {
-	x, errA := strconv.ParseUint(a, 10, 64)
-	y, errB := strconv.ParseUint(b, 10, 64)
-	if errA != nil || errB != nil {
+	c, err := resourceversion.Compare(a, b)
+	if err != nil {
 		return a != b
 	}
-	return x > y
+	return c > 0
 }

@@ -1,8 +1,10 @@
 // Package config reads the bridge's configuration from environment
 // variables, once, into a typed struct.
 //
-// Every variable, its default and its meaning are declared in the struct
-// tags of Config, which is also where `bridge --help` reads them from.
+// Every variable and its meaning are declared in the struct tags of
+// Config, which is also where `bridge --help` reads them from, and so is
+// every default but those of the pipeline's settings, which
+// internal/pipeline declares with their reasons (see defaults).
 // Load reports every problem at once, each an *envvar.Error naming its
 // variable, and parses what needs parsing once: the selection, the view,
 // and the sinks' configurations (NATSSettings, KafkaSettings: each sink's
@@ -14,6 +16,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"iter"
 	"log/slog"
 	"math"
@@ -31,6 +34,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/internal/filter"
+	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/internal/view"
 	"github.com/kubebus/bridge/sink/kafka"
@@ -41,7 +45,8 @@ import (
 
 // Config is the bridge's whole configuration. The help tag is shown by
 // `bridge --help`; the default tag is the default, with its reason in the
-// comment above the field.
+// comment above the field, or for the pipeline's settings, in
+// internal/pipeline (see defaults).
 type Config struct {
 	Resources []string `env:"BRIDGE_RESOURCES" help:"required; comma-separated resources, named as kubectl names them (configmaps, deployments.apps, deployments.v1.apps, widgets.v1alpha1.example.com, deploy), or patterns: * for every resource the API server serves that supports list and watch, *.<group> for every resource of a group and of the groups ending in .<group> (*.example.com). They mix: *,secrets. Patterns follow the cluster: a CRD or API service that appears is watched, one that goes is no longer. Secrets are watched only when named"`
 	// Events are a log, not state, and change all the time; leases are
@@ -84,12 +89,12 @@ type Config struct {
 	KeepManagedFields bool `env:"BRIDGE_KEEP_MANAGED_FIELDS" envDefault:"false" help:"keep metadata.managedFields in objects (dropped by default: large and rarely useful)"`
 	OldObject         bool `env:"BRIDGE_OLD_OBJECT" envDefault:"false" help:"add the previous state as data.oldObject to updated events (costs memory and CPU: the bridge then decodes every object, where by default it hands on the API server's bytes, and keeps every watched object's latest state)"`
 
-	Workers             int `env:"BRIDGE_WORKERS" envDefault:"4" help:"batches published in parallel"`
-	BatchSize           int `env:"BRIDGE_BATCH_SIZE" envDefault:"500" help:"messages per batch; one object's waiting changes are never split across batches"`
-	MaxPendingPerObject int `env:"BRIDGE_MAX_PENDING_PER_OBJECT" envDefault:"16" help:"changes of one object that may wait before they are collapsed into its latest state"`
-	// Thirty seconds keeps a long outage from turning into a hammering
-	// reconnect loop while still noticing recovery quickly.
-	RetryMaxInterval time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" envDefault:"30s" help:"longest wait between retries of a failed publish"`
+	// The pipeline's variables have no default tag: their defaults, and
+	// the reasons for them, are internal/pipeline's (see defaults).
+	Workers             int           `env:"BRIDGE_WORKERS" help:"batches published in parallel"`
+	BatchSize           int           `env:"BRIDGE_BATCH_SIZE" help:"messages per batch; one object's waiting changes are never split across batches"`
+	MaxPendingPerObject int           `env:"BRIDGE_MAX_PENDING_PER_OBJECT" help:"changes of one object that may wait before they are collapsed into its latest state"`
+	RetryMaxInterval    time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" help:"longest wait between retries of a failed publish"`
 	// kube-apiserver sends a bookmark on a quiet watch about once a minute
 	// (measured), and the bridge reopens every watch at least every half
 	// of this, so a healthy watch is heard from at least every minute: two
@@ -142,6 +147,13 @@ type Config struct {
 	// Kafka configures the Kafka sink and the kafka checkpoint.
 	Kafka kafka.Config `env:"-"`
 
+	// parsed holds what Load made of the variables that need parsing.
+	parsed
+}
+
+// parsed is what the variables that need more than the env library
+// become: made by check, kept by Load.
+type parsed struct {
 	// view is View compiled (ViewDefinition).
 	view view.Config
 	// selection is Resources and ExcludeResources parsed (Selection).
@@ -201,7 +213,7 @@ func Load(environ []string) (*Config, error) {
 			vars[k] = v
 		}
 	}
-	var c Config
+	c := defaults()
 	// The env library sets every field it can even when others fail, so
 	// the checks below still run; they skip variables that did not parse.
 	var perr envvar.Problems
@@ -209,12 +221,10 @@ func Load(environ []string) (*Config, error) {
 		err := env.ParseWithOptions(part, env.Options{Environment: vars})
 		perr = append(perr, parseErrors(err, reflect.TypeOf(part).Elem())...)
 	}
-	c.Resources = clean(c.Resources)
-	c.ExcludeResources = clean(c.ExcludeResources)
-	c.Namespaces = clean(c.Namespaces)
-	c.View.blankIsUnset()
+	c.normalize()
+	p, problems := c.check()
 	errs := perr
-	for _, e := range c.problems() {
+	for _, e := range problems {
 		if !slices.ContainsFunc(perr, func(p error) bool { return varOfError(p) == varOfError(e) }) {
 			errs = append(errs, e)
 		}
@@ -222,13 +232,59 @@ func Load(environ []string) (*Config, error) {
 	if err := errs.Err(); err != nil {
 		return nil, err
 	}
+	c.parsed = p
 	return &c, nil
 }
 
+// defaults is the Config that Load starts from, before it reads the
+// variables: the defaults that the package that uses a setting declares,
+// with their reasons, rather than an envDefault tag. Help and the README
+// give them as the tags' (defaultOf).
+func defaults() Config {
+	return Config{
+		Workers:             pipeline.DefaultWorkers,
+		BatchSize:           pipeline.DefaultBatchSize,
+		MaxPendingPerObject: pipeline.DefaultMaxPendingPerObject,
+		RetryMaxInterval:    pipeline.DefaultMaxRetryInterval,
+	}
+}
+
+// defaultOf is the default of the variable name, read into field f, as
+// text: its envDefault tag, or the value in defaults of a field of Config
+// itself. ok is false when the variable has none.
+func defaultOf(name string, f reflect.StructField) (def string, ok bool) {
+	if def, ok := f.Tag.Lookup("envDefault"); ok {
+		return def, true
+	}
+	own, found := reflect.TypeFor[Config]().FieldByName(f.Name)
+	if !found || own.Tag.Get("env") != name {
+		return "", false
+	}
+	v := reflect.ValueOf(defaults()).FieldByIndex(own.Index)
+	if v.IsZero() {
+		return "", false
+	}
+	return fmt.Sprint(v.Interface()), true
+}
+
+// normalize brings the values the env library read to the form the
+// checks and the bridge take: lists trimmed, without empty or repeated
+// entries ("a, b," is [a b]), and a view variable of only white space
+// unset. Load calls it once, before it checks.
+func (c *Config) normalize() {
+	c.Resources = clean(c.Resources)
+	c.ExcludeResources = clean(c.ExcludeResources)
+	c.Namespaces = clean(c.Namespaces)
+	c.View.blankIsUnset()
+}
+
 // Validate checks every setting, parsing what Load parses, and reports all
-// problems, joined, each an *envvar.Error naming its variable.
+// problems, joined, each an *envvar.Error naming its variable. It changes
+// nothing: what Load parsed stays as it was, and a second call gives the
+// same answer.
 func (c *Config) Validate() error {
-	return c.problems().Err()
+	_, problems := c.check()
+	return problems.Err()
 }
 
 // varOfError is the variable an *envvar.Error names, or "" for another
@@ -241,13 +297,18 @@ func varOfError(err error) string {
 	return ""
 }
 
-func (c *Config) problems() envvar.Problems {
-	var errs envvar.Problems
+// check checks every setting and parses those that need it, without
+// changing c. It returns what it parsed with the problems.
+func (c *Config) check() (parsed, envvar.Problems) {
+	var (
+		p    parsed
+		errs envvar.Problems
+	)
 	bad := errs.Add
 	if len(c.Resources) == 0 {
 		bad("BRIDGE_RESOURCES", "required: name at least one resource, for example configmaps, or * for every resource")
 	}
-	c.parseSelection(bad)
+	p.selection = c.parseSelection(bad)
 	if c.ListConcurrency <= 0 {
 		bad("BRIDGE_LIST_CONCURRENCY", "must be positive, got %d", c.ListConcurrency)
 	}
@@ -286,16 +347,15 @@ func (c *Config) problems() envvar.Problems {
 	}
 	// A sink's settings are parsed, and checked, only when something uses
 	// them.
-	c.nats, c.kafka = nil, nil
 	if c.Sink == SinkNATS || kind == CheckpointNATSKV {
 		set, err := c.NATS.Parse()
 		errs.Join(err)
-		c.nats = set
+		p.nats = set
 	}
 	if c.Sink == SinkKafka || kind == CheckpointKafka {
 		set, err := c.Kafka.Parse()
 		errs.Join(err)
-		c.kafka = set
+		p.kafka = set
 	}
 	if c.CheckpointInterval <= 0 {
 		bad("BRIDGE_CHECKPOINT_INTERVAL", "must be positive, got %s", c.CheckpointInterval)
@@ -303,7 +363,7 @@ func (c *Config) problems() envvar.Problems {
 	if c.ReconcileInterval != 0 && c.ReconcileInterval < time.Second {
 		bad("BRIDGE_RECONCILE_INTERVAL", "must be 0 (off) or at least 1s, got %s", c.ReconcileInterval)
 	}
-	c.compileView(bad)
+	p.view = c.compileView(bad)
 	// The view runs on the path that hands on the API server's bytes;
 	// BRIDGE_OLD_OBJECT decodes every object on another path, which has
 	// no view yet.
@@ -350,13 +410,13 @@ func (c *Config) problems() envvar.Problems {
 	if c.KubeBurst < 1 {
 		bad("BRIDGE_KUBE_BURST", "must be at least 1, got %d", c.KubeBurst)
 	}
-	return errs
+	return p, errs
 }
 
-// compileView compiles the filter and parses the paths of the view into
-// c.view, reporting what is wrong with them by variable, with the
-// position in the variable's text.
-func (c *Config) compileView(bad func(name, format string, args ...any)) {
+// compileView compiles the filter and parses the paths of the view,
+// reporting what is wrong with them by variable, with the position in the
+// variable's text.
+func (c *Config) compileView(bad func(name, format string, args ...any)) view.Config {
 	v := view.Config{KeepManagedFields: c.KeepManagedFields}
 	if c.View.Filter != "" {
 		f, err := filter.Compile(c.View.Filter)
@@ -388,14 +448,14 @@ func (c *Config) compileView(bad func(name, format string, args ...any)) {
 		}
 		v.DropFields = paths
 	}
-	c.view = v
+	return v
 }
 
-// parseSelection parses BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES
-// into c.selection, reporting each entry it does not take by variable.
-func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
+// parseSelection parses BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES,
+// reporting each entry it does not take by variable.
+func (c *Config) parseSelection(bad func(name, format string, args ...any)) source.Selection {
 	if len(c.Resources) == 0 {
-		return // reported as required
+		return source.Selection{} // reported as required
 	}
 	sel, err := source.NewSelection(c.Resources, c.ExcludeResources)
 	for _, e := range envvar.Split(err) {
@@ -409,7 +469,7 @@ func (c *Config) parseSelection(bad func(name, format string, args ...any)) {
 			bad("BRIDGE_RESOURCES", "%v", e)
 		}
 	}
-	c.selection = sel
+	return sel
 }
 
 // Selection is what BRIDGE_RESOURCES and BRIDGE_EXCLUDE_RESOURCES

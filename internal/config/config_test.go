@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/envvar"
+	"github.com/kubebus/bridge/internal/pipeline"
 )
 
 // vars lists the variable named by each *envvar.Error in err, in order.
@@ -469,6 +470,57 @@ func TestValidate(t *testing.T) {
 	}
 }
 
+// Validate reports on the config and leaves it as it was: the values Load
+// parsed stay those it parsed, however often it is called and whatever
+// was changed since.
+func TestValidateDoesNotChangeTheConfig(t *testing.T) {
+	c, err := Load([]string{"BRIDGE_RESOURCES=configmaps", "BRIDGE_SINK=nats", "BRIDGE_NATS_URL=nats://h:4222", "BRIDGE_FILTER=name == 'a'"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	settings, sel, view := c.NATSSettings(), c.Selection(), c.ViewDefinition()
+	c.Sink, c.Resources, c.View.Filter = SinkStdout, []string{"nonsense..."}, "!"
+	first := c.Validate()
+	if first == nil {
+		t.Fatal("Validate of a changed config = nil, want its problems")
+	}
+	if second := c.Validate(); second == nil || second.Error() != first.Error() {
+		t.Errorf("Validate again = %v, want %v", second, first)
+	}
+	if c.NATSSettings() != settings {
+		t.Error("Validate replaced the NATS settings Load parsed")
+	}
+	if !reflect.DeepEqual(c.Selection(), sel) {
+		t.Error("Validate replaced the selection Load parsed")
+	}
+	if c.ViewDefinition().Filter != view.Filter {
+		t.Error("Validate replaced the view Load compiled")
+	}
+}
+
+// The pipeline's settings default to what internal/pipeline declares,
+// whether their variables are unset or empty.
+func TestPipelineDefaults(t *testing.T) {
+	for _, environ := range [][]string{
+		{"BRIDGE_RESOURCES=configmaps"},
+		{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_BATCH_SIZE=", "BRIDGE_MAX_PENDING_PER_OBJECT=", "BRIDGE_RETRY_MAX_INTERVAL="},
+	} {
+		c, err := Load(environ)
+		if err != nil {
+			t.Fatal(err)
+		}
+		type settings struct {
+			workers, batch, pending int
+			retry                   time.Duration
+		}
+		got := settings{c.Workers, c.BatchSize, c.MaxPendingPerObject, c.RetryMaxInterval}
+		want := settings{pipeline.DefaultWorkers, pipeline.DefaultBatchSize, pipeline.DefaultMaxPendingPerObject, pipeline.DefaultMaxRetryInterval}
+		if got != want {
+			t.Errorf("Load(%q) = %+v, want %+v", environ, got, want)
+		}
+	}
+}
+
 func TestCheckpointKind(t *testing.T) {
 	tests := []struct {
 		value string
@@ -549,7 +601,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 			if !ok {
 				t.Fatalf("Help does not list %s", name)
 			}
-			def, ok := f.Tag.Lookup("envDefault")
+			def, ok := defaultOf(name, f)
 			if !ok {
 				def = "-"
 			}

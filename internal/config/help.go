@@ -11,7 +11,7 @@ func Help(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
 	for name, f := range variables() {
-		def, ok := f.Tag.Lookup("envDefault")
+		def, ok := defaultOf(name, f)
 		if !ok {
 			def = "-"
 		}

@@ -21,7 +21,7 @@ func TestREADMEListsEveryVariable(t *testing.T) {
 		rows[strings.Trim(strings.TrimSpace(cells[1]), "`")] = strings.Trim(strings.TrimSpace(cells[2]), "`")
 	}
 	for name, f := range variables() {
-		def, hasDefault := f.Tag.Lookup("envDefault")
+		def, hasDefault := defaultOf(name, f)
 		got, ok := rows[name]
 		switch {
 		case !ok:

@@ -22,7 +22,9 @@ import (
 // recorder, options), its lifecycle (New, Run) and its counters. The
 // queue, assembly, publishing and intents each have a file of their own.
 
-// Defaults for Options.
+// Defaults for Options, and so for the variables that set them
+// (BRIDGE_WORKERS, BRIDGE_BATCH_SIZE, BRIDGE_MAX_PENDING_PER_OBJECT,
+// BRIDGE_RETRY_MAX_INTERVAL): internal/config reads them from here.
 const (
 	// DefaultWorkers publish batches in parallel. A few are enough to keep
 	// a bus busy while one batch waits for its acknowledgement; as many
@@ -37,7 +39,9 @@ const (
 	// before they are collapsed. Below it every change is published; above
 	// it (the sink is slow or down) only the latest state is.
 	DefaultMaxPendingPerObject = 16
-	// DefaultMaxRetryInterval caps the backoff between retries.
+	// DefaultMaxRetryInterval caps the backoff between retries. Thirty
+	// seconds keeps a long outage from turning into a hammering retry loop
+	// while still noticing recovery quickly.
 	DefaultMaxRetryInterval = 30 * time.Second
 )
 

@@ -5,16 +5,23 @@ import (
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
+
+	"github.com/kubebus/bridge/internal/retry"
 )
 
-// reconnectDelay is the wait between rounds of reconnect attempts: an
-// exponential backoff from reconnectInitialWait to max, with jitter, that
-// starts over with every outage.
+// reconnectDelay is the wait between rounds of reconnect attempts: the
+// bridge's one backoff policy (package retry) from reconnectInitialWait
+// to max, started over with every outage.
+//
+// nats.go runs the reconnect loop itself and asks only for each wait,
+// through a func(attempts int) time.Duration, so backoff.Retry cannot
+// drive it: this adapter keeps the policy's state between the calls, and
+// starts it over when the count of attempts does.
 type reconnectDelay struct {
 	max time.Duration
 
 	mu sync.Mutex
-	b  *backoff.ExponentialBackOff
+	b  backoff.BackOff
 }
 
 // next is a nats.ReconnectDelayHandler; attempts counts the rounds of this
@@ -22,21 +29,19 @@ type reconnectDelay struct {
 func (d *reconnectDelay) next(attempts int) time.Duration {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.b == nil || attempts <= 1 {
-		d.b = backoff.NewExponentialBackOff(
-			backoff.WithInitialInterval(min(reconnectInitialWait, d.max)),
-			backoff.WithMultiplier(2),
-			backoff.WithRandomizationFactor(0.5),
-			backoff.WithMaxInterval(d.max),
-			backoff.WithMaxElapsedTime(0),
-		)
+	if d.b == nil {
+		d.b = retry.New(reconnectInitialWait, d.max)
 	}
-	// The jitter is added after the cap; keep the cap.
-	return min(d.b.NextBackOff(), d.max)
+	if attempts <= 1 {
+		d.b.Reset()
+	}
+	return d.b.NextBackOff()
 }
 
 func (d *reconnectDelay) reset() {
 	d.mu.Lock()
-	d.b = nil
+	if d.b != nil {
+		d.b.Reset()
+	}
 	d.mu.Unlock()
 }

@@ -18,11 +18,11 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
+	"github.com/kubebus/bridge/resourceversion"
 	"github.com/kubebus/bridge/sink"
 )
 
@@ -56,7 +56,7 @@ var _ sink.Sink = (*Recorder)(nil)
 // what Respond says (nil without Respond).
 func (r *Recorder) Publish(ctx context.Context, msgs []*sink.Message) error {
 	keys := map[key]bool{}
-	last := map[key]uint64{}
+	last := map[key]string{}
 	r.mu.Lock()
 	r.calls++
 	call := r.calls
@@ -66,8 +66,8 @@ func (r *Recorder) Publish(ctx context.Context, msgs []*sink.Message) error {
 	r.attempts = append(r.attempts, msgs...)
 	for _, m := range msgs {
 		k := key{m.Resource, m.Key()}
-		if rv, err := strconv.ParseUint(m.ResourceVersion, 10, 64); err == nil {
-			if prev, ok := last[k]; ok && rv <= prev {
+		if rv := m.ResourceVersion; resourceversion.Comparable(rv) {
+			if prev, ok := last[k]; ok && !resourceversion.Before(prev, rv) {
 				r.problems = append(r.problems, fmt.Sprintf("call %d: %s out of order in its batch", call, m.Key()))
 			}
 			last[k] = rv
