@@ -2,7 +2,6 @@ package sink
 
 import "github.com/kubebus/bridge/wire"
 
-// Message is wire.Message.
-//
-// Deprecated: transitional; use wire.Message.
+// Message is the message a Sink publishes: wire.Message, the bridge's
+// message format.
 type Message = wire.Message

@@ -1,45 +1,46 @@
 package wire
 
 import (
-	"encoding/json"
 	"fmt"
+	"reflect"
 	"strconv"
 	"time"
+	"unsafe"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
 )
 
 // attributes is the one table of a message's CloudEvents attributes, in
-// the order structured mode writes them. Everything that writes or reads
+// the order structured mode writes them: each attribute's name and the
+// field of Message that holds its value. Everything that writes or reads
 // an attribute is driven by it: the structured form (MarshalJSON,
 // UnmarshalJSON), and each binding's headers in binary mode
 // (Binding.BinaryHeaders, Binding.Decode). A new attribute is one line
 // here, and a field of Message.
-var attributes = []*Attribute{
+var attributes = table(
 	fixed("specversion", SpecVersion),
-	text("id", func(m *Message) *string { return &m.ID }),
-	text("source", func(m *Message) *string { return &m.Source }),
-	text("type", func(m *Message) *string { return &m.Type }),
-	text("subject", func(m *Message) *string { return &m.Subject }),
-	{name: "time", kind: kindTime},
+	text("id", "ID"),
+	text("source", "Source"),
+	text("type", "Type"),
+	text("subject", "Subject"),
+	&Attribute{name: "time", kind: kindTime},
 	fixed("datacontenttype", ContentType),
-	text("resourceversion", func(m *Message) *string { return &m.ResourceVersion }),
-	text("uid", func(m *Message) *string { return &m.UID }),
-	text("kind", func(m *Message) *string { return &m.Kind }),
-	text("apiversion", func(m *Message) *string { return &m.APIVersion }),
-	optional(text("namespace", func(m *Message) *string { return &m.Namespace })),
-	text("name", func(m *Message) *string { return &m.Name }),
-	text("cluster", func(m *Message) *string { return &m.Cluster }),
-	flag("snapshot", func(m *Message) *bool { return &m.Snapshot }),
-	optional(flag("contentomitted", func(m *Message) *bool { return &m.ContentOmitted })),
-	optional(text("reason", func(m *Message) *string { return &m.Reason })),
-}
+	text("resourceversion", "ResourceVersion"),
+	text("uid", "UID"),
+	text("kind", "Kind"),
+	text("apiversion", "APIVersion"),
+	optional(text("namespace", "Namespace")),
+	text("name", "Name"),
+	text("cluster", "Cluster"),
+	flag("snapshot", "Snapshot"),
+	optional(flag("contentomitted", "ContentOmitted")),
+	optional(text("reason", "Reason")),
+)
 
 // byName finds an attribute by its name.
 var byName = func() map[string]*Attribute {
 	out := make(map[string]*Attribute, len(attributes))
 	for _, a := range attributes {
-		a.member = `"` + a.name + `":`
 		out[a.name] = a
 	}
 	return out
@@ -57,8 +58,12 @@ type Attribute struct {
 	// fixed is the value of a kindFixed attribute, the same in every
 	// message.
 	fixed string
-	str   func(*Message) *string
-	flag  func(*Message) *bool
+	// field names the field of Message that holds a kindString or
+	// kindBool value, at offset off.
+	field string
+	off   uintptr
+	// index is the attribute's place in the table.
+	index int
 	// member is `"name":`.
 	member string
 }
@@ -73,12 +78,12 @@ const (
 	kindFixed
 )
 
-func text(name string, field func(*Message) *string) *Attribute {
-	return &Attribute{name: name, kind: kindString, str: field}
+func text(name, field string) *Attribute {
+	return &Attribute{name: name, kind: kindString, field: field}
 }
 
-func flag(name string, field func(*Message) *bool) *Attribute {
-	return &Attribute{name: name, kind: kindBool, flag: field}
+func flag(name, field string) *Attribute {
+	return &Attribute{name: name, kind: kindBool, field: field}
 }
 
 func fixed(name, value string) *Attribute {
@@ -88,6 +93,42 @@ func fixed(name, value string) *Attribute {
 func optional(a *Attribute) *Attribute {
 	a.optional = true
 	return a
+}
+
+// table completes the attributes: their place, their member, and the
+// offset of their field, which must be a string for kindString and a
+// bool for kindBool. A field that is missing or of another type is a
+// mistake in the table, found when the package is first loaded.
+func table(attrs ...*Attribute) []*Attribute {
+	msg := reflect.TypeFor[Message]()
+	for i, a := range attrs {
+		a.index = i
+		a.member = `"` + a.name + `":`
+		if a.field == "" {
+			continue
+		}
+		f, ok := msg.FieldByName(a.field)
+		want := reflect.String
+		if a.kind == kindBool {
+			want = reflect.Bool
+		}
+		if !ok || f.Type.Kind() != want {
+			panic(fmt.Sprintf("wire: attribute %s: Message has no %s field %s", a.name, want, a.field))
+		}
+		a.off = f.Offset
+	}
+	return attrs
+}
+
+// str is the string field of a kindString attribute in m. The offset was
+// checked against Message's type when the table was made.
+func (a *Attribute) str(m *Message) *string {
+	return (*string)(unsafe.Add(unsafe.Pointer(m), a.off))
+}
+
+// flag is the bool field of a kindBool attribute in m.
+func (a *Attribute) flag(m *Message) *bool {
+	return (*bool)(unsafe.Add(unsafe.Pointer(m), a.off))
 }
 
 // Attributes lists every attribute a message may carry, in the order
@@ -155,37 +196,6 @@ func (a *Attribute) appendJSON(b []byte, m *Message) []byte {
 		return strconv.AppendBool(b, *a.flag(m))
 	}
 	return jsonenc.AppendString(b, *a.str(m))
-}
-
-// fromJSON is the text form of the attribute's JSON value.
-func (a *Attribute) fromJSON(raw json.RawMessage) (string, error) {
-	if a.kind == kindBool {
-		var v bool
-		if err := json.Unmarshal(raw, &v); err != nil {
-			return "", err
-		}
-		return strconv.FormatBool(v), nil
-	}
-	// Most values hold nothing JSON escapes: read them as they are.
-	if n := len(raw); n >= 2 && raw[0] == '"' && raw[n-1] == '"' && plain(raw[1:n-1]) {
-		return string(raw[1 : n-1]), nil
-	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", err
-	}
-	return v, nil
-}
-
-// plain reports whether b, inside a JSON string's quotes, is its value as
-// it is: printable ASCII without quotes or backslashes.
-func plain(b []byte) bool {
-	for _, c := range b {
-		if c < 0x20 || c >= 0x7f || c == '"' || c == '\\' {
-			return false
-		}
-	}
-	return true
 }
 
 // String is the attribute's name.

@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"encoding/json"
 	"fmt"
 	"iter"
 	"strconv"
@@ -16,7 +17,8 @@ import (
 // through a Binding and its consumers read messages back through the same
 // one, so a bus's headers have one definition.
 //
-// NATS and Kafka are the two bindings; a Binding is immutable.
+// NATS and Kafka are the two bindings; a Binding is immutable, and the
+// zero Binding is not one: use NATS or Kafka.
 type Binding struct {
 	bus string
 	// prefix starts each attribute's header in binary mode.
@@ -43,6 +45,8 @@ type Binding struct {
 	tombstone []string
 	// view is the header of Message.View.
 	view string
+	// headers are the attributes' headers, by their place in the table.
+	headers []string
 }
 
 // NATS headers that are not attributes.
@@ -62,10 +66,11 @@ const KafkaStructuredContentType = StructuredContentType + "; charset=UTF-8"
 
 // NATS is the CloudEvents NATS binding as the bridge writes it: binary
 // headers "ce-<attribute>", values percent-encoded (space, '"', '%' and
-// every byte outside printable ASCII as %XX); structured mode is told by
-// Content-Type application/cloudevents+json, and a message without a
-// ce-id header is read as structured. In the state layout a structured
-// message also carries ce-uid and ce-resourceversion, and "Bridge-View".
+// every byte outside printable ASCII as %XX); a structured message
+// carries Content-Type application/cloudevents+json for the binding's
+// receivers, and Decode reads a message without a ce-id header as
+// structured. In the state layout a structured message also carries
+// ce-uid and ce-resourceversion, and "Bridge-View".
 var NATS = &Binding{
 	bus:            "nats",
 	prefix:         "ce-",
@@ -90,17 +95,21 @@ var Kafka = &Binding{
 	prefix:         "ce_",
 	contentType:    "content-type",
 	structuredType: KafkaStructuredContentType,
-	escape:         func(s string) string { return s },
-	unescape:       func(s string) (string, error) { return s, nil },
-	identity:       []string{"id", "type", "resourceversion", "uid", "contentomitted", "reason"},
-	tombstone:      []string{"cluster", "source", "uid"},
-	view:           "bridge_view",
+	// Header values are bytes; the attributes are text.
+	unescape:  func(s string) (string, error) { return strings.ToValidUTF8(s, "\uFFFD"), nil },
+	identity:  []string{"id", "type", "resourceversion", "uid", "contentomitted", "reason"},
+	tombstone: []string{"cluster", "source", "uid"},
+	view:      "bridge_view",
 }
 
 func init() {
 	for _, b := range []*Binding{NATS, Kafka} {
 		check(b.identity...)
 		check(b.tombstone...)
+		b.headers = make([]string, len(attributes))
+		for _, a := range attributes {
+			b.headers[a.index] = b.header(a)
+		}
 	}
 }
 
@@ -109,19 +118,22 @@ func (b *Binding) String() string { return b.bus }
 
 // Header is the name of attribute a's header: the binding's prefix and
 // the attribute's name, or, on Kafka, "content-type" for datacontenttype.
-func (b *Binding) Header(a *Attribute) string {
+func (b *Binding) Header(a *Attribute) string { return b.headers[a.index] }
+
+func (b *Binding) header(a *Attribute) string {
 	if a.name == "datacontenttype" && b.contentType != "" {
 		return b.contentType
 	}
 	return b.prefix + a.name
 }
 
-// HeaderOf is the header of the attribute named name, as Header; "" when
-// there is no such attribute.
+// HeaderOf is the header of the attribute named name, as Header. It
+// panics when there is no such attribute: the name is the caller's
+// constant.
 func (b *Binding) HeaderOf(name string) string {
 	a := byName[name]
 	if a == nil {
-		return ""
+		panic(fmt.Sprintf("wire: %q is not an attribute", name))
 	}
 	return b.Header(a)
 }
@@ -143,12 +155,21 @@ func (b *Binding) ViewHeader() string { return b.view }
 
 // BinaryHeaders calls add with each header of m in binary mode: one per
 // attribute m carries, in the order of Attributes, the value escaped as
-// the binding asks. The data, m.Data, is the body.
+// the binding asks; on Kafka, content-type comes last. The data, m.Data,
+// is the body.
 func (b *Binding) BinaryHeaders(m *Message, add func(name, value string)) {
+	var last *Attribute
 	for _, a := range attributes {
-		if v, ok := a.Value(m); ok {
-			add(b.Header(a), b.escape(v))
+		if a.name == "datacontenttype" && b.contentType != "" {
+			last = a
+			continue
 		}
+		if v, ok := a.Value(m); ok {
+			add(b.headers[a.index], b.esc(v))
+		}
+	}
+	if last != nil {
+		add(b.headers[last.index], last.fixed)
 	}
 }
 
@@ -167,68 +188,88 @@ func (b *Binding) TombstoneHeaders(m *Message, add func(name, value string)) {
 	b.some(m, b.tombstone, add)
 }
 
+// esc escapes v as the binding asks.
+func (b *Binding) esc(v string) string {
+	if b.escape == nil {
+		return v
+	}
+	return b.escape(v)
+}
+
 func (b *Binding) some(m *Message, names []string, add func(name, value string)) {
 	for _, n := range names {
 		a := byName[n]
 		if v, ok := a.Value(m); ok {
-			add(b.Header(a), b.escape(v))
+			add(b.headers[a.index], b.esc(v))
 		}
 	}
 }
 
 // HeaderValue is the value of the attribute named name in headers (the
-// binding's header, unescaped), and whether headers have it. It reads
-// identity and tombstone headers without decoding a message.
+// binding's header, unescaped; the last one, when there are several), and
+// whether headers have it. It reads identity and tombstone headers
+// without decoding a message.
 func (b *Binding) HeaderValue(headers iter.Seq2[string, string], name string) (string, bool, error) {
 	a := byName[name]
 	if a == nil {
 		return "", false, fmt.Errorf("wire: %q is not an attribute", name)
 	}
-	want := b.Header(a)
-	for k, v := range headers {
+	want := b.headers[a.index]
+	var v string
+	found := false
+	for k, hv := range headers {
 		if k == want || b.foldCase && strings.EqualFold(k, want) {
-			u, err := b.unescape(v)
-			if err != nil {
-				return "", true, fmt.Errorf("wire: %s header %s: %w", b.bus, k, err)
-			}
-			return u, true, nil
+			v, found = hv, true
 		}
 	}
-	return "", false, nil
+	if !found {
+		return "", false, nil
+	}
+	u, err := b.unescape(v)
+	if err != nil {
+		return "", true, fmt.Errorf("wire: %s header %s: %w", b.bus, want, err)
+	}
+	return u, true, nil
 }
 
 // Decode reads back a message the bridge wrote on the binding's bus, in
-// either mode, from its body and headers (names and first values, in any
-// order). On NATS a message without a ce-id header is structured; on
-// Kafka a content-type of application/cloudevents+json is, and a binary
-// record must carry ce_specversion. Headers that are not attributes are
-// ignored. A Kafka tombstone (a nil body) decodes to nil and no error.
+// either mode, from its body and headers (names and values, in any
+// order; where a header comes twice, the last one counts). On NATS a
+// message without a ce-id header is structured, and attribute headers
+// are read in any case; on Kafka a content-type of
+// application/cloudevents+json is, and a binary record must carry
+// ce_specversion. In binary mode the body must be JSON, and is the data
+// as it is (an empty NATS body is null). Headers that are not attributes
+// are ignored. A Kafka tombstone (a nil value) decodes to nil and no
+// error.
 func (b *Binding) Decode(body []byte, headers iter.Seq2[string, string]) (*Message, error) {
 	if body == nil && b.tombstone != nil {
 		return nil, nil
 	}
 	var (
-		d           decoder
 		contentType string
 		hasID       bool
-		attrs       [][2]string
+		values      = make([]string, len(attributes))
+		present     = make([]bool, len(attributes))
 	)
 	for k, v := range headers {
-		if b.contentType != "" && strings.EqualFold(k, b.contentType) {
+		if b.contentType != "" && k == b.contentType {
 			contentType = v
 			continue
+		}
+		if k == b.prefix+"id" && v != "" {
+			hasID = true
 		}
 		name, ok := cutPrefix(k, b.prefix, b.foldCase)
 		if !ok {
 			continue
 		}
-		if b.foldCase {
-			name = strings.ToLower(name)
+		// Names are read as encoding/json reads members: in any case.
+		a := byName[strings.ToLower(name)]
+		if a == nil {
+			continue
 		}
-		if name == "id" {
-			hasID = true
-		}
-		attrs = append(attrs, [2]string{name, v})
+		values[a.index], present[a.index] = v, true
 	}
 	structured := strings.HasPrefix(contentType, StructuredContentType)
 	if b.contentType == "" {
@@ -237,46 +278,44 @@ func (b *Binding) Decode(body []byte, headers iter.Seq2[string, string]) (*Messa
 	if structured {
 		m := &Message{}
 		if err := m.UnmarshalJSON(body); err != nil {
-			return nil, fmt.Errorf("wire: %s: %w", b.bus, err)
+			return nil, fmt.Errorf("%s: %w", b.bus, err)
 		}
 		return m, nil
 	}
-	if b.contentType != "" {
-		if !hasAttr(attrs, "specversion") {
-			return nil, fmt.Errorf("wire: %s: not a CloudEvent: content-type %q and no %sspecversion header", b.bus, contentType, b.prefix)
-		}
+	if b.contentType != "" && !present[byName["specversion"].index] {
+		return nil, fmt.Errorf("wire: %s: not a CloudEvent: content-type %q and no %sspecversion header", b.bus, contentType, b.prefix)
 	}
-	for _, kv := range attrs {
-		a := byName[kv[0]]
-		if a == nil {
+	var d decoder
+	for _, a := range attributes {
+		if !present[a.index] {
+			// Left out: an optional attribute, or one whose absence
+			// the checks below report (specversion, time).
+			if a.kind == kindTime {
+				return nil, fmt.Errorf("wire: %s: decode event: no %s header", b.bus, b.headers[a.index])
+			}
 			continue
 		}
-		v, err := b.unescape(kv[1])
+		v, err := b.unescape(values[a.index])
 		if err != nil {
-			return nil, fmt.Errorf("wire: %s: header %s%s: %w", b.bus, b.prefix, kv[0], err)
+			return nil, fmt.Errorf("wire: %s: header %s: %w", b.bus, b.headers[a.index], err)
 		}
 		if err := d.set(a, v); err != nil {
-			return nil, fmt.Errorf("wire: %s: decode event: %w", b.bus, err)
+			return nil, fmt.Errorf("wire: %s: header %s: %w", b.bus, b.headers[a.index], err)
 		}
 	}
-	d.msg.Data = body
-	if len(body) == 0 {
-		d.msg.Data = nil
+	switch {
+	case len(body) == 0 && b.tombstone == nil:
+		d.msg.Data = json.RawMessage("null")
+	case !json.Valid(body):
+		return nil, fmt.Errorf("wire: %s: decode event %q: the body is not JSON", b.bus, d.msg.ID)
+	default:
+		d.msg.Data = body
 	}
 	if err := d.finish(); err != nil {
-		return nil, fmt.Errorf("wire: %s: %w", b.bus, err)
+		return nil, fmt.Errorf("%s: %w", b.bus, err)
 	}
 	m := d.msg
 	return &m, nil
-}
-
-func hasAttr(attrs [][2]string, name string) bool {
-	for _, kv := range attrs {
-		if kv[0] == name {
-			return true
-		}
-	}
-	return false
 }
 
 func cutPrefix(s, prefix string, fold bool) (string, bool) {

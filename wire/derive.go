@@ -17,8 +17,10 @@ const ReasonReconciled = "reconciled"
 // Derive fills the attributes that are derived from a message's identity
 // (Cluster, Resource, Namespace, Name, UID, ResourceVersion, Action and
 // Reason): ID, Source, Type and Subject, as ID, Source, Type and Subject
-// say.
+// say. It drops the message's encoding (Encoded), which no longer holds
+// these attributes.
 func (m *Message) Derive() {
+	m.Encoded = nil
 	m.ID = ID(m)
 	m.Source = Source(m.Cluster, m.Resource)
 	m.Type = Type(m.Action)

@@ -23,7 +23,8 @@
 //     different ids (ID).
 //   - What MarshalJSON writes, UnmarshalJSON reads back equal; what a
 //     binding's sink writes in either mode, Binding.Decode reads back
-//     equal. Every attribute of the table is in both modes on both buses.
+//     equal, but for View and Encoded, which are no attributes. Every
+//     attribute of the table is in both modes on both buses.
 //   - The structured form is byte for byte what encoding/json writes of
 //     it with HTML escaping off, attributes in the table's order.
 //   - A subject is at most MaxSubjectLen bytes whatever the names, and

@@ -3,6 +3,8 @@ package wire
 import (
 	"encoding/json"
 	"fmt"
+	"reflect"
+	"strconv"
 	"time"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -166,7 +168,7 @@ func (m *Message) AppendHead(b []byte) []byte {
 func (m *Message) HeadLen() int {
 	n := structuredOverhead
 	for _, a := range attributes {
-		if a.str != nil {
+		if a.kind == kindString {
 			n += len(*a.str(m))
 		}
 	}
@@ -179,30 +181,28 @@ func (m *Message) HeadLen() int {
 const structuredOverhead = 320
 
 // UnmarshalJSON decodes a CloudEvents structured-mode event, as
-// MarshalJSON writes it: every attribute of Attributes by its name
-// (members it does not know are ignored), then Action and Resource from
-// the type, the source and the apiversion. Consumers and tests use it to
-// read buses back.
+// MarshalJSON writes it: every attribute of Attributes by its name, as
+// encoding/json matches names (members it does not know are ignored),
+// then Action and Resource from the type, the source and the apiversion.
+// Consumers and tests use it to read buses back.
 func (m *Message) UnmarshalJSON(b []byte) error {
-	var members map[string]json.RawMessage
-	if err := json.Unmarshal(b, &members); err != nil {
+	v := reflect.New(structured)
+	if err := json.Unmarshal(b, v.Interface()); err != nil {
 		return fmt.Errorf("wire: decode event: %w", err)
 	}
+	v = v.Elem()
 	var d decoder
 	for _, a := range attributes {
-		raw, ok := members[a.name]
-		if !ok {
+		f := v.Field(a.index)
+		if a.kind == kindBool {
+			*a.flag(&d.msg) = f.Bool()
 			continue
 		}
-		v, err := a.fromJSON(raw)
-		if err != nil {
-			return fmt.Errorf("wire: decode event: attribute %s: %w", a.name, err)
-		}
-		if err := d.set(a, v); err != nil {
-			return fmt.Errorf("wire: decode event: %w", err)
+		if err := d.set(a, f.String()); err != nil {
+			return fmt.Errorf("wire: decode event %q: %w", d.msg.ID, err)
 		}
 	}
-	d.msg.Data = members["data"]
+	d.msg.Data = v.Field(len(attributes)).Bytes()
 	if err := d.finish(); err != nil {
 		return err
 	}
@@ -210,15 +210,32 @@ func (m *Message) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// structured is the type encoding/json decodes a structured-mode event
+// into: a field per attribute of the table, in its order, named by its
+// json tag, and data last.
+var structured = func() reflect.Type {
+	fields := make([]reflect.StructField, 0, len(attributes)+1)
+	for _, a := range attributes {
+		t := reflect.TypeFor[string]()
+		if a.kind == kindBool {
+			t = reflect.TypeFor[bool]()
+		}
+		fields = append(fields, reflect.StructField{
+			Name: fmt.Sprintf("A%d", a.index), Type: t, Tag: reflect.StructTag(`json:"` + a.name + `"`),
+		})
+	}
+	fields = append(fields, reflect.StructField{Name: "Data", Type: reflect.TypeFor[json.RawMessage](), Tag: `json:"data"`})
+	return reflect.StructOf(fields)
+}()
+
 // decoder builds a Message from its attributes' text, in either mode.
 type decoder struct {
 	msg         Message
 	specVersion string
-	time        bool
 }
 
-// set sets attribute a from its text form (as a binary-mode header holds
-// it, unescaped).
+// set sets attribute a from its text form: a member of the structured
+// form, or a binary-mode header, unescaped.
 func (d *decoder) set(a *Attribute, v string) error {
 	m := &d.msg
 	switch a.kind {
@@ -229,18 +246,15 @@ func (d *decoder) set(a *Attribute, v string) error {
 	case kindTime:
 		t, err := time.Parse(time.RFC3339Nano, v)
 		if err != nil {
-			return fmt.Errorf("attribute %s: %w", a.name, err)
+			return fmt.Errorf("time: %w", err)
 		}
-		m.Time, d.time = t, true
+		m.Time = t
 	case kindBool:
-		switch v {
-		case "true":
-			*a.flag(m) = true
-		case "false":
-			*a.flag(m) = false
-		default:
-			return fmt.Errorf("attribute %s: %q is not true or false", a.name, v)
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			return fmt.Errorf("%s: %w", a.name, err)
 		}
+		*a.flag(m) = b
 	default:
 		*a.str(m) = v
 	}
@@ -253,9 +267,6 @@ func (d *decoder) finish() error {
 	m := &d.msg
 	if d.specVersion != SpecVersion {
 		return fmt.Errorf("wire: decode event %q: specversion %q, want %q", m.ID, d.specVersion, SpecVersion)
-	}
-	if !d.time {
-		return fmt.Errorf("wire: decode event %q: no time attribute", m.ID)
 	}
 	gv, err := schema.ParseGroupVersion(m.APIVersion)
 	if err != nil {

@@ -255,7 +255,7 @@ func TestMessageMarshalLikeEncodingJSON(t *testing.T) {
 			var buf bytes.Buffer
 			enc := json.NewEncoder(&buf)
 			enc.SetEscapeHTML(false)
-			err := enc.Encode(structured{
+			err := enc.Encode(oracle{
 				SpecVersion: SpecVersion, ID: m.ID, Source: m.Source, Type: m.Type, Subject: m.Subject,
 				Time: m.Time.UTC().Format(time.RFC3339Nano), DataContentType: ContentType,
 				ResourceVersion: m.ResourceVersion, UID: m.UID, Kind: m.Kind, APIVersion: m.APIVersion,
@@ -319,10 +319,10 @@ func TestMessageUnmarshalRejects(t *testing.T) {
 	}
 }
 
-// structured is the JSON form of a message as encoding/json writes it:
+// oracle is the JSON form of a message as encoding/json writes it:
 // the oracle MarshalJSON is checked against, written apart from the
 // attribute table.
-type structured struct {
+type oracle struct {
 	SpecVersion     string          `json:"specversion"`
 	ID              string          `json:"id"`
 	Source          string          `json:"source"`

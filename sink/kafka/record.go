@@ -29,7 +29,11 @@ var HeaderView = wire.Kafka.ViewHeader()
 
 // encode builds the record of m's event.
 func (s *Sink) encode(m *wire.Message, topic string, key []byte) (kafkago.Message, error) {
-	rec := kafkago.Message{Topic: topic, Key: key, Headers: make([]kafkago.Header, 0, 20)}
+	size := 8
+	if s.cfg.CEMode == ModeBinary {
+		size = 18
+	}
+	rec := kafkago.Message{Topic: topic, Key: key, Headers: make([]kafkago.Header, 0, size)}
 	add := func(name, value string) {
 		rec.Headers = append(rec.Headers, kafkago.Header{Key: name, Value: []byte(value)})
 	}

@@ -92,7 +92,7 @@ func (s *Sink) ReadState(ctx context.Context, cluster string, resource schema.Gr
 				kind, apiVersion = msg.Kind, msg.APIVersion
 			}
 		default:
-			held.Deleted = typ == wire.Type(wire.ActionDeleted)
+			held.Deleted = strings.HasSuffix(typ, "."+wire.ActionDeleted)
 		}
 		latest[key] = held
 		return nil

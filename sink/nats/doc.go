@@ -29,7 +29,7 @@
 //     latest change for as long as the object lives. A delete carries the
 //     Nats-TTL header of BRIDGE_NATS_DELETE_TTL: it replaces the object's
 //     state and expires after the TTL. Each subject names exactly one
-//     object for its whole life: ParseTemplate's layout must hold {group},
+//     object for its whole life: wire.ParseSubjectTemplate's layout must hold {group},
 //     {resource}, {namespace} and {name}, and must not hold {action} or
 //     {version} (Config.Parse refuses it).
 //   - History: the stream keeps every message for
@@ -44,15 +44,15 @@
 // <prefix>.<cluster>.<group>.<resource>.<namespace>.<name> in the state
 // layout and <prefix>.<cluster>.<group>.<version>.<resource>.<namespace>.<name>
 // in the history layout. Each
-// value is escaped with EscapeToken, so no name can add a token or a
-// wildcard; UnescapeToken reverses it. No name can make a subject pass the
-// server's limits either: a value longer than MaxTokenLen once escaped (a
+// value is escaped with wire.EscapeToken, so no name can add a token or a
+// wildcard; wire.UnescapeToken reverses it. No name can make a subject pass the
+// server's limits either: a value longer than wire.MaxTokenLen once escaped (a
 // ClusterRole's name may be 500 KB) gets a bounded token, its start and a
-// hash of the whole value, the same every time, which EscapeToken also
+// hash of the whole value, the same every time, which wire.EscapeToken also
 // gives consumers for their filters. Every subject is at most
-// MaxSubjectLen bytes, well inside the server's 4 KiB control line, so no
+// wire.MaxSubjectLen bytes, well inside the server's 4 KiB control line, so no
 // message can make the server close the connection the sink and the
-// nats-kv checkpoint share; ParseTemplate refuses a prefix or fixed words
+// nats-kv checkpoint share; wire.ParseSubjectTemplate refuses a prefix or fixed words
 // that leave no room, and a subject past the limit is never sent (a
 // terminal failure of that message alone). In binary mode an event whose
 // attributes would pass a stream's 64 KiB of headers is sent in structured

@@ -36,8 +36,13 @@ func (s *Sink) encode(m *wire.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	h := make(nats.Header, 20)
-	n := len("NATS/1.0\r\n")
+	size := 6
+	if s.cfg.CEMode == CEBinary {
+		size = 22
+	}
+	h := make(nats.Header, size)
+	// The status line and the blank line that ends the headers.
+	n := len("NATS/1.0\r\n") + len("\r\n")
 	add := func(name, value string) {
 		h[name] = []string{value}
 		n += len(name) + len(value) + 4 // "k: v\r\n"

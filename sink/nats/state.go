@@ -158,7 +158,7 @@ func (s *Sink) held(ctx context.Context, stream jetstream.Stream, msg jetstream.
 		Kind: value("kind"), APIVersion: value("apiversion"), View: hdr.Get(wire.NATS.ViewHeader())}
 	// A delete carries the delete TTL; one written without it says so by
 	// its type.
-	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || value("type") == wire.Type(wire.ActionDeleted)
+	h.Deleted = hdr.Get(jetstream.MsgTTLHeader) != "" || strings.HasSuffix(value("type"), "."+wire.ActionDeleted)
 	ns, name, keyed := s.tmpl.ObjectOf(msg.Subject())
 	if n, ok, err := wire.NATS.HeaderValue(wire.Headers(hdr), "name"); ok {
 		if err != nil {
