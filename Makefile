@@ -75,9 +75,11 @@ chart-lint: $(HELM)
 
 # Unit tests with the race detector, then end-to-end tests against a real
 # kube-apiserver and etcd started on loopback, and the chart's tests (with
-# helm, and against a kube-apiserver too).
+# helm, and against a kube-apiserver too); then test/outside, a module of
+# its own that uses the public API as another module would.
 test: controlplane helm
 	$(GO) test -race -count=1 ./...
+	cd test/outside && $(GO) test -race -count=1 ./...
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
@@ -102,6 +104,7 @@ bench: build controlplane
 lint: chart-lint
 	$(GO) vet ./...
 	$(GO) run $(STATICCHECK) ./...
+	cd test/outside && $(GO) vet ./... && $(GO) run $(STATICCHECK) ./...
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 
 clean:

@@ -1,12 +1,14 @@
 package source
 
 import (
+	"fmt"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 )
 
@@ -100,13 +102,54 @@ const (
 )
 
 // RawObject is an object's JSON exactly as the API server sent it
-// (metadata.managedFields included), and what rawobject.Scan read of it:
-// its identity, and where managedFields lies, so that an encoder copies the
-// object once, leaving managedFields out, straight into an event. Never
-// modify Data.
+// (metadata.managedFields included), and what a scan of it read: its
+// identity (Meta), and where managedFields lies, so that an encoder copies
+// the object once, leaving managedFields out, straight into an event. One
+// made by the source or by NewRawObject holds one valid JSON object. A
+// RawObject is never modified, so it may be shared between goroutines.
 type RawObject struct {
-	Data []byte
-	Meta rawobject.Meta
+	data []byte
+	scan rawobject.Meta
+}
+
+// RawMeta is an object's identity, as its JSON gives it. Fields the JSON
+// lacks are empty: the items of a list of built-in objects come without
+// apiVersion and kind.
+type RawMeta struct {
+	APIVersion string
+	Kind       string
+
+	Namespace       string
+	Name            string
+	UID             string
+	ResourceVersion string
+}
+
+// NewRawObject checks that data is one JSON object, and reads its
+// identity and where its metadata.managedFields lies, for a View that
+// makes objects of its own (a projection). The RawObject keeps data:
+// never modify it afterwards.
+func NewRawObject(data []byte) (*RawObject, error) {
+	m, err := rawobject.Scan(data)
+	if err != nil {
+		return nil, fmt.Errorf("source: raw object: %w", err)
+	}
+	return &RawObject{data: data, scan: m}, nil
+}
+
+// Data is the object's JSON. Never modify it.
+func (o *RawObject) Data() []byte { return o.data }
+
+// Meta is the object's identity, as its JSON gives it.
+func (o *RawObject) Meta() RawMeta {
+	m := &o.scan
+	return RawMeta{APIVersion: m.APIVersion, Kind: m.Kind, Namespace: m.Namespace, Name: m.Name,
+		UID: m.UID, ResourceVersion: m.ResourceVersion}
+}
+
+func init() {
+	rawaccess.Meta = func(raw any) *rawobject.Meta { return &raw.(*RawObject).scan }
+	rawaccess.New = func(data []byte, m rawobject.Meta) any { return &RawObject{data: data, scan: m} }
 }
 
 // Key is the object's identity within its resource: "namespace/name", or

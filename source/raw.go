@@ -203,7 +203,7 @@ func newRawObject(data []byte, m rawobject.Meta) *rawObject {
 		TypeMeta: metav1.TypeMeta{APIVersion: m.APIVersion, Kind: m.Kind},
 		ObjectMeta: metav1.ObjectMeta{Namespace: m.Namespace, Name: m.Name, UID: types.UID(m.UID),
 			ResourceVersion: m.ResourceVersion},
-		raw: &RawObject{Data: data, Meta: m},
+		raw: &RawObject{data: data, scan: m},
 	}
 }
 
@@ -217,7 +217,7 @@ func (o *rawObject) DeepCopyObject() runtime.Object {
 
 // object is what the tracker takes of o.
 func (o *rawObject) object() object {
-	m := &o.raw.Meta
+	m := &o.raw.scan
 	return object{namespace: m.Namespace, name: m.Name, uid: m.UID, rv: m.ResourceVersion, raw: o.raw}
 }
 

@@ -93,10 +93,10 @@ func TestRawListHandsOnItemsAsSent(t *testing.T) {
 	}
 	for k, want := range []string{a, b} {
 		o := items[k].(*rawObject)
-		if string(o.raw.Data) != want {
-			t.Errorf("item %d: %s\nwant the bytes sent: %s", k, o.raw.Data, want)
+		if string(o.raw.Data()) != want {
+			t.Errorf("item %d: %s\nwant the bytes sent: %s", k, o.raw.Data(), want)
 		}
-		if m, _ := meta.Accessor(o); m.GetNamespace() != "ns" || m.GetResourceVersion() != o.raw.Meta.ResourceVersion || m.GetUID() == "" {
+		if m, _ := meta.Accessor(o); m.GetNamespace() != "ns" || m.GetResourceVersion() != o.raw.Meta().ResourceVersion || m.GetUID() == "" {
 			t.Errorf("item %d: identity %s/%s uid %s at %s", k, m.GetNamespace(), m.GetName(), m.GetUID(), m.GetResourceVersion())
 		}
 	}
@@ -129,11 +129,11 @@ func TestRawWatchDecodesEvents(t *testing.T) {
 		if got[k].Type != want.typ || !ok || o.raw == nil {
 			t.Fatalf("event %d: %s %T, want %s with a raw object", k, got[k].Type, got[k].Object, want.typ)
 		}
-		if want.data != "" && string(o.raw.Data) != want.data {
+		if want.data != "" && string(o.raw.Data()) != want.data {
 			t.Errorf("event %d: object is not the bytes sent", k)
 		}
 	}
-	if m := got[1].Object.(*rawObject).raw.Meta; m.Name != "b" || m.ResourceVersion != "2" {
+	if m := got[1].Object.(*rawObject).raw.Meta(); m.Name != "b" || m.ResourceVersion != "2" {
 		t.Errorf("pretty-printed event read as %+v", m)
 	}
 	if got[3].Type != watch.Bookmark || !isInitialEventsEnd(got[3]) {
@@ -282,8 +282,8 @@ func TestStreamedListIsHandedOnAsItArrives(t *testing.T) {
 				switch {
 				case tc.path == PathRaw && (d.Raw == nil || d.Object != nil):
 					t.Errorf("%s: raw %v, object %v; want the raw object only", d.Key(), d.Raw != nil, d.Object != nil)
-				case tc.path == PathRaw && string(d.Raw.Data) != cmJSON(d.Name, string(d.UID), d.ResourceVersion):
-					t.Errorf("%s: %s\nwant the bytes sent", d.Key(), d.Raw.Data)
+				case tc.path == PathRaw && string(d.Raw.Data()) != cmJSON(d.Name, string(d.UID), d.ResourceVersion):
+					t.Errorf("%s: %s\nwant the bytes sent", d.Key(), d.Raw.Data())
 				case tc.path == PathParsed && (d.Raw != nil || d.Object == nil || d.Object.GetName() != d.Name):
 					t.Errorf("%s: raw %v, object %v; want the decoded object only", d.Key(), d.Raw != nil, d.Object)
 				case tc.path == PathParsed && d.Object.GetManagedFields() != nil:

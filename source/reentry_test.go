@@ -87,7 +87,7 @@ func (r *runs) OnDelta(d Delta) {
 		delete(r.held, key)
 		return
 	}
-	r.held[key] = d.Raw.Meta.UID + "@" + d.Raw.Meta.ResourceVersion
+	r.held[key] = d.Raw.Meta().UID + "@" + d.Raw.Meta().ResourceVersion
 }
 
 // run runs a Source of view on ns until it synced and during, then stops
@@ -117,7 +117,7 @@ func (r *runs) run(t *testing.T, c cluster, ns string, view View, during func())
 		if d.Reason != "" {
 			s += " " + string(d.Reason)
 		}
-		if d.Raw != nil && d.ResourceVersion != d.Raw.Meta.ResourceVersion {
+		if d.Raw != nil && d.ResourceVersion != d.Raw.Meta().ResourceVersion {
 			s += " dated"
 		}
 		out = append(out, s)

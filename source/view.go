@@ -6,7 +6,9 @@ package source
 // view, not of the cluster: an object that starts to match is Added, one
 // that stops matching is Deleted (Reason ReasonLeftFilter), and an update
 // that leaves the object's projection as it was is not reported at all.
-// Package view implements it.
+// Package view implements it; any other implementation may be given to
+// Options.View, from any module: a projection is a RawObject made with
+// NewRawObject.
 type View interface {
 	// Apply evaluates the view on an object's state. It never fails: an
 	// object the filter cannot be evaluated on is not in the view (the

@@ -24,10 +24,13 @@ func (v testView) Apply(_ Resource, obj *RawObject) ViewResult {
 	var o struct {
 		Data map[string]string `json:"data"`
 	}
-	if err := json.Unmarshal(obj.Data, &o); err != nil {
+	if err := json.Unmarshal(obj.Data(), &o); err != nil {
 		panic(err)
 	}
-	projected := &RawObject{Data: append([]byte(nil), obj.Data...), Meta: obj.Meta}
+	projected, err := NewRawObject(append([]byte(nil), obj.Data()...))
+	if err != nil {
+		panic(err)
+	}
 	return ViewResult{In: o.Data["keep"] == "yes", Object: projected, State: v.def + "." + o.Data["value"]}
 }
 

@@ -180,7 +180,7 @@ func publishKafka(t *testing.T, m *wire.Message, mode string) *kgo.Record {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := kafkasink.New(ctx, settings, []schema.GroupVersionResource{m.Resource}, logger(t))
+	s, err := kafkasink.New(ctx, settings, []schema.GroupVersionResource{m.Resource}, kafkasink.Options{}, logger(t))
 	if err != nil {
 		t.Fatal(err)
 	}

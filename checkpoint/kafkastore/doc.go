@@ -29,9 +29,10 @@
 //     checkpoint Writer keeps the records pending and commits them again.
 //   - A record larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES, which only an
 //     object key of that size makes, is left out of its Commit, logged
-//     and reported to WithDropped's function; the rest is written. No event of such an object fits the sink's
-//     limit either, so there is no delivered position to keep, and a
-//     failing Commit would fail every flush from then on.
+//     and reported to Options.Dropped; the rest is written. No event of
+//     such an object fits the sink's limit either, so there is no
+//     delivered position to keep, and a failing Commit would fail every
+//     flush from then on.
 //   - LastResourceVersion only grows when resourceVersions are integers,
 //     as in checkpoint.File.
 package kafkastore

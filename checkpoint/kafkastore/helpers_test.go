@@ -36,23 +36,26 @@ func config(t *testing.T, c *kafkatest.Cluster, vars map[string]string) kafka.Co
 }
 
 // openStore parses cfg and opens the store on topic with it, as the
-// bridge does.
-func openStore(ctx context.Context, t *testing.T, cfg kafka.Config, topic string, opts ...Option) (*Store, error) {
+// bridge does; dropped, when given, is Options.Dropped.
+func openStore(ctx context.Context, t *testing.T, cfg kafka.Config, topic string, dropped ...func(resource string)) (*Store, error) {
 	t.Helper()
 	set, err := cfg.Parse()
 	if err != nil {
 		t.Fatalf("parse config: %v", err)
 	}
-	store := Config{CreateTopic: set.CreateTopics, ReplicationFactor: set.ReplicationFactor, MaxMessageBytes: set.MaxMessageBytes, BatchTimeout: set.BatchTimeout}
-	return Open(ctx, set.Conn(), topic, store, slog.New(slog.NewTextHandler(t.Output(), nil)), opts...)
+	opts := Options{CreateTopic: set.CreateTopics, ReplicationFactor: set.ReplicationFactor, MaxMessageBytes: set.MaxMessageBytes, BatchTimeout: set.BatchTimeout}
+	for _, f := range dropped {
+		opts.Dropped = f
+	}
+	return Open(ctx, set.Conn(), topic, opts, slog.New(slog.NewTextHandler(t.Output(), nil)))
 }
 
 // open opens the store on topic and closes it when the test ends.
-func open(t *testing.T, cfg kafka.Config, topic string, opts ...Option) *Store {
+func open(t *testing.T, cfg kafka.Config, topic string, dropped ...func(resource string)) *Store {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := openStore(ctx, t, cfg, topic, opts...)
+	s, err := openStore(ctx, t, cfg, topic, dropped...)
 	if err != nil {
 		t.Fatalf("Open(%s): %v", topic, err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/bounded"
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -34,20 +34,51 @@ const (
 	batchSize = 5000
 )
 
-// Config is how Open makes and writes the topic; the bridge takes it from
-// the BRIDGE_KAFKA_* variables the sink reads too.
-type Config struct {
+// Options say how Open makes and writes the topic. The bridge takes them
+// from the BRIDGE_KAFKA_* variables the sink reads too.
+type Options struct {
 	// CreateTopic creates a missing topic (BRIDGE_KAFKA_CREATE_TOPICS).
 	CreateTopic bool
-	// ReplicationFactor of a topic Open creates; -1 is the broker's
+	// ReplicationFactor of a topic Open creates; -1 or 0 is the broker's
 	// default (BRIDGE_KAFKA_REPLICATION_FACTOR).
 	ReplicationFactor int
 	// MaxMessageBytes bounds a record and a produce request
-	// (BRIDGE_KAFKA_MAX_MESSAGE_BYTES).
+	// (BRIDGE_KAFKA_MAX_MESSAGE_BYTES); 0 means DefaultMaxMessageBytes.
 	MaxMessageBytes int
 	// BatchTimeout is how long a partial batch waits for more records
-	// (BRIDGE_KAFKA_BATCH_TIMEOUT); it must be positive.
+	// (BRIDGE_KAFKA_BATCH_TIMEOUT); 0 means DefaultBatchTimeout.
 	BatchTimeout time.Duration
+	// Dropped, when set, is told the resource of each record a Commit
+	// leaves out because it is larger than MaxMessageBytes, for a metric.
+	// It must not block.
+	Dropped func(resource string)
+}
+
+// Defaults of Options, those of the variables they mirror.
+const (
+	// DefaultMaxMessageBytes is Kafka's default message.max.bytes less
+	// the 12 bytes of a batch header the broker counts.
+	DefaultMaxMessageBytes = 1 << 20
+	// DefaultBatchTimeout lets the records of one flush go in one batch
+	// without delaying the flush noticeably.
+	DefaultBatchTimeout = 10 * time.Millisecond
+)
+
+// withDefaults fills the fields of o left zero.
+func (o Options) withDefaults() Options {
+	if o.ReplicationFactor == 0 {
+		o.ReplicationFactor = -1
+	}
+	if o.MaxMessageBytes == 0 {
+		o.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if o.BatchTimeout == 0 {
+		o.BatchTimeout = DefaultBatchTimeout
+	}
+	if o.Dropped == nil {
+		o.Dropped = func(string) {}
+	}
+	return o
 }
 
 // Store is a checkpoint.Store kept in a compacted Kafka topic. It is safe
@@ -74,29 +105,22 @@ type Store struct {
 	closeOnce sync.Once
 }
 
-// Option changes how Open makes a Store.
-type Option func(*Store)
-
-// WithDropped has f told the resource of each record a Commit leaves out
-// because it is larger than BRIDGE_KAFKA_MAX_MESSAGE_BYTES, for a metric.
-// f must not block.
-func WithDropped(f func(resource string)) Option { return func(s *Store) { s.dropped = f } }
-
 var _ checkpoint.Store = (*Store)(nil)
 
 // Open makes sure topic exists and is compacted, creating it (one
-// partition, cleanup.policy=compact, cfg.ReplicationFactor) when it is
-// absent and cfg.CreateTopic allows; a missing topic is otherwise an error
+// partition, cleanup.policy=compact, opts.ReplicationFactor) when it is
+// absent and opts.CreateTopic allows; a missing topic is otherwise an error
 // that names it. It then reads every partition up to the end offsets it
-// finds, so that Load can answer from memory. conn is the parsed
-// connection the sink uses too (kafka sink's Settings.Conn).
-func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, log *slog.Logger, opts ...Option) (*Store, error) {
+// finds, so that Load can answer from memory. conn is the connection to
+// the cluster (kafkaconn.Config.Parse; the bridge shares its sink's).
+func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, opts Options, log *slog.Logger) (*Store, error) {
 	if err := wire.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
+	opts = opts.withDefaults()
 	// The transport outlives Open's context: the final flush runs after
 	// the bridge's context has ended.
 	tctx, stop := context.WithCancel(context.WithoutCancel(ctx))
@@ -108,10 +132,7 @@ func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, l
 		stop:      stop,
 		objects:   map[string]map[string]checkpoint.Position{},
 		last:      map[string]string{},
-		dropped:   func(string) {},
-	}
-	for _, o := range opts {
-		o(s)
+		dropped:   opts.Dropped,
 	}
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -119,7 +140,7 @@ func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, l
 		defer cancel()
 	}
 	start := time.Now()
-	records, err := s.load(ctx, conn, cfg)
+	records, err := s.load(ctx, conn, opts)
 	if err != nil {
 		s.closeTransport()
 		return nil, fmt.Errorf("checkpoint: kafka: topic %s: %w", topic, err)
@@ -131,8 +152,8 @@ func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, l
 		RequiredAcks: kafkago.RequireAll, // a checkpoint must survive a broker
 		MaxAttempts:  writeAttempts,
 		BatchSize:    batchSize,
-		BatchBytes:   int64(cfg.MaxMessageBytes),
-		BatchTimeout: cfg.BatchTimeout,
+		BatchBytes:   int64(opts.MaxMessageBytes),
+		BatchTimeout: opts.BatchTimeout,
 		WriteTimeout: writeTimeout,
 	}
 	log.Info("checkpoint read", "topic", topic, "records", records, "resources", len(s.last),
@@ -142,9 +163,9 @@ func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, cfg Config, l
 
 // load ensures the topic and reads it to its end, returning the number of
 // records read.
-func (s *Store) load(ctx context.Context, conn *kafkaconn.Conn, cfg Config) (int, error) {
+func (s *Store) load(ctx context.Context, conn *kafkaconn.Conn, opts Options) (int, error) {
 	client := &kafkago.Client{Addr: conn.Addr(), Transport: s.transport}
-	if err := ensureTopic(ctx, client, cfg, s.topic, s.log); err != nil {
+	if err := ensureTopic(ctx, client, opts, s.topic, s.log); err != nil {
 		return 0, err
 	}
 	n := 0

@@ -164,7 +164,7 @@ func TestRecordPastMaxMessageBytes(t *testing.T) {
 	cfg := config(t, c, map[string]string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES": "65536"})
 	topic := newTopic()
 	var dropped []string // only Commit calls it, and Commits are serialised
-	s := open(t, cfg, topic, WithDropped(func(resource string) { dropped = append(dropped, resource) }))
+	s := open(t, cfg, topic, func(resource string) { dropped = append(dropped, resource) })
 	const resource = "roles.rbac.authorization.k8s.io"
 	huge := "team-a/" + strings.Repeat("h", 100_000)
 	commit(t, s, put(resource, "team-a/before", "ua", "1"), put(resource, huge, "uh", "2"), put(resource, "team-a/after", "ub", "3"))

@@ -8,7 +8,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/kafkaconn"
 )
 
 // topicPartitions is the partition count of a checkpoint topic the store
@@ -18,14 +18,14 @@ import (
 const topicPartitions = 1
 
 // ensureTopic makes sure topic exists and is compacted. A missing topic is
-// created with cleanup.policy=compact when cfg.CreateTopic allows it. An existing topic
+// created with cleanup.policy=compact when opts.CreateTopic allows it. An existing topic
 // that is not compacted is an error: its records would expire, and a delete
 // that happened while the bridge was down would go unnoticed.
-func ensureTopic(ctx context.Context, client *kafkago.Client, cfg Config, topic string, log *slog.Logger) error {
-	created, err := kafkaconn.EnsureTopics(ctx, client, cfg.CreateTopic, []kafkago.TopicConfig{{
+func ensureTopic(ctx context.Context, client *kafkago.Client, opts Options, topic string, log *slog.Logger) error {
+	created, err := kafkaconn.EnsureTopics(ctx, client, opts.CreateTopic, []kafkago.TopicConfig{{
 		Topic:             topic,
 		NumPartitions:     topicPartitions,
-		ReplicationFactor: cfg.ReplicationFactor,
+		ReplicationFactor: opts.ReplicationFactor,
 		ConfigEntries:     []kafkago.ConfigEntry{{ConfigName: "cleanup.policy", ConfigValue: "compact"}},
 	}})
 	if err != nil {
@@ -33,7 +33,7 @@ func ensureTopic(ctx context.Context, client *kafkago.Client, cfg Config, topic 
 	}
 	if len(created) > 0 {
 		log.Info("created checkpoint topic", "topic", topic, "partitions", topicPartitions,
-			"replicationFactor", cfg.ReplicationFactor, "cleanupPolicy", "compact")
+			"replicationFactor", opts.ReplicationFactor, "cleanupPolicy", "compact")
 		return nil
 	}
 	res, err := client.DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{

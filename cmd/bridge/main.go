@@ -46,10 +46,10 @@ import (
 	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/klog/v2"
 
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/internal/crash"
-	"github.com/kubebus/bridge/internal/envvar"
 	"github.com/kubebus/bridge/internal/httpserver"
 	"github.com/kubebus/bridge/internal/leader"
 	"github.com/kubebus/bridge/internal/metrics"

@@ -41,7 +41,7 @@ func clusterSink(t *testing.T, c *kafkatest.Cluster, vars map[string]string) *si
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	s, err := sinkkafka.New(ctx, settings, []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}},
-		slog.New(slog.NewTextHandler(t.Output(), nil)))
+		sinkkafka.Options{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatal(err)
 	}

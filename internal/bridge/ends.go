@@ -93,11 +93,8 @@ func (b *Bridge) openSink(ctx context.Context, resources []source.Resource, foll
 		for i, r := range resources {
 			gvrs[i] = r.GroupVersionResource
 		}
-		opts := []kafkasink.Option{kafkasink.WithTopicCompaction(b.metrics.KafkaTopicCompacted)}
-		if followed {
-			opts = append(opts, kafkasink.WithResourcesAdded())
-		}
-		s, err := kafkasink.New(ctx, b.cfg.KafkaSettings(), gvrs, log, opts...)
+		opts := kafkasink.Options{ResourcesAdded: followed, TopicCompaction: b.metrics.KafkaTopicCompacted}
+		s, err := kafkasink.New(ctx, b.cfg.KafkaSettings(), gvrs, opts, log)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -142,7 +139,9 @@ func (b *Bridge) openStore(ctx context.Context, shared *nats.Conn) (checkpoint.S
 		}
 		return s, release, nil
 	case config.CheckpointKafka:
-		s, err := kafkastore.Open(ctx, b.cfg.KafkaSettings().Conn(), arg, b.cfg.KafkaCheckpoint(), log, kafkastore.WithDropped(b.metrics.CheckpointRecordDropped))
+		opts := b.cfg.KafkaCheckpoint()
+		opts.Dropped = b.metrics.CheckpointRecordDropped
+		s, err := kafkastore.Open(ctx, b.cfg.KafkaSettings().Conn(), arg, opts, log)
 		if err != nil {
 			return nil, nil, fmt.Errorf("bridge: BRIDGE_CHECKPOINT: %w", err)
 		}

@@ -7,10 +7,11 @@
 // internal/pipeline declares with their reasons (see defaults).
 // Load reports every problem at once, each an *envvar.Error naming its
 // variable, and parses what needs parsing once: the selection, the view,
-// and the sinks' settings (NATSSettings, KafkaSettings), TLS files read
-// and all, which the sinks and checkpoint stores take as they are. No
-// value read here is ever logged as a whole, and passwords and tokens are
-// envvar.Secrets, so that no secret can leak through it.
+// and the sinks' configurations (NATSSettings, KafkaSettings: each sink's
+// Parsed), TLS files read and all, which the sinks and checkpoint stores
+// take as they are. No value read here is ever logged as a whole, and
+// passwords and tokens are envvar.Secrets, so that no secret can leak
+// through it.
 package config
 
 import (
@@ -31,7 +32,7 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint/kafkastore"
 	"github.com/kubebus/bridge/checkpoint/natskv"
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/internal/filter"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/rawobject"
@@ -158,9 +159,9 @@ type parsed struct {
 	// selection is Resources and ExcludeResources parsed (Selection).
 	selection source.Selection
 	// nats is NATS parsed (NATSSettings), when something uses it.
-	nats *nats.Settings
+	nats *nats.Parsed
 	// kafka is Kafka parsed (KafkaSettings), when something uses it.
-	kafka *kafka.Settings
+	kafka *kafka.Parsed
 }
 
 // ViewConfig is the definition of the view the bridge publishes (see
@@ -477,18 +478,18 @@ func (c *Config) Selection() source.Selection { return c.selection }
 
 // NATSSettings is the NATS configuration parsed by Load, for the NATS sink
 // and the nats-kv checkpoint; nil when neither is configured.
-func (c *Config) NATSSettings() *nats.Settings { return c.nats }
+func (c *Config) NATSSettings() *nats.Parsed { return c.nats }
 
 // KafkaSettings is the Kafka configuration parsed by Load, for the Kafka
 // sink and the kafka checkpoint; nil when neither is configured.
-func (c *Config) KafkaSettings() *kafka.Settings { return c.kafka }
+func (c *Config) KafkaSettings() *kafka.Parsed { return c.kafka }
 
 // KafkaCheckpoint is what the kafka checkpoint store takes from the
 // BRIDGE_KAFKA_* variables besides the connection: it creates its topic
 // and sizes its records as the sink does. Only for a loaded Config whose
 // KafkaSettings is not nil.
-func (c *Config) KafkaCheckpoint() kafkastore.Config {
-	return kafkastore.Config{
+func (c *Config) KafkaCheckpoint() kafkastore.Options {
+	return kafkastore.Options{
 		CreateTopic:       c.kafka.CreateTopics,
 		ReplicationFactor: c.kafka.ReplicationFactor,
 		MaxMessageBytes:   c.kafka.MaxMessageBytes,

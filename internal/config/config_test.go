@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/internal/pipeline"
 )
 

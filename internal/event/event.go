@@ -139,7 +139,7 @@ func identity(d *source.Delta) *unstructured.Unstructured {
 		o := d.Object
 		apiVersion, kind, uid, rv = o.GetAPIVersion(), o.GetKind(), string(o.GetUID()), o.GetResourceVersion()
 	case d.Raw != nil:
-		m := &d.Raw.Meta
+		m := d.Raw.Meta()
 		apiVersion, kind, uid, rv = m.APIVersion, m.Kind, m.UID, m.ResourceVersion
 	}
 	if apiVersion != "" {

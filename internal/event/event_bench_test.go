@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/synthetic"
@@ -48,7 +49,7 @@ func rawDelta(tb testing.TB, r source.Resource, data []byte) source.Delta {
 	return source.Delta{
 		Type: source.Updated, Resource: r, Observed: fixtureObserved,
 		Namespace: m.Namespace, Name: m.Name, UID: types.UID(m.UID), ResourceVersion: m.ResourceVersion,
-		Raw: &source.RawObject{Data: data, Meta: m},
+		Raw: rawaccess.New(data, m).(*source.RawObject),
 	}
 }
 

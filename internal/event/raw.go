@@ -2,6 +2,7 @@ package event
 
 import (
 	"github.com/kubebus/bridge/internal/jsonenc"
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/source"
 )
@@ -26,10 +27,9 @@ import (
 //     to list items the same way, so the event of a listed object is the
 //     event of the object as a watch or a GET sends it.
 
-// appendRaw appends the object of d.Raw, which d.Raw.Meta was scanned
-// from, to b.
+// appendRaw appends the object of d.Raw, as its scan gives it, to b.
 func (e Encoder) appendRaw(b []byte, d *source.Delta) []byte {
-	raw := d.Raw
+	raw := rawOf(d)
 	if len(raw.Data) == 0 {
 		return append(b, "null"...)
 	}
@@ -63,7 +63,7 @@ func (e Encoder) appendRaw(b []byte, d *source.Delta) []byte {
 // rawLen is room enough for what appendRaw appends for d, unless an added
 // apiVersion or kind holds characters JSON escapes.
 func (e Encoder) rawLen(d *source.Delta) int {
-	raw := d.Raw
+	raw := rawOf(d)
 	n := len(raw.Data)
 	if !e.KeepManagedFields {
 		n = raw.Meta.CutLen(n)
@@ -73,6 +73,14 @@ func (e Encoder) rawLen(d *source.Delta) int {
 	}
 	return n
 }
+
+// scanned is a raw object's data and what its scan read of it.
+type scanned struct {
+	Data []byte
+	Meta *rawobject.Meta
+}
+
+func rawOf(d *source.Delta) scanned { return scanned{d.Raw.Data(), rawaccess.Meta(d.Raw)} }
 
 // appendTypeMeta adds apiVersion and kind members at the end of the JSON
 // object b[start:], which is valid JSON (Scan checked it) and ends in its

@@ -39,6 +39,7 @@ import (
 	"golang.org/x/time/rate"
 
 	"github.com/kubebus/bridge/internal/filter"
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/source"
 )
@@ -175,13 +176,13 @@ func (d *Definition) Apply(res source.Resource, obj *source.RawObject) source.Vi
 	out, hash := obj, uint64(0)
 	switch {
 	case d.cfg.projects() || (d.cfg.KeepManagedFields && in):
-		data, m, h := obj.Meta.Project(nil, obj.Data, &d.proj)
+		data, m, h := rawaccess.Meta(obj).Project(nil, obj.Data(), &d.proj)
 		if d.cfg.projects() {
-			out = &source.RawObject{Data: data, Meta: m}
+			out = rawaccess.New(data, m).(*source.RawObject)
 		}
 		hash = h
 	case in:
-		hash = obj.Meta.Hash(obj.Data)
+		hash = rawaccess.Meta(obj).Hash(obj.Data())
 	}
 	r := source.ViewResult{In: in, Object: out}
 	if in {
@@ -192,9 +193,10 @@ func (d *Definition) Apply(res source.Resource, obj *source.RawObject) source.Vi
 
 // match evaluates the filter on obj, counting and logging a failure.
 func (d *Definition) match(res source.Resource, obj *source.RawObject) bool {
-	v := filter.Vars{Resource: res.Name(), Namespace: obj.Meta.Namespace, Name: obj.Meta.Name}
+	m := rawaccess.Meta(obj)
+	v := filter.Vars{Resource: res.Name(), Namespace: m.Namespace, Name: m.Name}
 	if d.readTree != nil {
-		o, err := obj.Meta.Extract(obj.Data, d.readTree)
+		o, err := m.Extract(obj.Data(), d.readTree)
 		if err != nil {
 			d.failed(res, obj, err)
 			return false
@@ -245,7 +247,7 @@ func (d *Definition) failed(res source.Resource, obj *source.RawObject, err erro
 	d.mu.Unlock()
 	s.Do(func() {
 		d.log.Warn("the filter failed on an object, which is taken as not matching; such failures are logged at most once per 10s per resource and counted in bridge_filter_errors_total",
-			"resource", res.Name(), "key", source.ObjectKey(obj.Meta.Namespace, obj.Meta.Name), "err", err)
+			"resource", res.Name(), "key", source.ObjectKey(obj.Meta().Namespace, obj.Meta().Name), "err", err)
 	})
 }
 

@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/internal/filter"
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/source"
 )
@@ -35,7 +36,7 @@ func pod(t testing.TB, edit ...string) *source.RawObject {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &source.RawObject{Data: data, Meta: m}
+	return rawaccess.New(data, m).(*source.RawObject)
 }
 
 func compile(t testing.TB, expr, fields, drop string) Config {
@@ -98,12 +99,12 @@ func TestApplyProjection(t *testing.T) {
 		t.Errorf("definition %q of a projection does not end in p", d.ID())
 	}
 	r := d.Apply(pods, pod(t))
-	if !r.In || bytes.Contains(r.Object.Data, []byte(`"status"`)) || bytes.Contains(r.Object.Data, []byte(`prometheus.io/port`)) ||
-		!bytes.Contains(r.Object.Data, []byte(`"prometheus.io/scrape"`)) || bytes.Contains(r.Object.Data, []byte(`managedFields`)) {
-		t.Errorf("projection: %s", r.Object.Data)
+	if !r.In || bytes.Contains(r.Object.Data(), []byte(`"status"`)) || bytes.Contains(r.Object.Data(), []byte(`prometheus.io/port`)) ||
+		!bytes.Contains(r.Object.Data(), []byte(`"prometheus.io/scrape"`)) || bytes.Contains(r.Object.Data(), []byte(`managedFields`)) {
+		t.Errorf("projection: %s", r.Object.Data())
 	}
-	if r.Object.Meta.Name != "web-0002-7d9f8b6c5d-00007" || r.Object.Meta.ResourceVersion != "2000007" {
-		t.Errorf("projection's identity: %+v", r.Object.Meta)
+	if r.Object.Meta().Name != "web-0002-7d9f8b6c5d-00007" || r.Object.Meta().ResourceVersion != "2000007" {
+		t.Errorf("projection's identity: %+v", r.Object.Meta())
 	}
 	// A status-only update leaves the state as it was.
 	s := d.Apply(pods, pod(t, running, succeeded, `"resourceVersion":"2000007"`, `"resourceVersion":"2000100"`))
@@ -116,8 +117,8 @@ func TestApplyProjection(t *testing.T) {
 	}
 	// Kept fields: only those, with the identity.
 	k := New(compile(t, "", "spec.nodeName", ""), nil, nil).Apply(pods, pod(t))
-	if want := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0002-7d9f8b6c5d-00007","namespace":"team-07","uid":"9b2e4f10-0007-4000-8000-000000000007","resourceVersion":"2000007"},"spec":{"nodeName":"ip-10-0-7-7.ec2.internal"}}`; string(k.Object.Data) != want {
-		t.Errorf("kept fields:\n got %s\nwant %s", k.Object.Data, want)
+	if want := `{"kind":"Pod","apiVersion":"v1","metadata":{"name":"web-0002-7d9f8b6c5d-00007","namespace":"team-07","uid":"9b2e4f10-0007-4000-8000-000000000007","resourceVersion":"2000007"},"spec":{"nodeName":"ip-10-0-7-7.ec2.internal"}}`; string(k.Object.Data()) != want {
+		t.Errorf("kept fields:\n got %s\nwant %s", k.Object.Data(), want)
 	}
 }
 
@@ -222,7 +223,7 @@ func BenchmarkApply(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			d := New(compile(b, bc.expr, bc.fields, bc.drop), nil, nil)
 			obj := pod(b)
-			b.SetBytes(int64(len(obj.Data)))
+			b.SetBytes(int64(len(obj.Data())))
 			b.ReportAllocs()
 			for b.Loop() {
 				if !d.Apply(pods, obj).In {

@@ -10,30 +10,28 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 )
 
-// Option configures New.
-type Option func(*options)
+// Options are the knobs of New beyond the configuration. The zero value
+// makes a sink for the resources New is given, which reports nothing.
+type Options struct {
+	// ResourcesAdded lets Prepare take resources that New was not given,
+	// making their topics as New does: for a bridge whose resources
+	// follow the cluster. The sink's cached metadata then covers every
+	// topic of the cluster rather than its own only, since kafka-go
+	// cannot widen it later.
+	ResourcesAdded bool
+	// TopicCompaction, when set, is told by New, in the state layout,
+	// whether each topic is compacted: true for a topic it created, what
+	// the broker says for one that existed. A topic whose configs cannot
+	// be read is not reported. The bridge turns the reports into the
+	// gauge bridge_kafka_topic_not_compacted.
+	TopicCompaction func(topic string, compacted bool)
+}
 
+// options are Options as the sink keeps them.
 type options struct {
 	compaction func(topic string, compacted bool)
 	// added: Prepare may be asked for topics New was not given.
 	added bool
-}
-
-// WithResourcesAdded lets Prepare take resources that New was not given,
-// making their topics as New does: for a bridge whose resources follow
-// the cluster. The sink's cached metadata then covers every topic of the
-// cluster rather than its own only, since kafka-go cannot widen it later.
-func WithResourcesAdded() Option {
-	return func(o *options) { o.added = true }
-}
-
-// WithTopicCompaction has New report, in the state layout, whether each
-// topic is compacted: true for a topic it created, what the broker says
-// for one that existed. A topic whose configs cannot be read is not
-// reported. The bridge turns the reports into the gauge
-// bridge_kafka_topic_not_compacted.
-func WithTopicCompaction(report func(topic string, compacted bool)) Option {
-	return func(o *options) { o.compaction = report }
 }
 
 // checkCompaction reads the cleanup policy and retention of topics that

@@ -6,8 +6,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kubebus/bridge/internal/envvar"
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/envvar"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -16,7 +16,8 @@ import (
 // envDefault gives its default and help its meaning for `bridge --help`.
 // The connection settings (brokers, TLS, SASL) are kafkaconn's, which the
 // checkpoint store in package kafkastore shares. Parse turns a Config into
-// the Settings that New takes.
+// the Parsed that New takes. Written by hand, start from DefaultConfig,
+// which holds the defaults of the tags.
 type Config struct {
 	kafkaconn.Config
 
@@ -108,11 +109,20 @@ var codecs = map[Codec]kafkago.Compression{CodecNone: 0, CodecGzip: kafkago.Gzip
 // every change: no Kubernetes object encodes in less.
 const minMessageBytes = 1024
 
-// Settings is a Config parsed and checked by Parse: what New takes. The
+// DefaultConfig is the Config of an environment that sets none of its
+// variables: every field at its envDefault. Only the brokers are left to
+// name.
+func DefaultConfig() Config {
+	var c Config
+	envvar.Defaults(&c)
+	return c
+}
+
+// Parsed is a Config parsed and checked by Parse: what New takes. The
 // Config's fields read as they were given; what needed parsing (the
 // connection, the acks, the codec, the configs of created topics) is
 // parsed once, here.
-type Settings struct {
+type Parsed struct {
 	Config
 	conn         *kafkaconn.Conn
 	acks         kafkago.RequiredAcks
@@ -121,12 +131,12 @@ type Settings struct {
 }
 
 // Conn is the connection to the brokers.
-func (s *Settings) Conn() *kafkaconn.Conn { return s.conn }
+func (s *Parsed) Conn() *kafkaconn.Conn { return s.conn }
 
-// Parse checks c and parses it into Settings. It reports every problem,
+// Parse checks c and parses it into Parsed. It reports every problem,
 // joined, each an *envvar.Error naming its variable; none quotes the SASL
 // password.
-func (c *Config) Parse() (*Settings, error) {
+func (c *Config) Parse() (*Parsed, error) {
 	var p envvar.Problems
 	conn, err := c.Config.Parse()
 	p.Join(err)
@@ -172,5 +182,5 @@ func (c *Config) Parse() (*Settings, error) {
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
-	return &Settings{Config: *c, conn: conn, acks: a, codec: codec, createConfig: c.createConfigs(extra)}, nil
+	return &Parsed{Config: *c, conn: conn, acks: a, codec: codec, createConfig: c.createConfigs(extra)}, nil
 }

@@ -14,8 +14,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kubebus/bridge/internal/envvar"
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/envvar"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/test/tlstest"
 )
 
@@ -141,7 +141,7 @@ func TestParseNamesTheVariables(t *testing.T) {
 }
 
 // The password shows nowhere: not in fmt's verbs, slog or JSON, whether
-// the Config, its parsed Settings or the connection is shown.
+// the Config, its Parsed or the connection is shown.
 func TestPasswordNeverShown(t *testing.T) {
 	const pw = "hunter2-very-secret"
 	c := loadConfig(t, map[string]string{

@@ -33,7 +33,7 @@
 //     object lives, and a deleted object's records go at compaction, its
 //     tombstone delete.retention.ms (BRIDGE_KAFKA_DELETE_RETENTION) later.
 //     A topic that exists is never changed: one that is not compacted is
-//     logged and reported (see [WithTopicCompaction]).
+//     logged and reported (see [Options].TopicCompaction).
 //   - Cheap health. Health answers from the last produce request while the
 //     sink writes, and asks a broker itself at most once per 15 s when it
 //     is idle, so readiness probes and /metrics scrapes add no load.
@@ -41,9 +41,9 @@
 //     put in an error.
 //
 // Config.Parse checks the BRIDGE_KAFKA_* variables once, reporting every
-// problem with the variable it names; New takes the Settings it returns
+// problem with the variable it names; New takes the Parsed it returns
 // and checks nothing again. The connection (brokers, TLS, SASL) is
-// internal/kafkaconn's, which the Kafka checkpoint store shares.
+// package kafkaconn's, which the Kafka checkpoint store shares.
 //
 // Topics are "<prefix>.<resource>" for the core group and
 // "<prefix>.<resource>.<group>" for others, or one topic for everything

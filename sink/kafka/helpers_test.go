@@ -36,7 +36,7 @@ func loadConfig(t testing.TB, vars map[string]string) Config {
 
 // settings reads a Config from vars and parses it, failing t when it is
 // invalid.
-func settings(t testing.TB, vars map[string]string) *Settings {
+func settings(t testing.TB, vars map[string]string) *Parsed {
 	t.Helper()
 	c := loadConfig(t, vars)
 	s, err := c.Parse()
@@ -48,7 +48,7 @@ func settings(t testing.TB, vars map[string]string) *Settings {
 
 // clusterConfig is the default configuration for c's brokers, with vars
 // on top, parsed.
-func clusterConfig(t *testing.T, c *kafkatest.Cluster, vars map[string]string) *Settings {
+func clusterConfig(t *testing.T, c *kafkatest.Cluster, vars map[string]string) *Parsed {
 	t.Helper()
 	all := map[string]string{"BRIDGE_KAFKA_BROKERS": joinAddrs(c.Addrs())}
 	maps.Copy(all, vars)
@@ -71,11 +71,11 @@ func testLogger(t *testing.T) *slog.Logger {
 }
 
 // newSink starts a sink that the end of t closes.
-func newSink(t *testing.T, cfg *Settings, resources ...schema.GroupVersionResource) *Sink {
+func newSink(t *testing.T, cfg *Parsed, resources ...schema.GroupVersionResource) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := New(ctx, cfg, resources, testLogger(t))
+	s, err := New(ctx, cfg, resources, Options{}, testLogger(t))
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/kubebus/bridge/test/logtest"
 )
 
-// compactionReports collects what New reports through WithTopicCompaction.
+// compactionReports collects what New reports to Options.TopicCompaction.
 type compactionReports struct {
 	mu  sync.Mutex
 	got map[string]bool
@@ -31,12 +31,12 @@ func (r *compactionReports) report(topic string, compacted bool) {
 
 // newLayoutSink starts a sink that reports compaction to r and logs to
 // logs as well as the test's output.
-func newLayoutSink(t *testing.T, cfg *Settings, r *compactionReports, logs *logtest.Buffer, resources ...schema.GroupVersionResource) *Sink {
+func newLayoutSink(t *testing.T, cfg *Parsed, r *compactionReports, logs *logtest.Buffer, resources ...schema.GroupVersionResource) *Sink {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
 	log := slog.New(slog.NewTextHandler(multiWriter{t.Output(), logs}, &slog.HandlerOptions{Level: slog.LevelInfo}))
-	s, err := New(ctx, cfg, resources, log, WithTopicCompaction(r.report))
+	s, err := New(ctx, cfg, resources, Options{TopicCompaction: r.report}, log)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}

@@ -8,7 +8,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 )
 
 // minDeleteRetention is the shortest BRIDGE_KAFKA_DELETE_RETENTION: a

@@ -13,7 +13,7 @@ import (
 )
 
 // A resource added while the sink runs gets its topic, made as New makes
-// them, and its messages go there; without WithResourcesAdded it is
+// them, and its messages go there; without Options.ResourcesAdded it is
 // refused, naming the topic.
 func TestPrepareAddsTheTopicOfAResource(t *testing.T) {
 	widgets := schema.GroupVersionResource{Group: "example.com", Version: "v1", Resource: "widgets"}
@@ -22,7 +22,7 @@ func TestPrepareAddsTheTopicOfAResource(t *testing.T) {
 		cfg := clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_PARTITIONS": "3"})
 		ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 		defer cancel()
-		s, err := New(ctx, cfg, []schema.GroupVersionResource{configmaps}, testLogger(t), WithResourcesAdded())
+		s, err := New(ctx, cfg, []schema.GroupVersionResource{configmaps}, Options{ResourcesAdded: true}, testLogger(t))
 		if err != nil {
 			t.Fatal(err)
 		}

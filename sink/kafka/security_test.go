@@ -61,7 +61,7 @@ func TestSecurity(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := kafkatest.Start(t, tt.cluster...)
 			cfg := clusterConfig(t, c, tt.vars)
-			s, err := New(t.Context(), cfg, []schema.GroupVersionResource{configmaps}, testLogger(t))
+			s, err := New(t.Context(), cfg, []schema.GroupVersionResource{configmaps}, Options{}, testLogger(t))
 			if tt.fails {
 				if err == nil {
 					s.Close(context.Background())

@@ -14,8 +14,8 @@ import (
 	kafkago "github.com/segmentio/kafka-go"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/internal/envvar"
-	"github.com/kubebus/bridge/internal/kafkaconn"
+	"github.com/kubebus/bridge/envvar"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
@@ -40,7 +40,7 @@ const (
 // Publish writes its own batch, and batches of different goroutines share
 // produce requests when they go to the same partition at the same time.
 type Sink struct {
-	cfg  *Settings
+	cfg  *Parsed
 	log  *slog.Logger
 	addr net.Addr
 
@@ -74,19 +74,19 @@ var (
 //
 // In the state layout (BRIDGE_KAFKA_LAYOUT) topics it creates are
 // compacted; an existing topic that is not is used as it is, with a
-// warning (and a report, see [WithTopicCompaction]).
+// warning (and a report, see [Options].TopicCompaction).
 //
 // cfg is what Config.Parse returned; New checks none of it again.
-func New(ctx context.Context, cfg *Settings, resources []schema.GroupVersionResource, log *slog.Logger, opts ...Option) (*Sink, error) {
+func New(ctx context.Context, cfg *Parsed, resources []schema.GroupVersionResource, opts Options, log *slog.Logger) (*Sink, error) {
 	if cfg == nil || cfg.conn == nil {
-		return nil, errors.New("kafka sink: settings not made by Config.Parse")
+		return nil, errors.New("kafka sink: configuration not parsed by Config.Parse")
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	o := options{compaction: func(string, bool) {}}
-	for _, opt := range opts {
-		opt(&o)
+	o := options{compaction: opts.TopicCompaction, added: opts.ResourcesAdded}
+	if o.compaction == nil {
+		o.compaction = func(string, bool) {}
 	}
 	topics, err := topicsOf(&cfg.Config, resources)
 	if err != nil {
@@ -169,7 +169,7 @@ func (s *Sink) ensureTopics(ctx context.Context, topics []string) error {
 
 // Prepare makes sure the topic of resource exists, as New does for the
 // resources it is given (creating it when BRIDGE_KAFKA_CREATE_TOPICS is
-// true). A resource New was not given needs WithResourcesAdded.
+// true). A resource New was not given needs Options.ResourcesAdded.
 func (s *Sink) Prepare(ctx context.Context, resource schema.GroupVersionResource) error {
 	topics, err := topicsOf(&s.cfg.Config, []schema.GroupVersionResource{resource})
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *Sink) Prepare(ctx context.Context, resource schema.GroupVersionResource
 		return nil
 	}
 	if !s.opts.added {
-		return fmt.Errorf("kafka sink: topic %s of %s: the sink was made for other resources only (see WithResourcesAdded)", topics[0], resource.GroupResource())
+		return fmt.Errorf("kafka sink: topic %s of %s: the sink was made for other resources only (see Options.ResourcesAdded)", topics[0], resource.GroupResource())
 	}
 	ctx, cancel := context.WithTimeout(ctx, startTimeout)
 	defer cancel()

@@ -47,7 +47,7 @@ func TestNewTopics(t *testing.T) {
 		c := kafkatest.Start(t)
 		c.CreateTopic("kube.configmaps", 1, nil)
 		_, err := New(t.Context(), clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_CREATE_TOPICS": "false"}),
-			[]schema.GroupVersionResource{configmaps, deployments}, testLogger(t))
+			[]schema.GroupVersionResource{configmaps, deployments}, Options{}, testLogger(t))
 		if err == nil || !strings.Contains(err.Error(), "topic kube.deployments.apps does not exist") || strings.Contains(err.Error(), "kube.configmaps does not") {
 			t.Fatalf("New: %v; want an error naming kube.deployments.apps alone", err)
 		}

@@ -55,7 +55,7 @@ func BenchmarkEncode(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				s := &Sink{cfg: &Settings{Config: cfg}, tmpl: tmpl}
+				s := &Sink{cfg: &Parsed{Config: cfg}, tmpl: tmpl}
 				b.ReportAllocs()
 				for b.Loop() {
 					if _, err := s.encode(bm.msg); err != nil {

@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -42,7 +42,8 @@ const (
 // BRIDGE_NATS_* variables. Each field's env tag names its variable,
 // envDefault gives its default and help its meaning for `bridge --help`.
 // The connection settings also serve the nats-kv checkpoint. Parse turns a
-// Config into the Settings that New and Connect take.
+// Config into the Parsed that New and Connect take. Written by hand,
+// start from DefaultConfig, which holds the defaults of the tags.
 type Config struct {
 	// The NATS default port on the local host, where a sidecar or a
 	// port-forward usually listens.
@@ -104,11 +105,19 @@ type Config struct {
 // tell when the state layout ignores a value set on purpose.
 const defaultStreamMaxAge = 168 * time.Hour
 
-// Settings is a Config parsed and checked by Parse: what New and Connect
+// DefaultConfig is the Config of an environment that sets none of its
+// variables: every field at its envDefault.
+func DefaultConfig() Config {
+	var c Config
+	envvar.Defaults(&c)
+	return c
+}
+
+// Parsed is a Config parsed and checked by Parse: what New and Connect
 // take. The Config's fields read as they were given; what needed parsing
 // (the server URLs, the subject template, the TLS files) is parsed once,
 // here. Printed, it shows the Config with its secrets redacted.
-type Settings struct {
+type Parsed struct {
 	Config
 	servers []*url.URL
 	tmpl    *wire.SubjectTemplate
@@ -121,13 +130,13 @@ type Settings struct {
 	nkey nats.Option
 }
 
-// Parse checks c and parses it into Settings. It reports every problem,
+// Parse checks c and parses it into Parsed. It reports every problem,
 // joined, each an *envvar.Error naming its variable. No message quotes a
 // password, a token or a URL's credentials.
-func (c *Config) Parse() (*Settings, error) {
+func (c *Config) Parse() (*Parsed, error) {
 	var p envvar.Problems
 	bad := p.Add
-	set := &Settings{Config: *c}
+	set := &Parsed{Config: *c}
 
 	servers, err := c.servers()
 	if err != nil {

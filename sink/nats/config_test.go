@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -176,7 +176,7 @@ func TestConfigStringHidesSecrets(t *testing.T) {
 	if c.Password != "pa55word" || c.Token != "t0ken" {
 		t.Fatalf("secrets not read: %q, %q", string(c.Password), string(c.Token))
 	}
-	set := &Settings{Config: c}
+	set := &Parsed{Config: c}
 	outer := struct{ NATS Config }{c}
 	var logged strings.Builder
 	for _, h := range []slog.Handler{slog.NewJSONHandler(&logged, nil), slog.NewTextHandler(&logged, nil)} {

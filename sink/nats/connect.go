@@ -31,14 +31,14 @@ const (
 // established. It fails when no server can be reached at first, so that a
 // wrong address or credentials is a clear error at start-up. The caller
 // closes the connection. cfg is what Config.Parse returned.
-func Connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, error) {
+func Connect(ctx context.Context, cfg *Parsed, log *slog.Logger) (*nats.Conn, error) {
 	nc, _, err := connect(ctx, cfg, log)
 	return nc, err
 }
 
 // connect is Connect that also returns a channel closed once the
 // connection is closed.
-func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
+func connect(ctx context.Context, cfg *Parsed, log *slog.Logger) (*nats.Conn, <-chan struct{}, error) {
 	if cfg == nil || len(cfg.servers) == 0 {
 		return nil, nil, errors.New("nats sink: settings not made by Config.Parse")
 	}
@@ -61,7 +61,7 @@ func connect(ctx context.Context, cfg *Settings, log *slog.Logger) (*nats.Conn, 
 }
 
 // options turns the configuration into nats.go options.
-func (c *Settings) options(log *slog.Logger, closed chan struct{}) []nats.Option {
+func (c *Parsed) options(log *slog.Logger, closed chan struct{}) []nats.Option {
 	delay := &reconnectDelay{max: c.ReconnectMaxWait}
 	secrets := c.secrets()
 	opts := []nats.Option{

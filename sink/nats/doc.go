@@ -61,7 +61,7 @@
 //
 // Config.Parse checks the BRIDGE_NATS_* variables once, reporting every
 // problem with the variable it names, and reads the TLS files; New and
-// Connect take the Settings it returns and check nothing again. The TLS
+// Connect take the Parsed it returns and check nothing again. The TLS
 // and credentials files are read again at every connect, so that a
 // certificate or credentials renewed on disk are taken up at the next
 // reconnect.
@@ -70,5 +70,5 @@
 // been established; New fails if no server can be reached at start-up.
 // Passwords, tokens and credentials in URLs are never logged or returned
 // in errors: the password and token are envvar.Secrets, and a Config or
-// Settings prints and logs its URLs without credentials.
+// Parsed prints and logs its URLs without credentials.
 package nats

@@ -29,7 +29,7 @@ func TestEncodeModes(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				s := &Sink{cfg: &Settings{Config: cfg}, tmpl: tmpl}
+				s := &Sink{cfg: &Parsed{Config: cfg}, tmpl: tmpl}
 				nm, err := s.encode(msg)
 				if err != nil {
 					t.Fatal(err)

@@ -51,7 +51,7 @@ func testLogger(t testing.TB) *slog.Logger {
 }
 
 // parse parses c, failing t when it is invalid.
-func parse(t testing.TB, c Config) *Settings {
+func parse(t testing.TB, c Config) *Parsed {
 	t.Helper()
 	s, err := c.Parse()
 	if err != nil {

@@ -32,7 +32,7 @@ func redact(u *url.URL) string {
 
 // secrets lists every credential in the configuration, so that errors
 // from the client library can be scrubbed of them.
-func (c *Settings) secrets() []string {
+func (c *Parsed) secrets() []string {
 	out := []string{string(c.Password), string(c.Token)}
 	for _, u := range c.servers {
 		if u.User == nil {

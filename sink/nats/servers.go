@@ -39,7 +39,7 @@ func (c *Config) servers() ([]*url.URL, error) {
 }
 
 // serverList is BRIDGE_NATS_URL as nats.Connect takes it.
-func (c *Settings) serverList() string {
+func (c *Parsed) serverList() string {
 	parts := make([]string, len(c.servers))
 	for i, u := range c.servers {
 		parts[i] = u.String()

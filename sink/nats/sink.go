@@ -17,7 +17,7 @@ import (
 // Sink publishes messages to NATS. It is safe for concurrent use: Publish
 // may be called by several goroutines at once, and Health at any time.
 type Sink struct {
-	cfg    *Settings
+	cfg    *Parsed
 	log    *slog.Logger
 	tmpl   *wire.SubjectTemplate
 	nc     *nats.Conn
@@ -45,7 +45,7 @@ var (
 // fails if no server can be reached, if the stream is missing and may not
 // be created, or if it does not fit the layout. cfg is what Config.Parse
 // returned; New checks none of it again.
-func New(ctx context.Context, cfg *Settings, log *slog.Logger) (*Sink, error) {
+func New(ctx context.Context, cfg *Parsed, log *slog.Logger) (*Sink, error) {
 	if cfg == nil || cfg.tmpl == nil {
 		return nil, errors.New("nats sink: settings not made by Config.Parse")
 	}

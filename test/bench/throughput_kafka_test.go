@@ -47,7 +47,7 @@ func kafkaConfig(b *testing.B, c *kafkatest.Cluster) *config.Config {
 // newKafkaSink opens the bridge's sink on c, which creates the topics.
 func newKafkaSink(b *testing.B, cfg *config.Config) *kafkasink.Sink {
 	b.Helper()
-	s, err := kafkasink.New(context.Background(), cfg.KafkaSettings(), kafkaResources, benchLogger(b))
+	s, err := kafkasink.New(context.Background(), cfg.KafkaSettings(), kafkaResources, kafkasink.Options{}, benchLogger(b))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
@@ -203,7 +204,7 @@ func buildWorkload(b *testing.B, name string, r source.Resource, count int, obje
 		if err != nil {
 			b.Fatal(err)
 		}
-		d.Object, d.Raw = nil, &source.RawObject{Data: data, Meta: meta}
+		d.Object, d.Raw = nil, rawaccess.New(data, meta).(*source.RawObject)
 		m, err := enc.Encode(&d)
 		if err != nil {
 			b.Fatal(err)

@@ -146,7 +146,7 @@ func checkView(b *testing.B, v source.View, wl *workload, projects bool) time.Du
 			continue
 		}
 		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(r.Object.Data, &obj); err != nil {
+		if err := json.Unmarshal(r.Object.Data(), &obj); err != nil {
 			b.Fatalf("%s/%s: the view's object: %v", d.Namespace, d.Name, err)
 		}
 		if _, ok := obj["status"]; ok {

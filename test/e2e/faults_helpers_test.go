@@ -157,7 +157,7 @@ func busSink(t *testing.T, env map[string]string) sink.Sink {
 	case config.SinkNATS:
 		s, err = natssink.New(t.Context(), cfg.NATSSettings(), log)
 	case config.SinkKafka:
-		s, err = kafkasink.New(t.Context(), cfg.KafkaSettings(), []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}, log)
+		s, err = kafkasink.New(t.Context(), cfg.KafkaSettings(), []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}}, kafkasink.Options{}, log)
 	default:
 		t.Fatalf("no bus sink in BRIDGE_SINK=%q", cfg.Sink)
 	}

@@ -379,7 +379,7 @@ func newKafkaSink(t *testing.T, c *kafkatest.Cluster, vars ...string) *kafkasink
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	s, err := kafkasink.New(ctx, cfg.KafkaSettings(), []schema.GroupVersionResource{configMaps.gvr}, slog.New(slog.NewTextHandler(t.Output(), nil)))
+	s, err := kafkasink.New(ctx, cfg.KafkaSettings(), []schema.GroupVersionResource{configMaps.gvr}, kafkasink.Options{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
 	if err != nil {
 		t.Fatalf("kafka sink: %v", err)
 	}

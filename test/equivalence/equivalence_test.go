@@ -24,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/kubebus/bridge/internal/event"
+	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
@@ -148,7 +149,7 @@ func rawDelta(r source.Resource, data []byte, observed time.Time) (source.Delta,
 	return source.Delta{
 		Type: source.Added, Resource: r, Observed: observed,
 		Namespace: m.Namespace, Name: m.Name, UID: types.UID(m.UID), ResourceVersion: m.ResourceVersion,
-		Raw: &source.RawObject{Data: data, Meta: m},
+		Raw: rawaccess.New(data, m).(*source.RawObject),
 	}, nil
 }
 

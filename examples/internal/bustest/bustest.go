@@ -45,7 +45,7 @@ func KafkaSink(t *testing.T, vars map[string]string, resources ...schema.GroupVe
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := kafka.New(t.Context(), set, resources, slog.New(slog.DiscardHandler))
+	s, err := kafka.New(t.Context(), set, resources, kafka.Options{}, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)
 	}

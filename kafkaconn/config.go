@@ -11,12 +11,13 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 )
 
 // Config is the connection's part of the BRIDGE_KAFKA_* variables. Each
 // field's env tag names its variable, envDefault gives its default and help
-// its meaning for `bridge --help`.
+// its meaning for `bridge --help`. Written by hand, start from
+// DefaultConfig, which holds those defaults.
 type Config struct {
 	Brokers []string `env:"BRIDGE_KAFKA_BROKERS" help:"required with the kafka sink or checkpoint: comma-separated bootstrap brokers, host:port"`
 	// Naming the bridge lets broker logs, metrics and quotas tell it apart.
@@ -30,6 +31,14 @@ type Config struct {
 	SASLMechanism string        `env:"BRIDGE_KAFKA_SASL_MECHANISM" help:"SASL authentication: plain, scram-sha-256 or scram-sha-512; none when unset"`
 	SASLUsername  string        `env:"BRIDGE_KAFKA_SASL_USERNAME" help:"SASL user"`
 	SASLPassword  envvar.Secret `env:"BRIDGE_KAFKA_SASL_PASSWORD" help:"SASL password; never logged"`
+}
+
+// DefaultConfig is the Config of an environment that sets none of its
+// variables: every field at its envDefault.
+func DefaultConfig() Config {
+	var c Config
+	envvar.Defaults(&c)
+	return c
 }
 
 // SASL mechanisms (BRIDGE_KAFKA_SASL_MECHANISM, in any case).

@@ -1,8 +1,10 @@
-// Package kafkaconn is the bridge's connection to a Kafka cluster, shared
-// by the Kafka sink (sink/kafka) and the Kafka checkpoint store
-// (checkpoint/kafkastore): the connection's variables (brokers, client id,
-// TLS, SASL), parsed once into a Conn, the kafka-go transport and dialer
-// made from it, and the checks and creation of topics.
+// Package kafkaconn is the bridge's connection to a Kafka cluster: the
+// brokers, the client id, TLS and SASL, written as a Config of plain
+// values (the BRIDGE_KAFKA_* variables that name them), parsed once into a
+// Conn, and the kafka-go transport and dialer made from it. The Kafka sink
+// (sink/kafka) and the Kafka checkpoint store (checkpoint/kafkastore) both
+// take a Conn, so that a program outside this module can open either one
+// from values of its own, not only from a sink's configuration.
 //
 // Guarantees:
 //

@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubebus/bridge/internal/envvar"
+	"github.com/kubebus/bridge/envvar"
 	"github.com/kubebus/bridge/test/tlstest"
 )
 
@@ -59,5 +59,25 @@ func TestParsePlain(t *testing.T) {
 	}
 	if conn, err := (&Config{Brokers: []string{"kafka:9093"}, TLS: true}).Parse(); err != nil || !conn.TLS() {
 		t.Errorf("BRIDGE_KAFKA_TLS=true alone: %v, TLS %v", err, conn != nil && conn.TLS())
+	}
+}
+
+// DefaultConfig holds the defaults of the tags, and parses once brokers
+// are named.
+func TestDefaultConfig(t *testing.T) {
+	c := DefaultConfig()
+	if c.ClientID != "kubebus-bridge" || c.TLS || len(c.Brokers) != 0 {
+		t.Fatalf("defaults %+v", c)
+	}
+	if _, err := c.Parse(); err == nil {
+		t.Fatal("parsed without brokers")
+	}
+	c.Brokers = []string{"kafka-0:9092"}
+	conn, err := c.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := conn.String(); got != "brokers=kafka-0:9092 tls=false sasl=none" {
+		t.Errorf("connection %s", got)
 	}
 }

@@ -12,7 +12,7 @@ import (
 const (
 	// fetchMaxBytes bounds one fetch's response.
 	fetchMaxBytes = 4 << 20
-	// fetchMaxWait is how long a fetch waits for data. ReadSpan only
+	// fetchMaxWait is how long a fetch waits for data. readSpan only
 	// fetches below the end offsets, where data is at hand, so this is
 	// rarely waited out.
 	fetchMaxWait = 500 * time.Millisecond
@@ -20,14 +20,14 @@ const (
 	readTimeout = 30 * time.Second
 )
 
-// Span is the offsets of one partition to read: [First, End).
-type Span struct {
+// span is the offsets of one partition to read: [First, End).
+type span struct {
 	Partition  int
 	First, End int64
 }
 
-// Spans takes the first and end offsets of every partition of topic.
-func Spans(ctx context.Context, client *kafkago.Client, topic string) ([]Span, error) {
+// spans takes the first and end offsets of every partition of topic.
+func spans(ctx context.Context, client *kafkago.Client, topic string) ([]span, error) {
 	md, err := client.Metadata(ctx, &kafkago.MetadataRequest{Topics: []string{topic}})
 	if err != nil {
 		return nil, fmt.Errorf("read metadata of topic %s: %w", topic, err)
@@ -46,12 +46,12 @@ func Spans(ctx context.Context, client *kafkago.Client, topic string) ([]Span, e
 	if err != nil {
 		return nil, fmt.Errorf("list offsets of topic %s: %w", topic, err)
 	}
-	var out []Span
+	var out []span
 	for _, p := range res.Topics[topic] {
 		if p.Error != nil {
 			return nil, fmt.Errorf("list offsets of topic %s partition %d: %w", topic, p.Partition, p.Error)
 		}
-		out = append(out, Span{Partition: p.Partition, First: p.FirstOffset, End: p.LastOffset})
+		out = append(out, span{Partition: p.Partition, First: p.FirstOffset, End: p.LastOffset})
 	}
 	if len(out) != len(md.Topics[0].Partitions) {
 		return nil, fmt.Errorf("list offsets of topic %s: %d of %d partitions answered", topic, len(out), len(md.Topics[0].Partitions))
@@ -59,10 +59,10 @@ func Spans(ctx context.Context, client *kafkago.Client, topic string) ([]Span, e
 	return out, nil
 }
 
-// ReadSpan hands every record of sp to apply, in offset order. Compaction
+// readSpan hands every record of sp to apply, in offset order. Compaction
 // leaves gaps in the offsets, at the end too: when a fetch below the end
 // finds nothing more, the rest of the span was compacted away.
-func ReadSpan(ctx context.Context, dialer *kafkago.Dialer, brokers []string, topic string, sp Span, apply func(kafkago.Message) error) error {
+func readSpan(ctx context.Context, dialer *kafkago.Dialer, brokers []string, topic string, sp span, apply func(kafkago.Message) error) error {
 	if sp.First >= sp.End {
 		return nil
 	}
@@ -129,13 +129,13 @@ func dialLeader(ctx context.Context, dialer *kafkago.Dialer, brokers []string, t
 // ReadTopic hands every record of topic below the partitions' end offsets
 // when it is called to apply, each partition's in offset order.
 func (c *Conn) ReadTopic(ctx context.Context, client *kafkago.Client, topic string, apply func(kafkago.Message) error) error {
-	sps, err := Spans(ctx, client, topic)
+	sps, err := spans(ctx, client, topic)
 	if err != nil {
 		return err
 	}
 	dialer := c.Dialer()
 	for _, sp := range sps {
-		if err := ReadSpan(ctx, dialer, c.Brokers(), topic, sp, apply); err != nil {
+		if err := readSpan(ctx, dialer, c.Brokers(), topic, sp, apply); err != nil {
 			return err
 		}
 	}
