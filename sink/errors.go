@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+
+	"github.com/kubebus/bridge/wire"
 )
 
 // TerminalError marks a failure that retrying cannot fix. The bridge logs
@@ -70,7 +72,7 @@ func IsTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }
 // is not yet marked ContentOmitted (the bridge sends its replacement, then
 // the later messages again). A terminal failure of any other kind does
 // not hold them back: the bridge skips that message and goes on.
-func HoldsKey(m *Message, err error) bool {
+func HoldsKey(m *wire.Message, err error) bool {
 	return err != nil && (!IsTerminal(err) || (IsTooLarge(err) && !m.ContentOmitted))
 }
 

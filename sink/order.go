@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/kubebus/bridge/wire"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -14,7 +15,7 @@ var ErrEarlierFailed = errors.New("not sent: an earlier message with the same ke
 // RoundFunc publishes msgs, no two of which share a key, and returns one
 // error per message, nil where the message was accepted. It may publish
 // them concurrently or asynchronously.
-type RoundFunc func(ctx context.Context, msgs []*Message) []error
+type RoundFunc func(ctx context.Context, msgs []*wire.Message) []error
 
 // PublishInOrder publishes a batch with publish so that, for every object
 // (group-resource and key), a message is accepted only after every earlier
@@ -32,13 +33,13 @@ type RoundFunc func(ctx context.Context, msgs []*Message) []error
 // A batch with one message per key, the common case, is a single round.
 //
 // It returns nil when every message was accepted, otherwise a *BatchError.
-func PublishInOrder(ctx context.Context, msgs []*Message, publish RoundFunc) error {
+func PublishInOrder(ctx context.Context, msgs []*wire.Message, publish RoundFunc) error {
 	errs := make([]error, len(msgs))
 	failed := false
 	failedKeys := map[objectID]bool{} // keys whose later messages wait
 	for _, round := range rounds(msgs) {
 		var (
-			batch []*Message
+			batch []*wire.Message
 			index []int
 		)
 		for _, i := range round {
@@ -81,11 +82,11 @@ type objectID struct {
 	key      string
 }
 
-func identity(m *Message) objectID { return objectID{m.Resource.GroupResource(), m.Key()} }
+func identity(m *wire.Message) objectID { return objectID{m.Resource.GroupResource(), m.Key()} }
 
 // rounds groups message indexes so that round r holds the r-th message of
 // every identity, in batch order.
-func rounds(msgs []*Message) [][]int {
+func rounds(msgs []*wire.Message) [][]int {
 	count := make(map[objectID]int, len(msgs))
 	var out [][]int
 	for i, m := range msgs {

@@ -7,19 +7,20 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/kubebus/bridge/wire"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
-func msg(key, rv string) *Message {
-	return &Message{Subject: key, ResourceVersion: rv, Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
+func msg(key, rv string) *wire.Message {
+	return &wire.Message{Subject: key, ResourceVersion: rv, Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}
 }
 
 func TestPublishInOrder(t *testing.T) {
-	batch := []*Message{msg("a", "1"), msg("b", "1"), msg("a", "2"), msg("c", "1"), msg("a", "3"), msg("b", "2")}
+	batch := []*wire.Message{msg("a", "1"), msg("b", "1"), msg("a", "2"), msg("c", "1"), msg("a", "3"), msg("b", "2")}
 
 	t.Run("rounds hold one message per key, in order", func(t *testing.T) {
 		var sent [][]string
-		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*wire.Message) []error {
 			var round []string
 			for _, m := range ms {
 				round = append(round, m.Key()+m.ResourceVersion)
@@ -39,7 +40,7 @@ func TestPublishInOrder(t *testing.T) {
 	t.Run("a failure stops the key's later messages only", func(t *testing.T) {
 		boom := errors.New("boom")
 		var accepted []string
-		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*wire.Message) []error {
 			errs := make([]error, len(ms))
 			for i, m := range ms {
 				if m.Key() == "a" && m.ResourceVersion == "2" {
@@ -68,7 +69,7 @@ func TestPublishInOrder(t *testing.T) {
 
 	t.Run("a terminal failure does not hold back later messages", func(t *testing.T) {
 		var accepted []string
-		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+		err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*wire.Message) []error {
 			errs := make([]error, len(ms))
 			for i, m := range ms {
 				if m.Key() == "a" && m.ResourceVersion == "1" {
@@ -105,7 +106,7 @@ func TestPublishInOrder(t *testing.T) {
 			a1.ContentOmitted = tt.omitted
 			batch[0] = &a1
 			var accepted []string
-			err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*Message) []error {
+			err := PublishInOrder(context.Background(), batch, func(_ context.Context, ms []*wire.Message) []error {
 				errs := make([]error, len(ms))
 				for i, m := range ms {
 					if m.Key() == "a" && m.ResourceVersion == "1" {
@@ -136,7 +137,7 @@ func TestPublishInOrder(t *testing.T) {
 		v2 := msg("a", "2")
 		v2.Resource.Version = "v2"
 		var sent [][]string
-		_ = PublishInOrder(context.Background(), []*Message{msg("a", "1"), v2}, func(_ context.Context, ms []*Message) []error {
+		_ = PublishInOrder(context.Background(), []*wire.Message{msg("a", "1"), v2}, func(_ context.Context, ms []*wire.Message) []error {
 			var round []string
 			for _, m := range ms {
 				round = append(round, m.Resource.Version+"/"+m.Key()+m.ResourceVersion)
@@ -153,7 +154,7 @@ func TestPublishInOrder(t *testing.T) {
 		other := msg("a", "9")
 		other.Resource.Resource = "secrets"
 		rounds := 0
-		_ = PublishInOrder(context.Background(), []*Message{msg("a", "1"), other}, func(_ context.Context, ms []*Message) []error {
+		_ = PublishInOrder(context.Background(), []*wire.Message{msg("a", "1"), other}, func(_ context.Context, ms []*wire.Message) []error {
 			rounds++
 			return make([]error, len(ms))
 		})

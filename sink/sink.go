@@ -18,6 +18,7 @@ package sink
 import (
 	"context"
 
+	"github.com/kubebus/bridge/wire"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 )
 
@@ -36,7 +37,7 @@ import (
 // error says so. Nothing is lost that way, as every message Publish
 // reported accepted had been acknowledged.
 type Sink interface {
-	Publish(ctx context.Context, msgs []*Message) error
+	Publish(ctx context.Context, msgs []*wire.Message) error
 	Close(ctx context.Context) error
 }
 

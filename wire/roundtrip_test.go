@@ -14,7 +14,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
@@ -147,7 +146,7 @@ func publishNATS(t *testing.T, m *wire.Message, mode string) *struct {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	if err := s.Publish(t.Context(), []*sink.Message{m}); err != nil {
+	if err := s.Publish(t.Context(), []*wire.Message{m}); err != nil {
 		t.Fatal(err)
 	}
 	stream, err := srv.JetStream(t).Stream(t.Context(), cfg.Stream)
@@ -185,7 +184,7 @@ func publishKafka(t *testing.T, m *wire.Message, mode string) *kgo.Record {
 		t.Fatal(err)
 	}
 	defer s.Close(context.Background())
-	if err := s.Publish(ctx, []*sink.Message{m}); err != nil {
+	if err := s.Publish(ctx, []*wire.Message{m}); err != nil {
 		t.Fatal(err)
 	}
 	recs := c.ReadAll(settings.TopicOf(m.Resource))

@@ -25,8 +25,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/controlplane"
+	"github.com/kubebus/bridge/wire"
 )
 
 const ns = "demo"
@@ -132,7 +132,7 @@ func run() error {
 
 type bridgeProc struct {
 	cmd    *exec.Cmd
-	events chan *sink.Message
+	events chan *wire.Message
 	seen   int
 	first  string
 }
@@ -153,7 +153,7 @@ func startBridge(bin string, env []string) (*bridgeProc, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s (run `make build`): %w", bin, err)
 	}
-	b := &bridgeProc{cmd: cmd, events: make(chan *sink.Message, 100)}
+	b := &bridgeProc{cmd: cmd, events: make(chan *wire.Message, 100)}
 	ready := make(chan struct{})
 	go b.read(out)
 	go logLines(logs, ready)
@@ -196,7 +196,7 @@ func (b *bridgeProc) read(r io.Reader) {
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
-		m := &sink.Message{}
+		m := &wire.Message{}
 		if err := json.Unmarshal(sc.Bytes(), m); err != nil {
 			fmt.Printf("  ? %s\n", sc.Text())
 			continue

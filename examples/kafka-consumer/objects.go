@@ -5,7 +5,6 @@ import (
 	"maps"
 
 	"github.com/kubebus/bridge/resourceversion"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -71,7 +70,7 @@ func (o *Objects) Apply(topic, key string, value []byte, headers map[string]stri
 	return describe(verb, topic, key, m), nil
 }
 
-func describe(verb, topic, key string, m *sink.Message) string {
+func describe(verb, topic, key string, m *wire.Message) string {
 	snapshot := ""
 	if m.Snapshot {
 		snapshot = " (found on restart)"

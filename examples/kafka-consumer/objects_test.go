@@ -9,7 +9,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -26,7 +25,7 @@ func (r rec) encode(t *testing.T) ([]byte, map[string]string) {
 		return nil, nil
 	}
 	ns, name, _ := strings.Cut(r.key, "/")
-	m := &sink.Message{
+	m := &wire.Message{
 		ID: fmt.Sprint(r.uid, r.rv), Source: "/clusters/c/api/v1/configmaps", Type: "io.kubebus.object." + r.action,
 		Subject: r.key, Time: time.Now(), Action: r.action, Resource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"},
 		ResourceVersion: fmt.Sprint(r.rv), UID: r.uid, Kind: "ConfigMap", APIVersion: "v1", Namespace: ns, Name: name, Cluster: "c",

@@ -10,10 +10,10 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/examples/internal/bustest"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/logtest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The consumer reads what the sink wrote, in a consumer group, and ends
@@ -27,10 +27,10 @@ func TestRun(t *testing.T) {
 	}
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	s := bustest.KafkaSink(t, vars, cms)
-	msg := func(name, action string, rv int) *sink.Message {
+	msg := func(name, action string, rv int) *wire.Message {
 		return bustest.Object{Cluster: "c", Resource: cms, Kind: "ConfigMap", Namespace: "ns", Name: name}.Message(action, rv, []byte(`{"object":{}}`))
 	}
-	if err := s.Publish(t.Context(), []*sink.Message{
+	if err := s.Publish(t.Context(), []*wire.Message{
 		msg("a", "added", 1), msg("b", "added", 2), msg("a", "updated", 3), msg("b", "deleted", 4), msg("c", "added", 5),
 	}); err != nil {
 		t.Fatal(err)

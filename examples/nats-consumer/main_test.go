@@ -11,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/examples/internal/bustest"
-	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // lines splits what run printed into lines.
@@ -47,7 +47,7 @@ func consume(t *testing.T, o options, want int) []string {
 	return lines(out)
 }
 
-func event(ns, name string, rv int, action string) *sink.Message {
+func event(ns, name string, rv int, action string) *wire.Message {
 	cms := schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 	return bustest.Object{Cluster: "demo", Resource: cms, Kind: "ConfigMap", Namespace: ns, Name: name}.Message(action, rv, []byte(`{"object":{}}`))
 }
@@ -57,7 +57,7 @@ func event(ns, name string, rv int, action string) *sink.Message {
 // stream is of the history layout, which keeps every change.
 func TestRun(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
-	publish := func(mode natssink.CEMode, msgs ...*sink.Message) {
+	publish := func(mode natssink.CEMode, msgs ...*wire.Message) {
 		t.Helper()
 		vars := srv.Env()
 		vars["BRIDGE_NATS_CE_MODE"] = string(mode)

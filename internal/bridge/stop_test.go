@@ -16,7 +16,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/shutdown"
-	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Run's error after a stop holds every part's error that applies, and no
@@ -110,7 +110,7 @@ type closeSink struct {
 	err  error
 }
 
-func (s *closeSink) Publish(context.Context, []*sink.Message) error { return nil }
+func (s *closeSink) Publish(context.Context, []*wire.Message) error { return nil }
 
 func (s *closeSink) Close(ctx context.Context) error {
 	s.c.mu.Lock()

@@ -3,8 +3,8 @@ package pipeline
 import (
 	"context"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Assembly: an assembler takes keys off the queue until their waiting
@@ -15,7 +15,7 @@ import (
 type item struct {
 	key   string
 	delta *source.Delta
-	msg   *sink.Message
+	msg   *wire.Message
 	// tooLarge is why the delta's full event was not published, when msg
 	// is the event without the object's content sent in its place.
 	tooLarge error

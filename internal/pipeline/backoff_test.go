@@ -8,9 +8,9 @@ import (
 	"testing/synctest"
 	"time"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // runBubbled runs a pipeline around respond inside the current synctest
@@ -28,7 +28,7 @@ func runBubbled(t *testing.T, opts Options, respond func(call int, now time.Time
 		mu    sync.Mutex
 		calls []time.Time
 	)
-	s := &sinktest.Recorder{Respond: func(_ context.Context, call int, _ []*sink.Message) error {
+	s := &sinktest.Recorder{Respond: func(_ context.Context, call int, _ []*wire.Message) error {
 		now := time.Now()
 		mu.Lock()
 		calls = append(calls, now)

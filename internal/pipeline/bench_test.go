@@ -8,14 +8,14 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // acceptAll is a sink that accepts every message at once.
 type acceptAll struct{}
 
-func (acceptAll) Publish(context.Context, []*sink.Message) error { return nil }
+func (acceptAll) Publish(context.Context, []*wire.Message) error { return nil }
 func (acceptAll) Close(context.Context) error                    { return nil }
 
 // discardRecorder drops what it is given.
@@ -34,8 +34,8 @@ func BenchmarkPipeline(b *testing.B) {
 	for i := range deltas {
 		deltas[i] = mkDelta(source.Updated, "cm-"+strconv.Itoa(i), "uid-"+strconv.Itoa(i), 2)
 	}
-	msg := &sink.Message{}
-	enc := encodeFunc(func(*source.Delta) (*sink.Message, error) { return msg, nil })
+	msg := &wire.Message{}
+	enc := encodeFunc(func(*source.Delta) (*wire.Message, error) { return msg, nil })
 	b.ReportAllocs()
 	for b.Loop() {
 		p := New(acceptAll{}, enc, discardRecorder{}, Options{}, slog.New(slog.DiscardHandler))

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // blockPipeline occupies every worker of h with a Publish that waits for
@@ -44,8 +44,8 @@ func (h *harness) taken(name string) bool {
 
 // gated answers every batch with nil once release is closed; until then
 // it holds batches of blocker objects.
-func gated(release <-chan struct{}) func(ctx context.Context, call int, msgs []*sink.Message) error {
-	return func(ctx context.Context, _ int, msgs []*sink.Message) error {
+func gated(release <-chan struct{}) func(ctx context.Context, call int, msgs []*wire.Message) error {
+	return func(ctx context.Context, _ int, msgs []*wire.Message) error {
 		if strings.HasPrefix(msgs[0].Name, "blocker-") {
 			select {
 			case <-release:

@@ -8,10 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 func (h *harness) barriers() int {
@@ -46,7 +46,7 @@ func TestDrainWithNothingQueued(t *testing.T) {
 // what came after.
 func TestDrainWaitsForWhatWasQueuedBefore(t *testing.T) {
 	releaseA := make(chan struct{})
-	s := &sinktest.Recorder{Respond: func(ctx context.Context, _ int, msgs []*sink.Message) error {
+	s := &sinktest.Recorder{Respond: func(ctx context.Context, _ int, msgs []*wire.Message) error {
 		switch msgs[0].Name {
 		case "a":
 			<-releaseA
@@ -125,7 +125,7 @@ func TestDrainGivesUp(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			release := make(chan struct{})
-			s := &sinktest.Recorder{Respond: func(ctx context.Context, _ int, _ []*sink.Message) error {
+			s := &sinktest.Recorder{Respond: func(ctx context.Context, _ int, _ []*wire.Message) error {
 				select {
 				case <-release:
 					return nil

@@ -15,10 +15,10 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/event"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/logtest"
+	"github.com/kubebus/bridge/wire"
 )
 
 var configmaps = source.Resource{
@@ -69,7 +69,7 @@ func acceptedOf(s *sinktest.Recorder, subject string) []accepted {
 // allAccepted returns everything s accepted, in order.
 func allAccepted(s *sinktest.Recorder) []accepted { return acceptedList(s.Accepted()) }
 
-func acceptedList(msgs []*sink.Message) []accepted {
+func acceptedList(msgs []*wire.Message) []accepted {
 	var out []accepted
 	for _, m := range msgs {
 		out = append(out, accepted{m.Subject, m.UID, mustAtoi(m.ResourceVersion), m.Action})
@@ -141,9 +141,9 @@ func (r *testRecorder) recordedUnacked() []checkpoint.Record {
 }
 
 // encodeFunc adapts a function to Encoder.
-type encodeFunc func(d *source.Delta) (*sink.Message, error)
+type encodeFunc func(d *source.Delta) (*wire.Message, error)
 
-func (f encodeFunc) Encode(d *source.Delta) (*sink.Message, error) { return f(d) }
+func (f encodeFunc) Encode(d *source.Delta) (*wire.Message, error) { return f(d) }
 
 // harness is a pipeline with a test sink and recorder.
 type harness struct {

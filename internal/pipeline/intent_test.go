@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // flushingRecorder keeps what was made durable, in order, apart from what
@@ -58,7 +58,7 @@ func TestIntentsBeforeCreates(t *testing.T) {
 	rec := &flushingRecorder{}
 	// The sink fails the test if an added object is published before the
 	// checkpoint durably knows of it.
-	s := &sinktest.Recorder{Respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
+	s := &sinktest.Recorder{Respond: func(_ context.Context, _ int, msgs []*wire.Message) error {
 		for _, m := range msgs {
 			if m.Action == "added" && !rec.isDurable(m.Subject, m.UID) {
 				t.Errorf("%s published before its intent was durable", m.Subject)
@@ -66,8 +66,8 @@ func TestIntentsBeforeCreates(t *testing.T) {
 		}
 		return nil
 	}}
-	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
-		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	p := New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
+		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
 	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -118,8 +118,8 @@ func (r *brokenRecorder) RecordIntents(context.Context, ...checkpoint.Intent) er
 func TestIntentsTerminalFlushError(t *testing.T) {
 	rec := &brokenRecorder{}
 	s := &sinktest.Recorder{}
-	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
-		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	p := New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
+		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
 	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -148,8 +148,8 @@ func TestIntentsTerminalFlushError(t *testing.T) {
 func TestIntentsTerminalFlushErrorPublishesTheRest(t *testing.T) {
 	rec := &brokenRecorder{}
 	s := &sinktest.Recorder{}
-	p := New(s, encodeFunc(func(d *source.Delta) (*sink.Message, error) {
-		return &sink.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	p := New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
+		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
 	}), rec, Options{Workers: 1, Intents: rec}, slog.New(slog.DiscardHandler))
 	// Queued before the workers start, so that they form one batch.
 	p.OnDelta(mkDelta(source.Added, "new", "un", 1))

@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // flakySink fails whole batches and single messages at random, always
@@ -29,7 +30,7 @@ import (
 func flakySink(seed uint64, orderPreserving bool) *sinktest.Recorder {
 	var mu sync.Mutex
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	return &sinktest.Recorder{Respond: func(_ context.Context, call int, msgs []*sink.Message) error {
+	return &sinktest.Recorder{Respond: func(_ context.Context, call int, msgs []*wire.Message) error {
 		mu.Lock()
 		defer mu.Unlock()
 		if rng.IntN(10) == 0 {

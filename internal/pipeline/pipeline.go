@@ -16,6 +16,7 @@ import (
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The Pipeline itself: what it is built from (a sink, an encoder, a
@@ -47,7 +48,7 @@ const (
 
 // Encoder turns a delta into a message.
 type Encoder interface {
-	Encode(d *source.Delta) (*sink.Message, error)
+	Encode(d *source.Delta) (*wire.Message, error)
 }
 
 // Recorder takes acknowledged deltas for the checkpoint. Record must not

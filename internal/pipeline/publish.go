@@ -11,6 +11,7 @@ import (
 	"github.com/kubebus/bridge/internal/bounded"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Publishing: a worker sends an assembled batch to the sink and records
@@ -52,7 +53,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 	}
 	op := func() error {
 		for {
-			msgs := make([]*sink.Message, len(items))
+			msgs := make([]*wire.Message, len(items))
 			for i, it := range items {
 				msgs[i] = it.msg
 			}

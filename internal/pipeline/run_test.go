@@ -15,6 +15,7 @@ import (
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 var errDown = errors.New("broker down")
@@ -29,7 +30,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 		name    string
 		opts    Options
 		fails   func(name string) bool // objects the sink never accepts
-		respond func(ctx context.Context, msgs []*sink.Message, fails func(string) bool) error
+		respond func(ctx context.Context, msgs []*wire.Message, fails func(string) bool) error
 		// started tells when the pipeline is in the state the case is
 		// about, so that cancelling then tests it.
 		started       func(h *harness) bool
@@ -38,7 +39,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 		{
 			name: "waiting out a long backoff",
 			opts: Options{NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Hour) }},
-			respond: func(context.Context, []*sink.Message, func(string) bool) error {
+			respond: func(context.Context, []*wire.Message, func(string) bool) error {
 				return errDown
 			},
 			fails:         failing,
@@ -48,7 +49,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 		{
 			name: "default backoff",
 			opts: Options{MaxRetryInterval: time.Hour},
-			respond: func(_ context.Context, msgs []*sink.Message, _ func(string) bool) error {
+			respond: func(_ context.Context, msgs []*wire.Message, _ func(string) bool) error {
 				errs := make([]error, len(msgs))
 				for i := range errs {
 					errs[i] = errDown
@@ -61,7 +62,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 		},
 		{
 			name: "Publish blocked until its context ends",
-			respond: func(ctx context.Context, _ []*sink.Message, _ func(string) bool) error {
+			respond: func(ctx context.Context, _ []*wire.Message, _ func(string) bool) error {
 				<-ctx.Done()
 				return ctx.Err()
 			},
@@ -72,8 +73,8 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 		{
 			name: "one object failing, the others published",
 			opts: Options{NewBackOff: func() backoff.BackOff { return backoff.NewConstantBackOff(time.Millisecond) }},
-			respond: func(_ context.Context, msgs []*sink.Message, fails func(string) bool) error {
-				return perMessage(msgs, func(m *sink.Message) error {
+			respond: func(_ context.Context, msgs []*wire.Message, fails func(string) bool) error {
+				return perMessage(msgs, func(m *wire.Message) error {
 					if fails(m.Name) {
 						return errDown
 					}
@@ -90,7 +91,7 @@ func TestRunStopsWhileTheSinkFails(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			s := &sinktest.Recorder{}
-			s.Respond = func(ctx context.Context, _ int, msgs []*sink.Message) error {
+			s.Respond = func(ctx context.Context, _ int, msgs []*wire.Message) error {
 				return tt.respond(ctx, msgs, tt.fails)
 			}
 			h := newHarness(t, s, tt.opts, nil)

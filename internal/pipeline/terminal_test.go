@@ -16,12 +16,13 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 var errRefused = errors.New("refused for good")
 
 // perMessage answers a batch message by message with verdict.
-func perMessage(msgs []*sink.Message, verdict func(m *sink.Message) error) error {
+func perMessage(msgs []*wire.Message, verdict func(m *wire.Message) error) error {
 	errs := make([]error, len(msgs))
 	failed := false
 	for i, m := range msgs {
@@ -34,8 +35,8 @@ func perMessage(msgs []*sink.Message, verdict func(m *sink.Message) error) error
 	return &sink.BatchError{Errors: errs}
 }
 
-func hasRV(msgs []*sink.Message, subject string, rv int) bool {
-	return slices.ContainsFunc(msgs, func(m *sink.Message) bool {
+func hasRV(msgs []*wire.Message, subject string, rv int) bool {
+	return slices.ContainsFunc(msgs, func(m *wire.Message) bool {
 		return m.Subject == subject && m.ResourceVersion == fmt.Sprint(rv)
 	})
 }
@@ -47,7 +48,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 	a, b := subject("a"), subject("b")
 	tests := []struct {
 		name    string
-		respond func(ctx context.Context, call int, msgs []*sink.Message) error
+		respond func(ctx context.Context, call int, msgs []*wire.Message) error
 		enc     Encoder
 		// Versions of object a the sink accepts, and the pipeline
 		// records, from deltas 1, 2, 3 (sent together) and then 4.
@@ -59,8 +60,8 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 	}{
 		{
 			name: "one message terminal",
-			respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
-				return perMessage(msgs, func(m *sink.Message) error {
+			respond: func(_ context.Context, _ int, msgs []*wire.Message) error {
+				return perMessage(msgs, func(m *wire.Message) error {
 					if m.Subject == a && m.ResourceVersion == "2" {
 						return sink.Terminal(errRefused)
 					}
@@ -74,8 +75,8 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 		},
 		{
 			name: "terminal wrapped by the sink",
-			respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
-				return perMessage(msgs, func(m *sink.Message) error {
+			respond: func(_ context.Context, _ int, msgs []*wire.Message) error {
+				return perMessage(msgs, func(m *wire.Message) error {
 					if m.Subject == a && m.ResourceVersion == "2" {
 						return fmt.Errorf("kafka sink: %w", sink.Terminal(errRefused))
 					}
@@ -92,8 +93,8 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 			// behind it although 3 was accepted; on the retry 2 is
 			// skipped and 3 accepted again.
 			name: "terminal behind a retryable failure",
-			respond: func(_ context.Context, call int, msgs []*sink.Message) error {
-				return perMessage(msgs, func(m *sink.Message) error {
+			respond: func(_ context.Context, call int, msgs []*wire.Message) error {
+				return perMessage(msgs, func(m *wire.Message) error {
 					switch {
 					case m.Subject == a && m.ResourceVersion == "1" && call == 1:
 						return errors.New("timeout")
@@ -111,7 +112,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 		},
 		{
 			name: "whole batch terminal",
-			respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
+			respond: func(_ context.Context, _ int, msgs []*wire.Message) error {
 				if hasRV(msgs, a, 2) {
 					return fmt.Errorf("nats sink: %w", sink.Terminal(errors.New("stream sealed")))
 				}
@@ -125,7 +126,7 @@ func TestTerminalFailuresAreSkipped(t *testing.T) {
 		},
 		{
 			name: "delta that cannot be encoded",
-			enc: encodeFunc(func(d *source.Delta) (*sink.Message, error) {
+			enc: encodeFunc(func(d *source.Delta) (*wire.Message, error) {
 				if d.Name == "a" && d.ResourceVersion == "2" {
 					d = &source.Delta{}
 					*d = mkDelta(source.Updated, "a", "uid-a", 2)

@@ -14,6 +14,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // busLimit is the largest message the sinks of these tests take.
@@ -29,9 +30,9 @@ func bigDelta(typ source.DeltaType, name, uid string, rv int) source.Delta {
 // limitedBus answers as a bus with a message size limit does: a message
 // over busLimit, or one refused by refuse, fails with sink.TooLarge, and
 // holds back the later messages of its key as sink.PublishInOrder does.
-func limitedBus(refuse func(m *sink.Message) bool) func(ctx context.Context, _ int, msgs []*sink.Message) error {
-	return func(ctx context.Context, _ int, msgs []*sink.Message) error {
-		return sink.PublishInOrder(ctx, msgs, func(_ context.Context, round []*sink.Message) []error {
+func limitedBus(refuse func(m *wire.Message) bool) func(ctx context.Context, _ int, msgs []*wire.Message) error {
+	return func(ctx context.Context, _ int, msgs []*wire.Message) error {
+		return sink.PublishInOrder(ctx, msgs, func(_ context.Context, round []*wire.Message) []error {
 			errs := make([]error, len(round))
 			for i, m := range round {
 				if len(m.Data) > busLimit || (refuse != nil && refuse(m)) {
@@ -72,7 +73,7 @@ func TestTooLargeIsPublishedWithoutContent(t *testing.T) {
 	a, b := subject("a"), subject("b")
 	tests := []struct {
 		name   string
-		refuse func(m *sink.Message) bool
+		refuse func(m *wire.Message) bool
 		// Versions of a the sink accepts, those accepted without content,
 		// and those recorded.
 		wantAccepted, wantOmitted, wantRecorded []int
@@ -86,7 +87,7 @@ func TestTooLargeIsPublishedWithoutContent(t *testing.T) {
 		},
 		{
 			name: "identity-only event refused too",
-			refuse: func(m *sink.Message) bool {
+			refuse: func(m *wire.Message) bool {
 				return m.Subject == a && m.ResourceVersion == "2"
 			},
 			wantAccepted: []int{1, 3, 4},

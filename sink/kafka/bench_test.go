@@ -9,11 +9,12 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/synthetic"
+	"github.com/kubebus/bridge/wire"
 )
 
 // benchMessage is the bridge's message for an update of a ConfigMap of
 // about 1 KiB or of a Pod of about 10 KiB.
-func benchMessage(b *testing.B, kind string) *sink.Message {
+func benchMessage(b *testing.B, kind string) *wire.Message {
 	b.Helper()
 	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 	var d source.Delta
@@ -55,7 +56,7 @@ func BenchmarkRecord(b *testing.B) {
 func BenchmarkRounds(b *testing.B) {
 	cfg := settings(b, map[string]string{"BRIDGE_KAFKA_BROKERS": "127.0.0.1:9092"})
 	s := &Sink{cfg: cfg}
-	msgs := make([]*sink.Message, 500)
+	msgs := make([]*wire.Message, 500)
 	for i := range msgs {
 		d := synthetic.Update(synthetic.ConfigMaps, synthetic.ConfigMap(i), time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
 		m, err := event.Encoder{Cluster: "prod"}.Encode(&d)
@@ -64,7 +65,7 @@ func BenchmarkRounds(b *testing.B) {
 		}
 		msgs[i] = m
 	}
-	encode := func(_ context.Context, round []*sink.Message) []error {
+	encode := func(_ context.Context, round []*wire.Message) []error {
 		errs := make([]error, len(round))
 		s.events(round, errs)
 		return errs

@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // skipAhead gives s's health a clock that runs with the real one, plus
@@ -48,7 +49,7 @@ func TestHealthAnswersFromWrites(t *testing.T) {
 
 	calls := 0
 	for rv := 1; rv <= 10; rv++ {
-		if err := s.Publish(t.Context(), []*sink.Message{message(configmaps, "ns", "a", "updated", rv)}); err != nil {
+		if err := s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "a", "updated", rv)}); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
 		calls += probe("after a write", probes)
@@ -77,7 +78,7 @@ func TestHealthShowsAnOutage(t *testing.T) {
 	write := func(t *testing.T, s *Sink, rv int) error {
 		ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 		defer cancel()
-		err := s.Publish(ctx, []*sink.Message{message(configmaps, "ns", "a", "updated", rv)})
+		err := s.Publish(ctx, []*wire.Message{message(configmaps, "ns", "a", "updated", rv)})
 		if ctx.Err() != nil {
 			t.Fatalf("Publish still running after 30s: %v", err)
 		}

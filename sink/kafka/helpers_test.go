@@ -13,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/wire"
 )
@@ -84,12 +83,12 @@ func newSink(t *testing.T, cfg *Parsed, resources ...schema.GroupVersionResource
 }
 
 // message is a change of an object at rv.
-func message(gvr schema.GroupVersionResource, namespace, name, action string, rv int) *sink.Message {
+func message(gvr schema.GroupVersionResource, namespace, name, action string, rv int) *wire.Message {
 	key := name
 	if namespace != "" {
 		key = namespace + "/" + name
 	}
-	return &sink.Message{
+	return &wire.Message{
 		ID:              fmt.Sprintf("%s-%s-%d-%s", gvr.Resource, key, rv, action),
 		Source:          "/clusters/test/" + gvr.Resource,
 		Type:            "io.kubebus.object." + action,
@@ -110,7 +109,7 @@ func message(gvr schema.GroupVersionResource, namespace, name, action string, rv
 
 // decode reads a record the sink wrote: its message, or nil for a
 // tombstone.
-func decode(t *testing.T, r *kgo.Record) *sink.Message {
+func decode(t *testing.T, r *kgo.Record) *wire.Message {
 	t.Helper()
 	if r.Value == nil {
 		return nil

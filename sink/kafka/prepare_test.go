@@ -8,8 +8,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // A resource added while the sink runs gets its topic, made as New makes
@@ -41,7 +41,7 @@ func TestPrepareAddsTheTopicOfAResource(t *testing.T) {
 		if got := c.TopicConfig("kube.widgets.example.com", "cleanup.policy"); got != "compact" {
 			t.Errorf("kube.widgets.example.com: cleanup.policy %q, want compact (the state layout)", got)
 		}
-		if err := s.Publish(ctx, []*sink.Message{message(widgets, "ns", "w", "added", 7)}); err != nil {
+		if err := s.Publish(ctx, []*wire.Message{message(widgets, "ns", "w", "added", 7)}); err != nil {
 			t.Fatalf("Publish to the topic added: %v", err)
 		}
 		recs := c.ReadAll("kube.widgets.example.com")

@@ -27,13 +27,13 @@ import (
 // it. A record too large for the producer limit or the broker fails its
 // message with sink.TooLarge, and holds back the object's later messages
 // in the same way: the bridge sends in its place an event with only the
-// object's identity (sink.Message.ContentOmitted), then the later ones. A
+// object's identity (wire.Message.ContentOmitted), then the later ones. A
 // delete's tombstone follows its event within the round (see round), and
 // is written with the replacement, not with an event that did not fit.
 // When the replacement is too large as well, its tombstone is written
 // anyway, so compacted topics forget the object, and the later messages
 // are sent: the pipeline skips the replacement and goes on.
-func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
+func (s *Sink) Publish(ctx context.Context, msgs []*wire.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -51,7 +51,7 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 // gets no tombstone while its event fails in a way that holds its object
 // (sink.HoldsKey): the bridge sends the event, or its replacement, again,
 // and the tombstone with it.
-func (s *Sink) round(ctx context.Context, msgs []*sink.Message) []error {
+func (s *Sink) round(ctx context.Context, msgs []*wire.Message) []error {
 	errs := make([]error, len(msgs))
 	events, eventOf := s.events(msgs, errs)
 	for j, err := range s.write(ctx, events) {
@@ -74,7 +74,7 @@ func (s *Sink) round(ctx context.Context, msgs []*sink.Message) []error {
 
 // events encodes the event records of msgs, with eventOf the message of
 // each, and sets the error of each message that cannot have one.
-func (s *Sink) events(msgs []*sink.Message, errs []error) (events []kafkago.Message, eventOf []int) {
+func (s *Sink) events(msgs []*wire.Message, errs []error) (events []kafkago.Message, eventOf []int) {
 	events = make([]kafkago.Message, 0, len(msgs))
 	eventOf = make([]int, 0, len(msgs))
 	for i, m := range msgs {

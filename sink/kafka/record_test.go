@@ -7,7 +7,6 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -21,7 +20,7 @@ func TestEncodeDecode(t *testing.T) {
 	left.Reason = "left-filter"
 	tests := []struct {
 		mode    CEMode
-		msg     *sink.Message
+		msg     *wire.Message
 		headers map[string]string // must be present with these values
 		absent  []string
 	}{

@@ -7,9 +7,9 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/tlstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Acceptance 4: SASL SCRAM, SASL PLAIN and TLS (with client certificates)
@@ -82,7 +82,7 @@ func TestSecurity(t *testing.T) {
 			if err := s.Health(); err != nil {
 				t.Errorf("Health: %v", err)
 			}
-			err = s.Publish(t.Context(), []*sink.Message{
+			err = s.Publish(t.Context(), []*wire.Message{
 				message(configmaps, "ns", "a", "added", 1),
 				message(configmaps, "ns", "a", "deleted", 2),
 			})

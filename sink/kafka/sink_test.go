@@ -13,6 +13,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // New creates missing topics as configured, or names the missing topic.
@@ -58,7 +59,7 @@ func TestNewTopics(t *testing.T) {
 	t.Run("one topic for everything", func(t *testing.T) {
 		c := kafkatest.Start(t)
 		s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_TOPIC": "everything"}), configmaps, deployments)
-		if err := s.Publish(t.Context(), []*sink.Message{
+		if err := s.Publish(t.Context(), []*wire.Message{
 			message(configmaps, "ns", "a", "added", 1), message(deployments, "ns", "a", "added", 2),
 		}); err != nil {
 			t.Fatal(err)
@@ -95,7 +96,7 @@ func TestTombstonesAndModes(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			c := kafkatest.Start(t)
 			s := newSink(t, clusterConfig(t, c, tt.vars), configmaps)
-			in := []*sink.Message{
+			in := []*wire.Message{
 				message(configmaps, "ns", "a", "added", 1),
 				message(configmaps, "ns", "a", "updated", 2),
 				message(configmaps, "ns", "a", "deleted", 3),
@@ -138,7 +139,7 @@ func TestTombstonesAndModes(t *testing.T) {
 // (marked ContentOmitted) is given up: its tombstone is still written, and
 // the later changes of its object too.
 func TestTooLarge(t *testing.T) {
-	big := func(m *sink.Message, n int) *sink.Message {
+	big := func(m *wire.Message, n int) *wire.Message {
 		m.Data = []byte(`{"object":{"data":"` + strings.Repeat("x", n) + `"}}`)
 		return m
 	}
@@ -164,7 +165,7 @@ func TestTooLarge(t *testing.T) {
 				vars := map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1"}
 				maps.Copy(vars, tt.vars)
 				s := newSink(t, clusterConfig(t, c, vars), configmaps)
-				msgs := []*sink.Message{
+				msgs := []*wire.Message{
 					message(configmaps, "ns", "small", "added", 1),
 					big(message(configmaps, "ns", "big", "added", 2), 30000),
 					message(configmaps, "ns", "big", "updated", 3),
@@ -219,7 +220,7 @@ func TestMaxMessageBytesBoundary(t *testing.T) {
 	c := kafkatest.Start(t)
 	const limit = 4096
 	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES": "4096"}), configmaps)
-	sized := func(name string, rv, size int) *sink.Message {
+	sized := func(name string, rv, size int) *wire.Message {
 		m := message(configmaps, "ns", name, "added", rv)
 		m.Data = []byte(`{"object":{}}`)
 		rec, err := s.encode(m, "kube.configmaps", []byte(m.Key()))
@@ -233,7 +234,7 @@ func TestMaxMessageBytesBoundary(t *testing.T) {
 		}
 		return m
 	}
-	msgs := []*sink.Message{sized("at", 1, limit), sized("over", 2, limit+1)}
+	msgs := []*wire.Message{sized("at", 1, limit), sized("over", 2, limit+1)}
 	errs := sink.PerMessage(s.Publish(t.Context(), msgs), 2)
 	if errs[0] != nil || !sink.IsTerminal(errs[1]) {
 		t.Errorf("errors %v; want the first written and the second terminal", errs)
@@ -258,7 +259,7 @@ func TestHealthAndClose(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	if err := s.Publish(ctx, []*sink.Message{message(configmaps, "ns", "a", "added", 1)}); err == nil || sink.IsTerminal(err) {
+	if err := s.Publish(ctx, []*wire.Message{message(configmaps, "ns", "a", "added", 1)}); err == nil || sink.IsTerminal(err) {
 		t.Errorf("Publish to a stopped cluster: %v, want a retryable error", err)
 	}
 	if err := s.Close(context.Background()); err != nil {

@@ -5,8 +5,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Two bridges of two clusters may write to one topic (the history layout,
@@ -22,9 +22,9 @@ func TestTombstonesNameTheirCluster(t *testing.T) {
 				s := newSink(t, clusterConfig(t, c, map[string]string{
 					"BRIDGE_KAFKA_LAYOUT": string(layout), "BRIDGE_KAFKA_CE_MODE": string(mode), "BRIDGE_KAFKA_PARTITIONS": "1",
 				}), configmaps)
-				var in []*sink.Message
+				var in []*wire.Message
 				for _, cluster := range []string{"east", "west"} {
-					for _, m := range []*sink.Message{
+					for _, m := range []*wire.Message{
 						message(configmaps, "ns", "a", "added", 1),
 						message(configmaps, "ns", "a", "deleted", 2),
 						message(configmaps, "", "wide", "deleted", 3),
@@ -36,7 +36,7 @@ func TestTombstonesNameTheirCluster(t *testing.T) {
 					}
 				}
 				for _, m := range in {
-					if err := s.Publish(t.Context(), []*sink.Message{m}); err != nil {
+					if err := s.Publish(t.Context(), []*wire.Message{m}); err != nil {
 						t.Fatal(err)
 					}
 				}

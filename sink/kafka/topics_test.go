@@ -6,7 +6,6 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -24,7 +23,7 @@ func TestTopicAndKeyOf(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			c := loadConfig(t, map[string]string{"BRIDGE_KAFKA_BROKERS": "k:9092", "BRIDGE_KAFKA_TOPIC": tt.topic})
-			for i, m := range []*sink.Message{cm, ns, dep} {
+			for i, m := range []*wire.Message{cm, ns, dep} {
 				if got := [2]string{c.TopicOf(m.Resource), c.KeyOf(m)}; got != tt.want[i] {
 					t.Errorf("%s: topic, key = %v, want %v", m.Subject, got, tt.want[i])
 				}

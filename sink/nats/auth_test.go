@@ -6,9 +6,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/natstest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Against servers that require TLS with a client certificate, a token, an
@@ -78,7 +78,7 @@ func TestAuthentication(t *testing.T) {
 				if err != nil {
 					t.Fatalf("New: %v", err)
 				}
-				if err := s.Publish(t.Context(), []*sink.Message{message("auth", 0, 0)}); err != nil {
+				if err := s.Publish(t.Context(), []*wire.Message{message("auth", 0, 0)}); err != nil {
 					t.Errorf("Publish: %v", err)
 				}
 				if err := s.Close(context.Background()); err != nil {

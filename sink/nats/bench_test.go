@@ -5,7 +5,6 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/internal/event"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/synthetic"
 	"github.com/kubebus/bridge/wire"
@@ -15,14 +14,14 @@ import (
 // about 1 KiB and of a Pod of about 10 KiB.
 func benchMessages(b *testing.B) []struct {
 	name string
-	msg  *sink.Message
+	msg  *wire.Message
 } {
 	b.Helper()
 	observed := time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC)
 	enc := event.Encoder{Cluster: "prod"}
 	var out []struct {
 		name string
-		msg  *sink.Message
+		msg  *wire.Message
 	}
 	for _, d := range []struct {
 		name  string
@@ -37,7 +36,7 @@ func benchMessages(b *testing.B) []struct {
 		}
 		out = append(out, struct {
 			name string
-			msg  *sink.Message
+			msg  *wire.Message
 		}{d.name, m})
 	}
 	return out

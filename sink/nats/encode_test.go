@@ -4,7 +4,6 @@ import (
 	"reflect"
 	"testing"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -21,7 +20,7 @@ func TestEncodeModes(t *testing.T) {
 	left.Snapshot = true // left the filter while the bridge was down
 
 	for _, mode := range []CEMode{CEStructured, CEBinary} {
-		for _, msg := range []*sink.Message{m, cluster, omitted, left} {
+		for _, msg := range []*wire.Message{m, cluster, omitted, left} {
 			t.Run(string(mode)+" "+msg.Subject, func(t *testing.T) {
 				cfg := defaults(t)
 				cfg.CEMode = mode

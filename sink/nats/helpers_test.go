@@ -16,7 +16,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/wire"
 )
@@ -79,14 +78,14 @@ var configmaps = schema.GroupVersionResource{Version: "v1", Resource: "configmap
 
 // message is change number version of ConfigMap obj in namespace ns, with
 // a deterministic id.
-func message(ns string, obj, version int) *sink.Message {
+func message(ns string, obj, version int) *wire.Message {
 	name := fmt.Sprintf("cm-%03d", obj)
 	rv := strconv.Itoa(1000 + version)
 	action := "updated"
 	if version == 0 {
 		action = "added"
 	}
-	return &sink.Message{
+	return &wire.Message{
 		ID:              fmt.Sprintf("%s-%s-%s", ns, name, rv),
 		Source:          "/clusters/test/api/v1/configmaps",
 		Type:            "io.kubebus.object." + action,
@@ -152,9 +151,9 @@ func streamMsgs(t testing.TB, nc *nats.Conn, stream, filter string) []jetstream.
 }
 
 // decodeAll decodes messages read from a stream.
-func decodeAll(t testing.TB, msgs []jetstream.Msg) []*sink.Message {
+func decodeAll(t testing.TB, msgs []jetstream.Msg) []*wire.Message {
 	t.Helper()
-	out := make([]*sink.Message, len(msgs))
+	out := make([]*wire.Message, len(msgs))
 	for i, m := range msgs {
 		d, err := decode(&nats.Msg{Subject: m.Subject(), Header: m.Headers(), Data: m.Data()})
 		if err != nil {

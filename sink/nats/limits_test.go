@@ -19,10 +19,10 @@ import (
 var clusterroles = schema.GroupVersionResource{Group: "rbac.authorization.k8s.io", Version: "v1", Resource: "clusterroles"}
 
 // clusterRole is a ClusterRole's added event, with a name of n bytes.
-func clusterRole(i, n int) *sink.Message {
+func clusterRole(i, n int) *wire.Message {
 	name := fmt.Sprintf("role-%d-", i)
 	name += strings.Repeat("x", max(0, n-len(name)))
-	return &sink.Message{
+	return &wire.Message{
 		ID:              fmt.Sprintf("cr-%d-%d", i, n),
 		Source:          "/clusters/test/apis/rbac.authorization.k8s.io/v1/clusterroles",
 		Type:            "io.kubebus.object.added",
@@ -82,7 +82,7 @@ func TestLongNamesStayWithinLimits(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			var msgs []*sink.Message
+			var msgs []*wire.Message
 			for i, n := range lengths {
 				msgs = append(msgs, message("ns", i, 0), clusterRole(i, n))
 			}
@@ -148,7 +148,7 @@ func TestSubjectUnmadeIsTerminal(t *testing.T) {
 	s := newSink(t, serverConfig(t, srv, nil))
 	bad := message("ns", 1, 0)
 	bad.Cluster = "" // the default layout holds {cluster}
-	msgs := []*sink.Message{message("ns", 0, 0), bad, message("ns", 2, 0)}
+	msgs := []*wire.Message{message("ns", 0, 0), bad, message("ns", 2, 0)}
 	errs := sink.PerMessage(s.Publish(t.Context(), msgs), len(msgs))
 	if errs[0] != nil || errs[2] != nil {
 		t.Errorf("good subjects failed: %v, %v", errs[0], errs[2])

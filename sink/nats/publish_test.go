@@ -35,7 +35,7 @@ func TestPublishTenThousandThenDeduplicate(t *testing.T) {
 		var wg sync.WaitGroup
 		for w := range workers {
 			wg.Go(func() {
-				var msgs []*sink.Message
+				var msgs []*wire.Message
 				for v := range versions {
 					for o := w; o < objects; o += workers {
 						msgs = append(msgs, message("dedupe", o, v))
@@ -160,7 +160,7 @@ func TestExistingStream(t *testing.T) {
 	}
 	cfg.Subject = "{prefix}.{cluster}.core.{group}.{resource}.{namespace}.{name}"
 	s := newSink(t, cfg)
-	if err := s.Publish(t.Context(), []*sink.Message{message("ns", 1, 0)}); err != nil {
+	if err := s.Publish(t.Context(), []*wire.Message{message("ns", 1, 0)}); err != nil {
 		t.Fatalf("Publish to a stream made by someone else: %v", err)
 	}
 }
@@ -178,7 +178,7 @@ func TestCoreMode(t *testing.T) {
 	if err := sc.Flush(); err != nil {
 		t.Fatal(err)
 	}
-	var msgs []*sink.Message
+	var msgs []*wire.Message
 	for v := range 3 {
 		for o := range 3 {
 			msgs = append(msgs, message("core", o, v))
@@ -236,7 +236,7 @@ func TestTooLarge(t *testing.T) {
 			// The later change of the large message's object waits for the
 			// replacement the bridge sends.
 			later := message("big", 1, 1)
-			msgs := []*sink.Message{message("big", 0, 0), big, message("big", 2, 0), later}
+			msgs := []*wire.Message{message("big", 0, 0), big, message("big", 2, 0), later}
 			errs := sink.PerMessage(s.Publish(t.Context(), msgs), len(msgs))
 			if errs[0] != nil || errs[2] != nil {
 				t.Errorf("small messages failed: %v, %v", errs[0], errs[2])
@@ -263,7 +263,7 @@ func TestServerRestart(t *testing.T) {
 	if err := s.Health(); err != nil {
 		t.Fatalf("Health while connected: %v", err)
 	}
-	if err := s.Publish(t.Context(), []*sink.Message{message("restart", 0, 0)}); err != nil {
+	if err := s.Publish(t.Context(), []*wire.Message{message("restart", 0, 0)}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -272,7 +272,7 @@ func TestServerRestart(t *testing.T) {
 		err := s.Health()
 		return err != nil, "Health still nil with the server down"
 	})
-	err := s.Publish(t.Context(), []*sink.Message{message("restart", 0, 1)})
+	err := s.Publish(t.Context(), []*wire.Message{message("restart", 0, 1)})
 	if err == nil || sink.IsTerminal(err) {
 		t.Fatalf("Publish with the server down: %v, want a retryable error", err)
 	}
@@ -285,7 +285,7 @@ func TestServerRestart(t *testing.T) {
 	})
 	t.Logf("reconnected %s after the server was back", time.Since(start).Round(time.Millisecond))
 	poll.Until(t, 30*time.Second, func() (bool, string) {
-		err := s.Publish(t.Context(), []*sink.Message{message("restart", 0, 1), message("restart", 0, 2)})
+		err := s.Publish(t.Context(), []*wire.Message{message("restart", 0, 1), message("restart", 0, 2)})
 		return err == nil, fmt.Sprintf("Publish: %v", err)
 	})
 	got := decodeAll(t, streamMsgs(t, srv.Conn(t), "KUBE", "kube.>"))

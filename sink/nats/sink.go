@@ -119,7 +119,7 @@ func (s *Sink) Health() error {
 // failed message is never followed by a stored later change of the same
 // object. After a failure that affects the connection, the rest of the
 // round is not sent and fails with the same error.
-func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
+func (s *Sink) Publish(ctx context.Context, msgs []*wire.Message) error {
 	if len(msgs) == 0 {
 		return nil
 	}
@@ -134,7 +134,7 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 
 // publishJetStream publishes asynchronously, at most MaxInFlight awaiting
 // acks across all callers, then waits for every ack.
-func (s *Sink) publishJetStream(ctx context.Context, msgs []*sink.Message) []error {
+func (s *Sink) publishJetStream(ctx context.Context, msgs []*wire.Message) []error {
 	errs := make([]error, len(msgs))
 	futures := make([]jetstream.PubAckFuture, len(msgs))
 	var stop error
@@ -193,7 +193,7 @@ func (s *Sink) publishJetStream(ctx context.Context, msgs []*sink.Message) []err
 
 // publishCore publishes on core NATS and flushes, so that the server has
 // every message when it returns.
-func (s *Sink) publishCore(ctx context.Context, msgs []*sink.Message) []error {
+func (s *Sink) publishCore(ctx context.Context, msgs []*wire.Message) []error {
 	errs := make([]error, len(msgs))
 	var stop error
 	for i, m := range msgs {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
 	"github.com/kubebus/bridge/wire"
@@ -55,7 +54,7 @@ func TestExistingStreamOfOtherLayout(t *testing.T) {
 				}
 			}
 			first := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": string(tc.had)}))
-			msgs := []*sink.Message{message("ns", 0, 0), message("ns", 0, 1), message("ns", 1, 0)}
+			msgs := []*wire.Message{message("ns", 0, 0), message("ns", 0, 1), message("ns", 1, 0)}
 			if err := first.Publish(t.Context(), msgs); err != nil {
 				t.Fatal(err)
 			}
@@ -73,7 +72,7 @@ func TestExistingStreamOfOtherLayout(t *testing.T) {
 
 			// The layout it was made for still works.
 			again := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_LAYOUT": string(tc.had)}))
-			if err := again.Publish(t.Context(), []*sink.Message{message("ns", 1, 1)}); err != nil {
+			if err := again.Publish(t.Context(), []*wire.Message{message("ns", 1, 1)}); err != nil {
 				t.Fatal(err)
 			}
 		})
@@ -136,14 +135,14 @@ func TestDeletesExpire(t *testing.T) {
 		t.Run(string(mode), func(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
 			s := newSink(t, serverConfig(t, srv, map[string]string{"BRIDGE_NATS_DELETE_TTL": "1s", "BRIDGE_NATS_CE_MODE": string(mode)}))
-			var msgs []*sink.Message
+			var msgs []*wire.Message
 			for o := range 4 {
 				msgs = append(msgs, message("ttl", o, 0), message("ttl", o, 1))
 			}
 			if err := s.Publish(t.Context(), msgs); err != nil {
 				t.Fatal(err)
 			}
-			gone := []*sink.Message{deleted(message("ttl", 1, 2)), deleted(message("ttl", 3, 2))}
+			gone := []*wire.Message{deleted(message("ttl", 1, 2)), deleted(message("ttl", 3, 2))}
 			if err := s.Publish(t.Context(), gone); err != nil {
 				t.Fatal(err)
 			}
@@ -187,7 +186,7 @@ func TestDeletesExpire(t *testing.T) {
 }
 
 // deleted makes m a delete.
-func deleted(m *sink.Message) *sink.Message {
+func deleted(m *wire.Message) *wire.Message {
 	m.Action, m.Type = "deleted", "io.kubebus.object.deleted"
 	return m
 }

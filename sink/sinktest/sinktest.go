@@ -24,6 +24,7 @@ import (
 
 	"github.com/kubebus/bridge/resourceversion"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Recorder is a sink.Sink that records what it is sent and accepts. The
@@ -32,15 +33,15 @@ type Recorder struct {
 	// Respond, when not nil, returns the result of Publish call number
 	// call (counted from 1) for msgs: nil to accept them all, a
 	// *sink.BatchError to fail some, any other error to fail them all.
-	Respond func(ctx context.Context, call int, msgs []*sink.Message) error
+	Respond func(ctx context.Context, call int, msgs []*wire.Message) error
 
 	mu       sync.Mutex
 	calls    int
 	inflight map[key]bool
 	problems []string
-	attempts []*sink.Message
-	accepted []*sink.Message
-	byKey    map[string][]*sink.Message // accepted, by subject
+	attempts []*wire.Message
+	accepted []*wire.Message
+	byKey    map[string][]*wire.Message // accepted, by subject
 	closed   bool
 }
 
@@ -54,7 +55,7 @@ var _ sink.Sink = (*Recorder)(nil)
 
 // Publish records msgs, checks them against the contract, and returns
 // what Respond says (nil without Respond).
-func (r *Recorder) Publish(ctx context.Context, msgs []*sink.Message) error {
+func (r *Recorder) Publish(ctx context.Context, msgs []*wire.Message) error {
 	keys := map[key]bool{}
 	last := map[key]string{}
 	r.mu.Lock()
@@ -90,7 +91,7 @@ func (r *Recorder) Publish(ctx context.Context, msgs []*sink.Message) error {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.byKey == nil {
-		r.byKey = map[string][]*sink.Message{}
+		r.byKey = map[string][]*wire.Message{}
 	}
 	for i, e := range sink.PerMessage(err, len(msgs)) {
 		if e == nil {
@@ -141,14 +142,14 @@ func (r *Recorder) InFlight(subject string) bool {
 }
 
 // Accepted returns every message accepted so far, in order.
-func (r *Recorder) Accepted() []*sink.Message {
+func (r *Recorder) Accepted() []*wire.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.accepted)
 }
 
 // AcceptedOf returns the messages accepted for one subject, in order.
-func (r *Recorder) AcceptedOf(subject string) []*sink.Message {
+func (r *Recorder) AcceptedOf(subject string) []*wire.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.byKey[subject])
@@ -163,7 +164,7 @@ func (r *Recorder) Len() int {
 
 // Attempts returns every message Publish was called with, accepted or
 // not, in order.
-func (r *Recorder) Attempts() []*sink.Message {
+func (r *Recorder) Attempts() []*wire.Message {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.attempts)

@@ -19,6 +19,7 @@ import (
 	"sync"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Sink writes JSON lines. It is safe for concurrent use: batches are
@@ -42,7 +43,7 @@ func New(w io.Writer) *Sink {
 // Publish writes one line per message. A message that cannot be encoded is
 // a terminal failure of that message alone; a failed write fails the batch
 // and may be retried.
-func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
+func (s *Sink) Publish(ctx context.Context, msgs []*wire.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -91,7 +92,7 @@ func (s *Sink) Publish(ctx context.Context, msgs []*sink.Message) error {
 // an object as the API server sent it, which is compact too. Otherwise
 // MarshalJSON writes Data as it is, so here it is checked and compacted
 // first, so that a line is always one JSON value, without a newline inside.
-func marshalLine(m *sink.Message) ([]byte, error) {
+func marshalLine(m *wire.Message) ([]byte, error) {
 	if m.Encoded != nil {
 		if line, err := m.MarshalJSON(); err == nil && &line[0] == &m.Encoded[0] && !bytes.ContainsAny(line, "\r\n") {
 			return line, nil

@@ -18,10 +18,11 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
-func message(subject string, i int, data string) *sink.Message {
-	return &sink.Message{
+func message(subject string, i int, data string) *wire.Message {
+	return &wire.Message{
 		ID:              fmt.Sprintf("%s#%d", subject, i),
 		Source:          "/clusters/test/api/v1/configmaps",
 		Type:            "io.kubebus.object.updated",
@@ -39,8 +40,8 @@ func message(subject string, i int, data string) *sink.Message {
 	}
 }
 
-func batch(subject string, n int, data string) []*sink.Message {
-	msgs := make([]*sink.Message, n)
+func batch(subject string, n int, data string) []*wire.Message {
+	msgs := make([]*wire.Message, n)
 	for i := range msgs {
 		msgs[i] = message(subject, i, data)
 	}
@@ -49,16 +50,16 @@ func batch(subject string, n int, data string) []*sink.Message {
 
 // decodeLines splits out into lines and decodes each one. Every line,
 // including the last, must end in a newline.
-func decodeLines(t *testing.T, out []byte) []sink.Message {
+func decodeLines(t *testing.T, out []byte) []wire.Message {
 	t.Helper()
 	if len(out) > 0 && out[len(out)-1] != '\n' {
 		t.Fatalf("output does not end in a newline: ...%q", out[max(0, len(out)-40):])
 	}
-	var msgs []sink.Message
+	var msgs []wire.Message
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	sc.Buffer(nil, 1<<24)
 	for sc.Scan() {
-		var m sink.Message
+		var m wire.Message
 		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
 			t.Fatalf("line %d is not an event: %v: %.200s", len(msgs)+1, err, sc.Bytes())
 		}
@@ -70,7 +71,7 @@ func decodeLines(t *testing.T, out []byte) []sink.Message {
 	return msgs
 }
 
-func ids(msgs []sink.Message) []string {
+func ids(msgs []wire.Message) []string {
 	out := make([]string, len(msgs))
 	for i, m := range msgs {
 		out[i] = m.ID
@@ -83,7 +84,7 @@ func TestPublishWritesOneLinePerMessageInOrder(t *testing.T) {
 	s := New(&out)
 	first := batch("ns/a", 3, `{"object":{"n":1}}`)
 	second := batch("ns/b", 2, `{"object":{"n":2}}`)
-	for _, b := range [][]*sink.Message{first, second} {
+	for _, b := range [][]*wire.Message{first, second} {
 		if err := s.Publish(context.Background(), b); err != nil {
 			t.Fatalf("Publish: %v", err)
 		}
@@ -314,7 +315,7 @@ func TestPublishToFile(t *testing.T) {
 
 // encodedMessage is message(...) holding its encoding, as the event
 // encoder makes it: Encoded the whole event, Data its last member.
-func encodedMessage(t *testing.T, subject string, i int, data string) *sink.Message {
+func encodedMessage(t *testing.T, subject string, i int, data string) *wire.Message {
 	t.Helper()
 	m := message(subject, i, data)
 	enc, err := m.MarshalJSON()
@@ -341,7 +342,7 @@ func TestEncodedMessageIsWrittenAsItIs(t *testing.T) {
 		t.Errorf("marshalLine of an encoded event allocates %.0f times", allocs)
 	}
 	var out bytes.Buffer
-	if err := New(&out).Publish(t.Context(), []*sink.Message{m, encodedMessage(t, "ns/b", 2, "{\"object\":\n{\"b\":2}}")}); err != nil {
+	if err := New(&out).Publish(t.Context(), []*wire.Message{m, encodedMessage(t, "ns/b", 2, "{\"object\":\n{\"b\":2}}")}); err != nil {
 		t.Fatal(err)
 	}
 	if got := ids(decodeLines(t, out.Bytes())); strings.Join(got, ",") != "ns/a#1,ns/b#2" {

@@ -16,9 +16,9 @@ import (
 	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/synthetic"
+	"github.com/kubebus/bridge/wire"
 )
 
 // throughputScenario names the figures of BenchmarkThroughput.
@@ -51,7 +51,7 @@ var throughputWorkloads = []struct {
 type workload struct {
 	name   string // "ConfigMaps ~1 KiB"
 	deltas []source.Delta
-	msgs   []*sink.Message // deltas[i] encoded, as the pipeline encodes it
+	msgs   []*wire.Message // deltas[i] encoded, as the pipeline encodes it
 	bodies [][]byte        // msgs[i] as a structured-mode event
 	// via, when set, is what the source does to each delta before it
 	// hands it on (see runPipeline): a view's Apply. Then the messages the

@@ -19,8 +19,8 @@ import (
 	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // apfKind is a namespaced resource the throttling test fills and watches.
@@ -316,7 +316,7 @@ func waitClassified(t *testing.T, user, ns string, fs *flowcontrolv1.FlowSchema)
 // sameAsLists compares the latest state msgs give each object with a LIST
 // of every resource of apfKinds in each of nss (same keys, same
 // resourceVersions).
-func sameAsLists(t *testing.T, nss []string, msgs []*sink.Message) (bool, string) {
+func sameAsLists(t *testing.T, nss []string, msgs []*wire.Message) (bool, string) {
 	view := map[string]string{}
 	for _, m := range msgs {
 		key := m.Resource.Resource + " " + m.Key()

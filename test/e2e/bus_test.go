@@ -13,7 +13,6 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
@@ -29,9 +28,9 @@ type bus interface {
 	env(ns string) map[string]string
 	// read returns every event the bus holds about ConfigMaps of ns, in
 	// per-object stream order (tombstones left out).
-	read(t *testing.T, ns string) []*sink.Message
+	read(t *testing.T, ns string) []*wire.Message
 	// readKinds is read for the objects of several kinds.
-	readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message
+	readKinds(t *testing.T, ns string, kinds []watchedKind) []*wire.Message
 	// stop makes the bus unavailable; start makes it available again with
 	// what it stored.
 	stop(t *testing.T)
@@ -91,12 +90,12 @@ func (b *natsBus) env(ns string) map[string]string {
 	return natsEnv(b.srv, ns, map[string]string{"BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + ns, "BRIDGE_NATS_LAYOUT": b.layout})
 }
 
-func (b *natsBus) read(t *testing.T, ns string) []*sink.Message {
+func (b *natsBus) read(t *testing.T, ns string) []*wire.Message {
 	return b.readKinds(t, ns, []watchedKind{configMaps})
 }
 
-func (b *natsBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message {
-	var out []*sink.Message
+func (b *natsBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*wire.Message {
+	var out []*wire.Message
 	cfg := jetstream.ConsumerConfig{FilterSubjects: natsLayoutSubjects(b.layout, ns, kinds), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute}
 	if b.nc == nil {
 		b.nc = b.srv.Conn(t)
@@ -164,12 +163,12 @@ func (b *kafkaBus) recordsOf(t *testing.T, ns string, kinds []watchedKind) []kaf
 	return out
 }
 
-func (b *kafkaBus) read(t *testing.T, ns string) []*sink.Message {
+func (b *kafkaBus) read(t *testing.T, ns string) []*wire.Message {
 	return b.readKinds(t, ns, []watchedKind{configMaps})
 }
 
-func (b *kafkaBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*sink.Message {
-	var out []*sink.Message
+func (b *kafkaBus) readKinds(t *testing.T, ns string, kinds []watchedKind) []*wire.Message {
+	var out []*wire.Message
 	for _, r := range b.recordsOf(t, ns, kinds) {
 		if r.msg != nil {
 			out = append(out, r.msg)

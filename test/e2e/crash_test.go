@@ -14,8 +14,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // churn creates, updates and deletes ConfigMaps cm-00..cm-(n-1) in ns, at
@@ -112,7 +112,7 @@ func TestCrashRecovery(t *testing.T) {
 
 	// Repeats: an id published before the crash and again after it. Each
 	// must be a delta the checkpoint had not recorded.
-	covered := func(m *sink.Message) bool {
+	covered := func(m *wire.Message) bool {
 		pos, ok := snap.Objects[m.Key()]
 		// An intent covers no delivered state.
 		return ok && pos.UID == m.UID && !pos.IsIntent() && !rvLess(pos.ResourceVersion, m.ResourceVersion)
@@ -144,7 +144,7 @@ func TestCrashRecovery(t *testing.T) {
 
 // sameAsList replays msgs into a view (the latest state per key; deletes
 // remove keys) and compares it with a LIST of the namespace's ConfigMaps.
-func sameAsList(t *testing.T, ns string, msgs []*sink.Message) (bool, string) {
+func sameAsList(t *testing.T, ns string, msgs []*wire.Message) (bool, string) {
 	view := map[string]string{}
 	for _, m := range msgs {
 		if m.Action == "deleted" {

@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/corpus"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // A watched CRD deleted and recreated serving another version: the deletes
@@ -256,7 +256,7 @@ func failure(logs string) string {
 	return msg
 }
 
-func describeVersions(msgs []*sink.Message) string {
+func describeVersions(msgs []*wire.Message) string {
 	var b strings.Builder
 	for _, m := range msgs {
 		fmt.Fprintf(&b, "\n  %s %s %s snapshot=%v", m.Action, m.Key(), m.APIVersion, m.Snapshot)

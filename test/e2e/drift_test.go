@@ -14,7 +14,6 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
 	"github.com/kubebus/bridge/wire"
 )
@@ -51,7 +50,7 @@ func TestDriftRepairedWhileRunning(t *testing.T) {
 			t.Fatalf("a pass over a bus that agrees repaired %v", got)
 		}
 
-		byName := map[string]*sink.Message{}
+		byName := map[string]*wire.Message{}
 		for _, msg := range b.read(t, ns) {
 			byName[msg.Name] = msg
 		}
@@ -113,7 +112,7 @@ func natsStateSubject(ns, name string) string {
 
 // natsWrite stores m in the stream behind the bridge's back, as a
 // structured event; a delete with the delete TTL, as the bridge writes one.
-func natsWrite(t *testing.T, js jetstream.JetStream, ns string, m *sink.Message, isDelete bool) {
+func natsWrite(t *testing.T, js jetstream.JetStream, ns string, m *wire.Message, isDelete bool) {
 	t.Helper()
 	body, err := m.MarshalJSON()
 	if err != nil {
@@ -135,7 +134,7 @@ func natsWrite(t *testing.T, js jetstream.JetStream, ns string, m *sink.Message,
 }
 
 // kafkaEvent is the record of m, structured, as the bridge writes one.
-func kafkaEvent(t *testing.T, topic string, m *sink.Message) *kgo.Record {
+func kafkaEvent(t *testing.T, topic string, m *wire.Message) *kgo.Record {
 	t.Helper()
 	body, err := m.MarshalJSON()
 	if err != nil {

@@ -11,8 +11,8 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/internal/metrics"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 func dynamicClient(t *testing.T) dynamic.Interface {
@@ -44,7 +44,7 @@ func createObjects(t *testing.T, gvr schema.GroupVersionResource, kind, ns, pref
 }
 
 // actions counts msgs by action.
-func actions(msgs []*sink.Message) map[string]int {
+func actions(msgs []*wire.Message) map[string]int {
 	out := map[string]int{}
 	for _, m := range msgs {
 		out[m.Action]++

@@ -19,8 +19,8 @@ import (
 	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/apimachinery/pkg/util/wait"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Restart kube-apiserver (etcd keeps its data) while objects churn:
@@ -44,7 +44,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 		defer stopChurn()
 
 		// The stream flows before the restart.
-		waitEvents(t, reader, func(msgs []*sink.Message) bool { return len(msgs) >= 50 }, "50 events before the restart")
+		waitEvents(t, reader, func(msgs []*wire.Message) bool { return len(msgs) >= 50 }, "50 events before the restart")
 
 		madeBefore := w.made.Load()
 		began := time.Now()
@@ -66,8 +66,8 @@ func TestFaultAPIServerRestart(t *testing.T) {
 			after = w.newest()
 			return rvAtBack == "" || rvLess(rvAtBack, after), fmt.Sprintf("no object written after the restart (%d writes failed)", w.failed.Load())
 		})
-		waitEvents(t, reader, func(msgs []*sink.Message) bool {
-			return slices.ContainsFunc(msgs, func(m *sink.Message) bool { return !rvLess(m.ResourceVersion, after) })
+		waitEvents(t, reader, func(msgs []*wire.Message) bool {
+			return slices.ContainsFunc(msgs, func(m *wire.Message) bool { return !rvLess(m.ResourceVersion, after) })
 		}, "a change made after the restart (at "+after+")")
 		resumed := time.Since(back)
 		// And so do many more.
@@ -108,7 +108,7 @@ func TestFaultAPIServerRestart(t *testing.T) {
 
 // waitEvents waits until the events on the bus satisfy ok, reading the
 // bus at most every 250ms.
-func waitEvents(t *testing.T, r *busReader, ok func([]*sink.Message) bool, what string) {
+func waitEvents(t *testing.T, r *busReader, ok func([]*wire.Message) bool, what string) {
 	t.Helper()
 	var (
 		last time.Time

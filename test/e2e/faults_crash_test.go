@@ -14,7 +14,7 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The crash loop's figures.
@@ -145,12 +145,12 @@ type crashRepeats struct {
 // read after that crash did not cover, and the newest state of its object
 // published before the crash. A repeat within one run fails the test: no
 // broker fault happens in the crash loop.
-func analyseCrashRepeats(t *testing.T, msgs []*sink.Message, crashes []crashRecord, ends []time.Time) crashRepeats {
+func analyseCrashRepeats(t *testing.T, msgs []*wire.Message, crashes []crashRecord, ends []time.Time) crashRepeats {
 	t.Helper()
 	rep := crashRepeats{ids: make([]int, len(crashes)), states: make([]int, len(crashes)), unflushed: make([]int, len(crashes))}
 
 	type first struct {
-		m   *sink.Message
+		m   *wire.Message
 		run int
 	}
 	byID := map[string]first{}
@@ -162,8 +162,8 @@ func analyseCrashRepeats(t *testing.T, msgs []*sink.Message, crashes []crashReco
 		byUID[m.UID] = append(byUID[m.UID], first{m, runs[i]})
 	}
 	// newest is the newest state of an object published before kill k.
-	newest := func(uid string, k int) *sink.Message {
-		var out *sink.Message
+	newest := func(uid string, k int) *wire.Message {
+		var out *wire.Message
 		for _, f := range byUID[uid] {
 			if f.run <= k && (out == nil || !rvLess(f.m.ResourceVersion, out.ResourceVersion)) {
 				out = f.m

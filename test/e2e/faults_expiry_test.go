@@ -19,8 +19,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/watch"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // expiryConvergeTimeout bounds how long the bridge may take to catch up
@@ -177,7 +177,7 @@ func TestFaultWatchExpiry(t *testing.T) {
 		if len(v.backwards) != 0 {
 			t.Errorf("resourceVersions went backwards: %s", strings.Join(v.backwards, "; "))
 		}
-		var found []*sink.Message // what the relist published
+		var found []*wire.Message // what the relist published
 		sentinels := 0
 		for _, m := range msgs {
 			switch {

@@ -16,6 +16,7 @@ import (
 	kafkasink "github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // gateSink wraps a real sink. While the gate is shut, Publish holds every
@@ -38,7 +39,7 @@ type gateSink struct {
 
 var _ sink.Sink = (*gateSink)(nil)
 
-func (g *gateSink) Publish(ctx context.Context, msgs []*sink.Message) error {
+func (g *gateSink) Publish(ctx context.Context, msgs []*wire.Message) error {
 	if g.probeOnly(msgs) {
 		err := g.Sink.Publish(ctx, msgs)
 		if err == nil {
@@ -84,7 +85,7 @@ func (g *gateSink) Publish(ctx context.Context, msgs []*sink.Message) error {
 	return err
 }
 
-func (g *gateSink) probeOnly(msgs []*sink.Message) bool {
+func (g *gateSink) probeOnly(msgs []*wire.Message) bool {
 	if g.probe == "" || len(msgs) == 0 {
 		return false
 	}
@@ -215,7 +216,7 @@ func newScopeReader(t *testing.T, b bus, s scope) *busReader {
 
 // read returns the events on the bus, at least those it held when read
 // began.
-func (r *busReader) read(t *testing.T) []*sink.Message {
+func (r *busReader) read(t *testing.T) []*wire.Message {
 	t.Helper()
 	return r.b.readKinds(t, r.s.ns, r.s.kinds)
 }

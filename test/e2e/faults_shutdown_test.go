@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/checkpoint"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The shutdown scenario's figures.
@@ -178,13 +178,13 @@ func stopUnderLoad(t *testing.T, b bus, budget string, frozen bool) {
 
 	// What the second run published: by id and by state, nothing of
 	// the first run.
-	ids := map[string]*sink.Message{}
-	states := map[keyRV]*sink.Message{}
+	ids := map[string]*wire.Message{}
+	states := map[keyRV]*wire.Message{}
 	for _, m := range first {
 		ids[m.ID] = m
 		states[keyRV{m.Key(), m.ResourceVersion}] = m
 	}
-	var second []*sink.Message
+	var second []*wire.Message
 	for _, m := range msgs {
 		if runOfMsg(m, []time.Time{exited}) == 0 {
 			continue
@@ -264,8 +264,8 @@ func stopUnderLoad(t *testing.T, b bus, budget string, frozen bool) {
 
 // lastStates is the last message of every object in msgs that is not
 // deleted at the end.
-func lastStates(msgs []*sink.Message) map[string]*sink.Message {
-	out := map[string]*sink.Message{}
+func lastStates(msgs []*wire.Message) map[string]*wire.Message {
+	out := map[string]*wire.Message{}
 	for _, m := range msgs {
 		if m.Action == "deleted" {
 			delete(out, m.Key())

@@ -22,8 +22,8 @@ import (
 	"github.com/kubebus/bridge/checkpoint/kafkastore"
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The crash, outage and shutdown scenarios of issue 5 share these
@@ -169,7 +169,7 @@ func (p *busProbe) waitGrown(t *testing.T, before, n int, why string) int {
 // verdict (whose mismatch is "" when they converged) and the messages it
 // judged. It reads the whole bus only when the probe shows no progress
 // since its last look, as a full read of a Kafka topic costs two clients.
-func settleOracle(t *testing.T, b bus, ns string, p *busProbe, timeout time.Duration) (verdict, []*sink.Message) {
+func settleOracle(t *testing.T, b bus, ns string, p *busProbe, timeout time.Duration) (verdict, []*wire.Message) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	last := -1
@@ -190,7 +190,7 @@ func settleOracle(t *testing.T, b bus, ns string, p *busProbe, timeout time.Dura
 // explainMismatch describes, for every object whose latest state in msgs
 // differs from the API server's, what the server holds and every message
 // of the object, with the run that published it (see runOfMsg).
-func explainMismatch(t *testing.T, ns string, msgs []*sink.Message, ends []time.Time) string {
+func explainMismatch(t *testing.T, ns string, msgs []*wire.Message, ends []time.Time) string {
 	t.Helper()
 	list, err := kube(t).CoreV1().ConfigMaps(ns).List(t.Context(), metav1.ListOptions{})
 	if err != nil {
@@ -211,7 +211,7 @@ func explainMismatch(t *testing.T, ns string, msgs []*sink.Message, ends []time.
 	for _, key := range keys {
 		h := history[key]
 		cm, alive := live[key]
-		var last *sink.Message
+		var last *wire.Message
 		if len(h) > 0 {
 			last = h[len(h)-1]
 		}
@@ -297,7 +297,7 @@ func busNATSOptions(b bus) []nats.Option {
 // it holds the object, same uid, at m's resourceVersion or later. A
 // position without a resourceVersion (the object is known, no state of it
 // delivered) covers no state.
-func ckptCovers(snap checkpoint.Snapshot, m *sink.Message) bool {
+func ckptCovers(snap checkpoint.Snapshot, m *wire.Message) bool {
 	pos, ok := snap.Objects[m.Key()]
 	if m.Action == "deleted" {
 		return !ok || pos.UID != m.UID
@@ -309,7 +309,7 @@ func ckptCovers(snap checkpoint.Snapshot, m *sink.Message) bool {
 // killed or stopped (at the instants in ends) before m was observed. A
 // message's time is when the process that published it observed the
 // change, and that process was alive then.
-func runOfMsg(m *sink.Message, ends []time.Time) int {
+func runOfMsg(m *wire.Message, ends []time.Time) int {
 	n := 0
 	for _, e := range ends {
 		if m.Time.Before(e) {
@@ -327,7 +327,7 @@ func (k keyRV) String() string { return k.key + "@" + k.rv }
 
 // describeMsg is m for an error message, saying whether the restart diff
 // found it.
-func describeMsg(m *sink.Message) string {
+func describeMsg(m *wire.Message) string {
 	how := "watch"
 	if m.Snapshot {
 		how = "restart diff"
@@ -338,7 +338,7 @@ func describeMsg(m *sink.Message) string {
 // repeatsOutOfPlace lists the messages of msgs (in stream order per
 // object) that repeat an earlier message of their object without directly
 // following it.
-func repeatsOutOfPlace(msgs []*sink.Message) []string {
+func repeatsOutOfPlace(msgs []*wire.Message) []string {
 	var out []string
 	for _, seq := range byKey(msgs) {
 		seen := map[string]bool{}

@@ -21,6 +21,7 @@ import (
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/logtest"
+	"github.com/kubebus/bridge/wire"
 )
 
 var nsCounter atomic.Int64
@@ -125,21 +126,21 @@ func rvLess(a, b string) bool {
 
 // readEvents decodes the complete JSON lines of a file written by the
 // stdout sink; a last line still being written is left for later.
-func readEvents(t *testing.T, path string) []*sink.Message {
+func readEvents(t *testing.T, path string) []*wire.Message {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	var out []*sink.Message
+	var out []*wire.Message
 	r := bufio.NewReader(f)
 	for {
 		line, err := r.ReadString('\n')
 		if err != nil {
 			return out // EOF: a partial line is not an event yet
 		}
-		m := &sink.Message{}
+		m := &wire.Message{}
 		if err := m.UnmarshalJSON([]byte(strings.TrimSpace(line))); err != nil {
 			t.Fatalf("%s: bad event line %q: %v", path, line, err)
 		}
@@ -148,8 +149,8 @@ func readEvents(t *testing.T, path string) []*sink.Message {
 }
 
 // byKey groups messages by object key, keeping their order.
-func byKey(msgs []*sink.Message) map[string][]*sink.Message {
-	out := map[string][]*sink.Message{}
+func byKey(msgs []*wire.Message) map[string][]*wire.Message {
+	out := map[string][]*wire.Message{}
 	for _, m := range msgs {
 		out[m.Key()] = append(out[m.Key()], m)
 	}

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/wire"
 )
@@ -27,14 +26,14 @@ type kafkaRecord struct {
 	key       string
 	partition int32
 	offset    int64
-	msg       *sink.Message
+	msg       *wire.Message
 	headers   map[string]string
 }
 
 // decodeRecord decodes r, a record of the bridge's, and returns its event,
 // nil for a tombstone, with its headers. It fails the test if r is not
 // the bridge's.
-func decodeRecord(t *testing.T, r *kgo.Record) (*sink.Message, map[string]string) {
+func decodeRecord(t *testing.T, r *kgo.Record) (*wire.Message, map[string]string) {
 	t.Helper()
 	h := map[string]string{}
 	for _, x := range r.Headers {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/eventdata"
 	"github.com/kubebus/bridge/test/kafkatest"
@@ -258,7 +257,7 @@ func stateOf(t *testing.T, c *kafkatest.Cluster, topic string) topicState {
 // objectRV is the resourceVersion of the object an event carries: the
 // event's own, except for a change of a view that no change of the object
 // explains, which the bridge dates by a later revision.
-func objectRV(m *sink.Message) string {
+func objectRV(m *wire.Message) string {
 	if rv, err := eventdata.ObjectResourceVersion(m.Data); err == nil && rv != "" {
 		return rv
 	}

@@ -9,7 +9,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/wire"
@@ -71,7 +70,7 @@ type natsEvent struct {
 	subject string
 	seq     uint64
 	msgID   string
-	msg     *sink.Message
+	msg     *wire.Message
 }
 
 // natsConsume reads, with a consumer configured by cfg, every message the

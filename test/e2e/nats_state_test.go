@@ -13,7 +13,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubebus/bridge/sink"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
@@ -177,7 +176,7 @@ func checkStateEqualsList(t *testing.T, nc *nats.Conn, ns string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	got := map[string]*sink.Message{}
+	got := map[string]*wire.Message{}
 	for _, e := range natsFetch(t, nc, "KUBE", jetstream.ConsumerConfig{
 		FilterSubject: natsStateSubjects(ns), AckPolicy: jetstream.AckNonePolicy, InactiveThreshold: time.Minute,
 	}, true) {

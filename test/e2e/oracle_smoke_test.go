@@ -8,8 +8,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The oracle agrees with a stream that is right and catches one that is
@@ -43,7 +43,7 @@ func TestOracle(t *testing.T) {
 			t.Error("the oracle accepted a stream without its last event")
 		}
 		// Nor does one that repeats an old event after a newer one.
-		var added *sink.Message
+		var added *wire.Message
 		for _, m := range msgs {
 			if m.Name == "cm-0" && m.Action == "added" {
 				added = m

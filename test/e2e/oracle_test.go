@@ -6,11 +6,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/kubebus/bridge/wire"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
-
-	"github.com/kubebus/bridge/sink"
 )
 
 // verdict is what the consumer-side oracle found in a stream.
@@ -70,7 +69,7 @@ func (o objectRef) String() string {
 	return o.kind + " " + shortName(o.key)
 }
 
-func refOf(m *sink.Message) objectRef { return objectRef{m.Kind, m.Key()} }
+func refOf(m *wire.Message) objectRef { return objectRef{m.Kind, m.Key()} }
 
 // scope is what the oracle compares: the objects of some kinds in one
 // namespace, less the objects the stream is documented to lack.
@@ -85,7 +84,7 @@ type scope struct {
 
 // oracle judges msgs, everything a bus holds about the ConfigMaps of ns in
 // stream order, against the API server (see scope.judge).
-func oracle(t *testing.T, ns string, msgs []*sink.Message) verdict {
+func oracle(t *testing.T, ns string, msgs []*wire.Message) verdict {
 	t.Helper()
 	return scope{ns: ns, kinds: []watchedKind{configMaps}}.judge(t, msgs)
 }
@@ -96,7 +95,7 @@ func oracle(t *testing.T, ns string, msgs []*sink.Message) verdict {
 // the API server: same objects, same resourceVersions, but for the
 // scope's exceptions. It also checks that no object's resourceVersion goes
 // backwards in the stream and counts duplicates.
-func (s scope) judge(t *testing.T, msgs []*sink.Message) verdict {
+func (s scope) judge(t *testing.T, msgs []*wire.Message) verdict {
 	t.Helper()
 	v := verdict{events: len(msgs)}
 	view := map[objectRef]string{}
@@ -188,7 +187,7 @@ func (s scope) judge(t *testing.T, msgs []*sink.Message) verdict {
 // went away may have lost its answer and been written again, so a repeat
 // may follow its first copy, but only right after it (docs/kafka.md,
 // "Keys and partitions").
-func checkOrder(t *testing.T, b bus, v verdict, msgs []*sink.Message) {
+func checkOrder(t *testing.T, b bus, v verdict, msgs []*wire.Message) {
 	t.Helper()
 	if len(v.backwards) > 0 {
 		t.Errorf("%d resourceVersions went backwards: %s", len(v.backwards), strings.Join(v.backwards, "; "))

@@ -11,6 +11,7 @@ import (
 
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
+	"github.com/kubebus/bridge/wire"
 )
 
 // busLimit is the message size limit of the buses in the oversize
@@ -37,13 +38,13 @@ func pageOf(c byte, n int) map[string]string {
 
 // contentOmitted reports whether m carries only its object's identity,
 // marked as the bridge marks a change too large for the bus.
-func contentOmitted(m *sink.Message) bool { return m.ContentOmitted }
+func contentOmitted(m *wire.Message) bool { return m.ContentOmitted }
 
 // identityOnly checks that m's data is the identity of its object and
 // nothing else: apiVersion, kind, and metadata namespace, name, uid and
 // resourceVersion, with rv the object's resourceVersion. It returns what
 // is wrong, or "".
-func identityOnly(m *sink.Message, uid, rv string) string {
+func identityOnly(m *wire.Message, uid, rv string) string {
 	var data struct {
 		Object map[string]json.RawMessage `json:"object"`
 	}
@@ -65,8 +66,8 @@ func identityOnly(m *sink.Message, uid, rv string) string {
 }
 
 // eventsOf returns the events of one object, in stream order.
-func eventsOf(msgs []*sink.Message, name string) []*sink.Message {
-	var out []*sink.Message
+func eventsOf(msgs []*wire.Message, name string) []*wire.Message {
+	var out []*wire.Message
 	for _, m := range msgs {
 		if m.Name == name {
 			out = append(out, m)
@@ -76,7 +77,7 @@ func eventsOf(msgs []*sink.Message, name string) []*sink.Message {
 }
 
 // describe lists events briefly, for failure messages.
-func describe(msgs []*sink.Message) string {
+func describe(msgs []*wire.Message) string {
 	var parts []string
 	for _, m := range msgs {
 		p := fmt.Sprintf("%s %s@%s", m.Name, m.Action, m.ResourceVersion)
@@ -109,12 +110,12 @@ func tombstones(t *testing.T, b bus, ns string) map[string]int {
 }
 
 // newEvents is what after holds that before did not, by event id.
-func newEvents(before, after []*sink.Message) []*sink.Message {
+func newEvents(before, after []*wire.Message) []*wire.Message {
 	seen := map[string]bool{}
 	for _, m := range before {
 		seen[m.ID] = true
 	}
-	var out []*sink.Message
+	var out []*wire.Message
 	for _, m := range after {
 		if !seen[m.ID] {
 			out = append(out, m)
@@ -128,7 +129,7 @@ func newEvents(before, after []*sink.Message) []*sink.Message {
 // mode writes them) and refuses larger ones as a bus does. Its Accepted
 // are what it takes, in order, and its Attempts every message sent.
 func limitedSink(limit int) *sinktest.Recorder {
-	return &sinktest.Recorder{Respond: func(_ context.Context, _ int, msgs []*sink.Message) error {
+	return &sinktest.Recorder{Respond: func(_ context.Context, _ int, msgs []*wire.Message) error {
 		errs := make([]error, len(msgs))
 		failed := false
 		for i, m := range msgs {

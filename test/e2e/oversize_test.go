@@ -9,8 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // On a bus that takes at most busLimit bytes, in both content modes: an
@@ -66,7 +66,7 @@ func TestOversizeObjects(t *testing.T) {
 					update(cm, map[string]string{"v": "1"})
 				}
 
-				var msgs []*sink.Message
+				var msgs []*wire.Message
 				poll.Until(t, 30*time.Second, func() (bool, string) {
 					msgs = b.read(t, ns)
 					v := oracle(t, ns, msgs)

@@ -14,10 +14,10 @@ import (
 	"k8s.io/client-go/dynamic"
 
 	"github.com/kubebus/bridge/internal/rawobject"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // By default the bridge hands on each object as the API server sent it:
@@ -99,7 +99,7 @@ func TestRawPathHandsOnTheAPIServersBytes(t *testing.T) {
 				{cmGVR, ns, "watched", cm2.ResourceVersion},
 				{gadgets, "", g1.GetName(), g1.GetResourceVersion()},
 			}
-			find := func(o object) *sink.Message {
+			find := func(o object) *wire.Message {
 				for _, m := range s.Accepted() {
 					if m.Resource == o.gvr && m.Namespace == o.ns && m.Name == o.name && m.ResourceVersion == o.rv {
 						return m

@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/eventdata"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Stop the bridge; while it is down update 5 objects, delete 5 and create
@@ -117,7 +117,7 @@ func resumeAfterDowntime(t *testing.T, b bus, ns string, env map[string]string) 
 
 	// What the second run published: each object's events past those of
 	// the first run.
-	var msgs []*sink.Message
+	var msgs []*wire.Message
 	for key, seq := range byKey(b.read(t, ns)) {
 		msgs = append(msgs, seq[min(before[key], len(seq)):]...)
 	}
@@ -151,7 +151,7 @@ func resumeAfterDowntime(t *testing.T, b bus, ns string, env map[string]string) 
 // should publish. A delete found on restart carries the resourceVersion of
 // the list that found the object gone, so for deletes rv is the object's
 // last state and m's must be newer; m's object still carries that state.
-func sameChange(m *sink.Message, action, rv string) bool {
+func sameChange(m *wire.Message, action, rv string) bool {
 	if m.Action != action {
 		return false
 	}

@@ -10,9 +10,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 type change struct {
@@ -126,7 +126,7 @@ type eventData struct {
 	OldObject *unstructured.Unstructured `json:"oldObject"`
 }
 
-func decodeData(t *testing.T, m *sink.Message) eventData {
+func decodeData(t *testing.T, m *wire.Message) eventData {
 	t.Helper()
 	var d eventData
 	if err := json.Unmarshal(m.Data, &d); err != nil {

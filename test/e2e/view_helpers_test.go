@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The kinds the view tests watch besides ConfigMaps.
@@ -42,12 +42,12 @@ func viewEnv(b bus, ns, resources string, extra map[string]string) map[string]st
 
 // reasonOf is the event's reason attribute: "left-filter" for the deleted
 // event of an object that left the view, "" otherwise.
-func reasonOf(m *sink.Message) string { return m.Reason }
+func reasonOf(m *wire.Message) string { return m.Reason }
 
 // viewChange is one event as the view tests expect it: "added@<rv>",
 // "updated@<rv>", or "deleted" with its reason ("deleted(left-filter)"),
 // whose resourceVersion the tests leave open.
-func viewChange(m *sink.Message) string {
+func viewChange(m *wire.Message) string {
 	if m.Action == "deleted" {
 		if r := reasonOf(m); r != "" {
 			return "deleted(" + r + ")"
@@ -58,7 +58,7 @@ func viewChange(m *sink.Message) string {
 }
 
 // changesByKey is each object's events, as viewChange writes them, in order.
-func changesByKey(msgs []*sink.Message) map[string][]string {
+func changesByKey(msgs []*wire.Message) map[string][]string {
 	out := map[string][]string{}
 	for _, m := range msgs {
 		out[m.Key()] = append(out[m.Key()], viewChange(m))
@@ -73,7 +73,7 @@ const datedRV = "later"
 // datedChanges is changesByKey, with each resourceVersion later than the
 // one rvs holds for the object (key → resourceVersion) written datedRV,
 // and each one that is not a number left as it is.
-func datedChanges(msgs []*sink.Message, rvs map[string]string) map[string][]string {
+func datedChanges(msgs []*wire.Message, rvs map[string]string) map[string][]string {
 	out := map[string][]string{}
 	for _, m := range msgs {
 		c := viewChange(m)
@@ -108,12 +108,12 @@ func diffChanges(got, want map[string][]string) string {
 
 // newSince is what msgs holds beyond before: each event of before, by id,
 // taken out once.
-func newSince(before, msgs []*sink.Message) []*sink.Message {
+func newSince(before, msgs []*wire.Message) []*wire.Message {
 	seen := map[string]int{}
 	for _, m := range before {
 		seen[m.ID]++
 	}
-	var out []*sink.Message
+	var out []*wire.Message
 	for _, m := range msgs {
 		if seen[m.ID] > 0 {
 			seen[m.ID]--
@@ -135,7 +135,7 @@ func waitForChange(t *testing.T, b bus, ns string, kind watchedKind, key, want s
 }
 
 // publishedObject is the object an event carries (data.object).
-func publishedObject(t *testing.T, m *sink.Message) map[string]any {
+func publishedObject(t *testing.T, m *wire.Message) map[string]any {
 	t.Helper()
 	var data struct {
 		Object map[string]any `json:"object"`

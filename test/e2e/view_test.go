@@ -15,9 +15,9 @@ import (
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/metrics"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Issue 14, acceptance 1: with BRIDGE_FILTER `object.status.phase !=
@@ -276,8 +276,8 @@ func TestViewDefinitionChange(t *testing.T) {
 		// run starts the bridge with the view's settings, and returns the
 		// events it published by the time it was ready (the comparison of
 		// the initial list with the checkpoint), once it stopped.
-		var seen []*sink.Message
-		run := func(settings map[string]string) []*sink.Message {
+		var seen []*wire.Message
+		run := func(settings map[string]string) []*wire.Message {
 			t.Helper()
 			startBridge(t, viewEnv(b, ns, "configmaps", settings), nil).stop(t)
 			all := b.read(t, ns)
@@ -285,7 +285,7 @@ func TestViewDefinitionChange(t *testing.T) {
 			seen = all
 			return out
 		}
-		expect := func(what string, got []*sink.Message, keys []string, c func(key string) string) {
+		expect := func(what string, got []*wire.Message, keys []string, c func(key string) string) {
 			t.Helper()
 			want := map[string][]string{}
 			for _, k := range keys {

@@ -26,10 +26,10 @@ import (
 	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/internal/rawaccess"
 	"github.com/kubebus/bridge/internal/rawobject"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/test/controlplane"
 	testcorpus "github.com/kubebus/bridge/test/corpus"
+	"github.com/kubebus/bridge/wire"
 )
 
 // customGroup is the group of the corpus's custom resources.
@@ -172,7 +172,7 @@ func parsedDelta(r source.Resource, obj *unstructured.Unstructured, keep bool, o
 // field by field: the same members with the same values, numbers equal as
 // decimals. Numbers equal in value but spelled differently are recorded
 // in spellings.
-func compare(t *testing.T, label string, raw, parsed *sink.Message, spellings map[string][2]string) {
+func compare(t *testing.T, label string, raw, parsed *wire.Message, spellings map[string][2]string) {
 	t.Helper()
 	var diffs []string
 	diff("", decode(t, raw.Encoded), decode(t, parsed.Encoded), &diffs, spellings)

@@ -10,20 +10,20 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kubelet"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // events decodes the stdout sink's lines: one event per line.
-func events(t *testing.T, stdout string) []*sink.Message {
+func events(t *testing.T, stdout string) []*wire.Message {
 	t.Helper()
-	var out []*sink.Message
+	var out []*wire.Message
 	for line := range strings.Lines(stdout) {
 		if !strings.HasSuffix(line, "\n") {
 			break // being written
 		}
-		m := &sink.Message{}
+		m := &wire.Message{}
 		if err := m.UnmarshalJSON([]byte(line)); err != nil {
 			t.Fatalf("stdout line %q: %v", line, err)
 		}
@@ -33,7 +33,7 @@ func events(t *testing.T, stdout string) []*sink.Message {
 }
 
 // of are the events about namespace's objects, as "action name".
-func of(msgs []*sink.Message, namespace string) []string {
+func of(msgs []*wire.Message, namespace string) []string {
 	var out []string
 	for _, m := range msgs {
 		if m.Namespace == namespace {

@@ -23,7 +23,6 @@ import (
 
 	"github.com/kubebus/bridge/checkpoint/natskv"
 	"github.com/kubebus/bridge/internal/config"
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/eventdata"
 	"github.com/kubebus/bridge/test/kubelet"
 	"github.com/kubebus/bridge/test/metricstest"
@@ -430,7 +429,7 @@ type observer struct {
 type stored struct {
 	seq uint64
 	at  time.Time
-	ev  *sink.Message
+	ev  *wire.Message
 }
 
 // observe starts reading the stream as soon as it exists: it listens for

@@ -14,9 +14,9 @@ import (
 	"github.com/caarlos0/env/v11"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/kafka"
 	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/wire"
 )
 
 // NATSSink is the bridge's NATS sink configured from vars (BRIDGE_NATS_*),
@@ -77,8 +77,8 @@ type Object struct {
 // "updated", "deleted") of o at resource version rv, whose data is data.
 // Its ID is unique per object, version and action; its UID is "uid-"
 // and the object's name.
-func (o Object) Message(action string, rv int, data []byte) *sink.Message {
-	return &sink.Message{
+func (o Object) Message(action string, rv int, data []byte) *wire.Message {
+	return &wire.Message{
 		ID:     fmt.Sprintf("uid-%s-%d-%s", o.Name, rv, action),
 		Source: "/clusters/" + o.Cluster + "/api/v1/" + o.Resource.Resource, Type: "io.kubebus.object." + action,
 		Subject: o.Namespace + "/" + o.Name, Time: time.Now(), Action: action,

@@ -18,6 +18,7 @@ import (
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // Cluster is the cluster name of the scenario's events; the example must
@@ -33,7 +34,7 @@ var Pods = schema.GroupVersionResource{Version: "v1", Resource: "pods"}
 // return nil once its context ends.
 func Run(t *testing.T, s sink.Sink, run func(ctx context.Context, out io.Writer) error) {
 	t.Helper()
-	publish := func(msgs ...*sink.Message) {
+	publish := func(msgs ...*wire.Message) {
 		t.Helper()
 		if err := s.Publish(t.Context(), msgs); err != nil {
 			t.Fatal(err)
@@ -80,7 +81,7 @@ func waitOutput(t *testing.T, out *logtest.Buffer, want string) {
 }
 
 // podEvent is the bridge's event for a Pod of Cluster in phase.
-func podEvent(action, ns, name, phase string, rv int) *sink.Message {
+func podEvent(action, ns, name, phase string, rv int) *wire.Message {
 	obj, err := json.Marshal(map[string]any{"object": map[string]any{
 		"apiVersion": "v1", "kind": "Pod",
 		"metadata": map[string]any{"namespace": ns, "name": name, "uid": "uid-" + name, "resourceVersion": fmt.Sprint(rv)},
