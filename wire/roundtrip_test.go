@@ -1,21 +1,18 @@
 package wire_test
 
 import (
-	"context"
 	"encoding/json"
-	"log/slog"
 	"maps"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/caarlos0/env/v11"
+	"github.com/nats-io/nats.go/jetstream"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	kafkasink "github.com/kubebus/bridge/sink/kafka"
-	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/wire"
@@ -121,35 +118,18 @@ func same(t *testing.T, got, want *wire.Message) {
 	}
 }
 
-func logger(t *testing.T) *slog.Logger { return slog.New(slog.NewTextHandler(t.Output(), nil)) }
-
 // publishNATS publishes m with the bridge's NATS sink in mode and reads
 // the stream's message back.
-func publishNATS(t *testing.T, m *wire.Message, mode string) *struct {
-	Header map[string][]string
-	Data   []byte
-} {
+func publishNATS(t *testing.T, m *wire.Message, mode string) *jetstream.RawStreamMsg {
 	t.Helper()
 	srv := natstest.Start(t, natstest.Options{})
 	vars := srv.Env()
 	vars["BRIDGE_NATS_CE_MODE"] = mode
-	var cfg natssink.Config
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
-		t.Fatal(err)
-	}
-	settings, err := cfg.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := natssink.New(t.Context(), settings, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
+	s := bustest.NATSSink(t, vars)
 	if err := s.Publish(t.Context(), []*wire.Message{m}); err != nil {
 		t.Fatal(err)
 	}
-	stream, err := srv.JetStream(t).Stream(t.Context(), cfg.Stream)
+	stream, err := srv.JetStream(t).Stream(t.Context(), wire.DefaultStream)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,10 +137,7 @@ func publishNATS(t *testing.T, m *wire.Message, mode string) *struct {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &struct {
-		Header map[string][]string
-		Data   []byte
-	}{raw.Header, raw.Data}
+	return raw
 }
 
 // publishKafka publishes m with the bridge's Kafka sink in mode and reads
@@ -168,26 +145,12 @@ func publishNATS(t *testing.T, m *wire.Message, mode string) *struct {
 func publishKafka(t *testing.T, m *wire.Message, mode string) *kgo.Record {
 	t.Helper()
 	c := kafkatest.Start(t)
-	var cfg kafkasink.Config
-	vars := map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ","), "BRIDGE_KAFKA_CE_MODE": mode, "BRIDGE_KAFKA_TOMBSTONES": "false", "BRIDGE_KAFKA_LAYOUT": "history"}
-	if err := env.ParseWithOptions(&cfg, env.Options{Environment: vars}); err != nil {
+	s := bustest.KafkaSink(t, map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ","), "BRIDGE_KAFKA_CE_MODE": mode,
+		"BRIDGE_KAFKA_TOMBSTONES": "false", "BRIDGE_KAFKA_LAYOUT": "history"}, m.Resource)
+	if err := s.Publish(t.Context(), []*wire.Message{m}); err != nil {
 		t.Fatal(err)
 	}
-	settings, err := cfg.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	s, err := kafkasink.New(ctx, settings, []schema.GroupVersionResource{m.Resource}, kafkasink.Options{}, logger(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close(context.Background())
-	if err := s.Publish(ctx, []*wire.Message{m}); err != nil {
-		t.Fatal(err)
-	}
-	recs := c.ReadAll(settings.TopicOf(m.Resource))
+	recs := c.ReadAll(wire.TopicFor(wire.DefaultTopicPrefix, m.Resource.GroupResource()))
 	if len(recs) != 1 {
 		t.Fatalf("%d records, want 1", len(recs))
 	}

@@ -1,15 +1,13 @@
 package kafka
 
 import (
-	"context"
 	"fmt"
-	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	envvars "github.com/caarlos0/env/v11"
 	"github.com/twmb/franz-go/pkg/kgo"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -18,35 +16,18 @@ import (
 
 	"github.com/kubebus/bridge/consumer"
 	sinkkafka "github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/wire"
 )
 
-// clusterSink is a Kafka sink of the bridge, writing to c with vars on top
-// of the defaults; the end of t closes it.
+// clusterSink is a Kafka sink of the bridge for ConfigMaps, writing to
+// c with vars on top of the defaults; the end of t closes it.
 func clusterSink(t *testing.T, c *kafkatest.Cluster, vars map[string]string) *sinkkafka.Sink {
 	t.Helper()
 	all := map[string]string{"BRIDGE_KAFKA_BROKERS": strings.Join(c.Addrs(), ",")}
-	for k, v := range vars {
-		all[k] = v
-	}
-	var cfg sinkkafka.Config
-	if err := envvars.ParseWithOptions(&cfg, envvars.Options{Environment: all}); err != nil {
-		t.Fatal(err)
-	}
-	settings, err := cfg.Parse()
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
-	defer cancel()
-	s, err := sinkkafka.New(ctx, settings, []schema.GroupVersionResource{{Version: "v1", Resource: "configmaps"}},
-		sinkkafka.Options{}, slog.New(slog.NewTextHandler(t.Output(), nil)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { s.Close(context.Background()) })
-	return s
+	maps.Copy(all, vars)
+	return bustest.KafkaSink(t, all, schema.GroupVersionResource{Version: "v1", Resource: "configmaps"})
 }
 
 // uidOf is the uid of ConfigMap default/name of cluster, a UUID (the

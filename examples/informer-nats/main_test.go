@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/examples/internal/bustest"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/examples/internal/podphases/podphasestest"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/natstest"

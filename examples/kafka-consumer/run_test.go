@@ -9,7 +9,7 @@ import (
 	"github.com/caarlos0/env/v11"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/examples/internal/bustest"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/sink/kafka"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/logtest"

@@ -10,7 +10,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/examples/internal/bustest"
+	"github.com/kubebus/bridge/test/bustest"
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/natstest"

@@ -14,7 +14,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/examples/internal/bustest"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/poll"

@@ -1,4 +1,4 @@
-// Package bustest is what the examples' tests share to put the bridge's
+// Package bustest is what tests share to put the bridge's
 // messages on a test bus: a bridge sink configured from the bridge's own
 // variables, as a deployment configures it, and the messages the bridge
 // writes for an object's changes.
