@@ -86,17 +86,7 @@ func TestSnapshotDamaged(t *testing.T) {
 // TestSnapshotExpired: a snapshot whose position the bus no longer holds
 // is discarded, and the informer lists the bus.
 func TestSnapshotExpired(t *testing.T) {
-	log := newFakeLog()
-	a1 := cm("a", "a", 10)
-	log.append(rec("added", a1))
-	opts := testOptions()
-	opts.SnapshotFile = filepath.Join(t.TempDir(), "configmaps.snap")
-	lw1 := newLW(t, log, opts)
-	_, _, stop := runInformer(t, lw1, 0)
-	stop()
-	if err := lw1.Close(); err != nil {
-		t.Fatal(err)
-	}
+	log, opts := snapshotOfOneObject(t)
 	a2 := cm("a", "a", 11)
 	log.expire(rec("updated", a2))
 
@@ -111,15 +101,7 @@ func TestSnapshotExpired(t *testing.T) {
 // TestSnapshotOtherOptions: a file written for another selection is not
 // used.
 func TestSnapshotOtherOptions(t *testing.T) {
-	log := newFakeLog()
-	a1 := cm("a", "a", 10)
-	log.append(rec("added", a1))
-	opts := testOptions()
-	opts.SnapshotFile = filepath.Join(t.TempDir(), "configmaps.snap")
-	lw1 := newLW(t, log, opts)
-	_, _, stop := runInformer(t, lw1, 0)
-	stop()
-	lw1.Close()
+	log, opts := snapshotOfOneObject(t)
 	opts.Namespace = "elsewhere"
 	l := newLW(t, log, opts)
 	inf, c, _ := runInformer(t, l, 0)
@@ -127,4 +109,22 @@ func TestSnapshotOtherOptions(t *testing.T) {
 	if st := l.Stats(); st.BusLists != 1 || st.SnapshotLists != 0 {
 		t.Errorf("stats %+v: want 1 bus list", st)
 	}
+}
+
+// snapshotOfOneObject is a bus holding one object, ns/a at 10, and the
+// options of an informer that has listed it and stopped: its snapshot
+// file holds the object at the bus's position.
+func snapshotOfOneObject(t *testing.T) (*fakeLog, Options) {
+	t.Helper()
+	log := newFakeLog()
+	log.append(rec("added", cm("a", "a", 10)))
+	opts := testOptions()
+	opts.SnapshotFile = filepath.Join(t.TempDir(), "configmaps.snap")
+	lw := newLW(t, log, opts)
+	_, _, stop := runInformer(t, lw, 0)
+	stop()
+	if err := lw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return log, opts
 }

@@ -56,23 +56,14 @@ func TestLogFromGroupConsumerClient(t *testing.T) {
 // holds nothing to give (here a transaction marker).
 func TestFollowReturnsErrorOfProgress(t *testing.T) {
 	e := newEnv(t, 1, nil)
-	txn := e.c.Client(kgo.TransactionalID("tx"), kgo.DefaultProduceTopic(e.topic))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.ProduceSync(ctx, record("default/in-txn", message("in-txn", 1))).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	e.putInTransaction("in-txn", 1)
 	recs, _ := e.readState()
 	from := recs[0].Position // before the commit marker
 	stop := errors.New("caught up")
 	calls := 0
 	start := time.Now()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
 	err := e.log.Follow(ctx, from, func(r consumer.Record) error {
 		calls++
 		if r.Progress() {

@@ -112,6 +112,25 @@ func (e *env) del(name string) {
 	e.send(record("default/"+name, nil))
 }
 
+// putInTransaction writes the configmap default/name at resourceVersion
+// rv in a committed transaction: the partition then holds the record and,
+// after it, the commit marker, an offset no consumer is given.
+func (e *env) putInTransaction(name string, rv int) {
+	e.t.Helper()
+	txn := e.c.Client(kgo.TransactionalID("tx"), kgo.DefaultProduceTopic(e.topic))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := txn.BeginTransaction(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := txn.ProduceSync(ctx, record("default/"+name, message(name, rv))).FirstErr(); err != nil {
+		e.t.Fatal(err)
+	}
+	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
+		e.t.Fatal(err)
+	}
+}
+
 func (e *env) send(r *kgo.Record) {
 	e.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)

@@ -126,18 +126,7 @@ func TestReadStateCompacted(t *testing.T) {
 func TestReadStateTailWithoutRecord(t *testing.T) {
 	e := newEnv(t, 1, nil)
 	e.put("plain", 1)
-	txn := e.c.Client(kgo.TransactionalID("tx"), kgo.DefaultProduceTopic(e.topic))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := txn.BeginTransaction(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.ProduceSync(ctx, record("default/in-txn", message("in-txn", 1))).FirstErr(); err != nil {
-		t.Fatal(err)
-	}
-	if err := txn.EndTransaction(ctx, kgo.TryCommit); err != nil {
-		t.Fatal(err)
-	}
+	e.putInTransaction("in-txn", 1)
 	end := e.c.EndOffsets(e.topic)[0]
 	if end != 3 {
 		t.Fatalf("end offset %d, want 3 (two records and a commit marker)", end)
