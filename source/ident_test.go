@@ -1,7 +1,6 @@
 package source
 
 import (
-	"slices"
 	"testing"
 	"unsafe"
 
@@ -89,7 +88,5 @@ func TestTrackerTellsUIDsThatDifferOnlyInDashes(t *testing.T) {
 	tr, got := newTestTracker(nil, false)
 	tr.add(cm("a", odd, "5"))
 	tr.add(cm("a", other, "5"))
-	if want := []string{"added ns/a " + odd + "@5", "deleted ns/a " + odd + "@5 snapshot", "added ns/a " + other + "@5 snapshot"}; !slices.Equal(got.summary(), want) {
-		t.Errorf("deltas %v, want %v", got.summary(), want)
-	}
+	got.expect(t, "added ns/a "+odd+"@5", "deleted ns/a "+odd+"@5 snapshot", "added ns/a "+other+"@5 snapshot")
 }

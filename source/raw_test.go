@@ -332,16 +332,13 @@ func TestRelistDeletesFromStubs(t *testing.T) {
 	if err := st.Replace(streamList(rawCM(t, "a", "ua", "2"), rawCM(t, "c", "uc", "5")), "6"); err != nil {
 		t.Fatal(err)
 	}
-	want := []string{
+	got.expect(t,
 		"added ns/a ua@2 snapshot",
 		"added ns/b ub@3 snapshot",
 		"deleted ns/p up@4 snapshot",
 		"added ns/c uc@5 snapshot",
 		"deleted ns/b ub@6 snapshot",
-	}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	)
 	if !slices.Equal(relists, []string{"6"}) {
 		t.Errorf("relists %v, want [6]", relists)
 	}
@@ -384,14 +381,11 @@ func TestRelistOlderThanAFailedAttemptDeletesNothingNewer(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	want := []string{
+	got.expect(t,
 		"added ns/a ua@2 snapshot",
 		"added ns/b ub@7 snapshot",
 		"updated ns/b ub@8",
-	}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	)
 }
 
 // The path is decided when the source is made: raw with a REST client,

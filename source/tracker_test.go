@@ -44,6 +44,14 @@ func (c collected) summary() []string {
 	return out
 }
 
+// expect reports, as an error of t, deltas whose summary is not want.
+func (c collected) expect(t testing.TB, want ...string) {
+	t.Helper()
+	if s := c.summary(); !slices.Equal(s, want) {
+		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
+	}
+}
+
 func newTestTracker(prior map[string]checkpoint.Position, keepOld bool) (*tracker, *collected) {
 	return newTestTrackerIn(prior, 1, keepOld)
 }
@@ -82,7 +90,7 @@ func TestInitialListDiff(t *testing.T) {
 	// After the diff, adds are plain watch events.
 	tr.add(cm("after", "u10", "32"))
 
-	want := []string{
+	got.expect(t,
 		"updated ns/changed u2@20 snapshot",
 		"deleted ns/recreate u3@21 snapshot",
 		"added ns/recreate u9@21 snapshot",
@@ -92,10 +100,7 @@ func TestInitialListDiff(t *testing.T) {
 		"deleted ns/gone-a u5@30 snapshot",
 		"deleted ns/gone-b u4@30 snapshot",
 		"added ns/after u10@32",
-	}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	)
 	for _, d := range *got {
 		if d.Type == Deleted && d.Name == "gone-a" && d.Object.GetResourceVersion() != "14" {
 			t.Errorf("gone-a: object at %s, want its last published state, 14", d.Object.GetResourceVersion())
@@ -130,9 +135,7 @@ func TestInitialListOfSeveralNamespaces(t *testing.T) {
 	tr.replace("b", items(y), "11")
 	<-tr.allListed
 	tr.finishInitialList()
-	if s, want := got.summary(), []string{"deleted b/z u3@11 snapshot"}; !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	got.expect(t, "deleted b/z u3@11 snapshot")
 }
 
 func TestWatchEvents(t *testing.T) {
@@ -147,15 +150,12 @@ func TestWatchEvents(t *testing.T) {
 	// A modification of an object never seen is news to consumers too.
 	tr.update(cm("b", "u2", "4"))
 
-	want := []string{
+	got.expect(t,
 		"added ns/a u1@1",
 		"updated ns/a u1@2",
 		"deleted ns/a u1@3",
 		"added ns/b u2@4",
-	}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	)
 	if old := (*got)[1].OldObject; old == nil || old.GetResourceVersion() != "1" {
 		t.Errorf("updated delta's OldObject = %v, want the state at 1", old)
 	}
@@ -184,17 +184,14 @@ func TestRelistDiff(t *testing.T) {
 		t.Error("a second list not reported as a relist")
 	}
 	tr.update(cm("changed", "u2", "11")) // the watch after it
-	want := []string{
+	got.expect(t,
 		"updated ns/changed u2@8 snapshot",
 		"added ns/new u5@9 snapshot",
 		"deleted ns/recreated u4@9 snapshot",
 		"added ns/recreated u6@9 snapshot",
 		"deleted ns/gone u3@10 snapshot",
 		"updated ns/changed u2@11",
-	}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	)
 }
 
 func TestOldObjectOnlyWhenAsked(t *testing.T) {
@@ -234,10 +231,7 @@ func TestIntentsInTheCheckpoint(t *testing.T) {
 	}, false)
 	tr.replace("", items(cm("listed", "u1", "5")), "9")
 	tr.finishInitialList()
-	want := []string{"added ns/listed u1@5 snapshot", "deleted ns/missing u2@9 snapshot"}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	got.expect(t, "added ns/listed u1@5 snapshot", "deleted ns/missing u2@9 snapshot")
 }
 
 // The store hands on transformed objects, ignores what is not an object,
@@ -263,16 +257,13 @@ func TestStore(t *testing.T) {
 	must(st.Add(42))
 	must(st.Replace(nil, "6"))
 	must(st.Resync())
-	want := []string{
+	got.expect(t,
 		"added ns/a u1@1 snapshot",
 		"added ns/b u2@3",
 		"updated ns/b u2@4",
 		"deleted ns/a u1@5",
 		"deleted ns/b u2@6 snapshot",
-	}
-	if s := got.summary(); !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	)
 	for _, d := range *got {
 		if _, found, _ := unstructured.NestedFieldNoCopy(d.Object.Object, "metadata", "managedFields"); found {
 			t.Errorf("%s %s: managedFields not dropped", d.Type, d.Key())
@@ -294,9 +285,7 @@ func TestOlderStatesAreNotHandedOn(t *testing.T) {
 	tr.update(cm("a", "u1", "9"))
 	tr.update(cm("a", "u1", "10"))
 	tr.update(cm("a", "u1", "11"))
-	if s, want := got.summary(), []string{"updated ns/a u1@11"}; !slices.Equal(s, want) {
-		t.Errorf("deltas:\n%v\nwant\n%v", s, want)
-	}
+	got.expect(t, "updated ns/a u1@11")
 }
 
 // With OldObject, an object unchanged since the last run still gets its
