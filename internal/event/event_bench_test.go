@@ -73,6 +73,26 @@ func parsedDelta(tb testing.TB, r source.Resource, data []byte, keepManagedField
 	}
 }
 
+// pathDelta is a delta of a fixture as one of the encoder's paths has it.
+type pathDelta struct {
+	name string
+	d    source.Delta
+}
+
+// pathDeltas are the updates of data on each path the encoder writes: the
+// raw object, the parsed one, and the identity alone (raw, content
+// omitted).
+func pathDeltas(tb testing.TB, r source.Resource, data []byte) []pathDelta {
+	tb.Helper()
+	omitted := rawDelta(tb, r, data)
+	omitted.ContentOmitted = true
+	return []pathDelta{
+		{"raw", rawDelta(tb, r, data)},
+		{"parsed", parsedDelta(tb, r, data, false)},
+		{"raw, content omitted", omitted},
+	}
+}
+
 // BenchmarkEvent writes the structured-mode event of an update as a sink
 // sends it (Encode, then MarshalJSON) for objects as the API server sends
 // them: raw is the delta of the source's raw path (the object's bytes,

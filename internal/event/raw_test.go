@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/internal/rawobject"
-	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -21,17 +20,7 @@ func TestEncodeWritesTheEventInOneBuffer(t *testing.T) {
 		data := readFixture(t, fx.name)
 		withOld := parsedDelta(t, fx.resource, data, false)
 		withOld.OldObject = parsedDelta(t, fx.resource, data, false).Object
-		omitted := rawDelta(t, fx.resource, data)
-		omitted.ContentOmitted = true
-		for _, tt := range []struct {
-			name string
-			d    source.Delta
-		}{
-			{"raw", rawDelta(t, fx.resource, data)},
-			{"parsed", parsedDelta(t, fx.resource, data, false)},
-			{"parsed with the old object", withOld},
-			{"raw, content omitted", omitted},
-		} {
+		for _, tt := range append(pathDeltas(t, fx.resource, data), pathDelta{"parsed with the old object", withOld}) {
 			t.Run(fx.name+"/"+tt.name, func(t *testing.T) {
 				m, err := enc.Encode(&tt.d)
 				if err != nil {

@@ -15,16 +15,7 @@ func TestEncodeReason(t *testing.T) {
 	enc := Encoder{Cluster: "prod"}
 	for _, fx := range fixtures {
 		data := readFixture(t, fx.name)
-		omitted := rawDelta(t, fx.resource, data)
-		omitted.ContentOmitted = true
-		for _, tt := range []struct {
-			name string
-			d    source.Delta
-		}{
-			{"raw", rawDelta(t, fx.resource, data)},
-			{"parsed", parsedDelta(t, fx.resource, data, false)},
-			{"raw, content omitted", omitted},
-		} {
+		for _, tt := range pathDeltas(t, fx.resource, data) {
 			for _, reason := range []source.Reason{source.ReasonLeftFilter, ""} {
 				t.Run(fx.name+"/"+tt.name+"/"+string(reason), func(t *testing.T) {
 					d := tt.d
