@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/sink/sinktest"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/wire"
@@ -52,6 +53,30 @@ func (r *flushingRecorder) isDurable(key, uid string) bool {
 	return false
 }
 
+// intentRecorder is a checkpoint that takes both positions and intents.
+type intentRecorder interface {
+	Recorder
+	IntentRecorder
+}
+
+// newIntentPipeline is a pipeline with opts that publishes each delta's
+// identity to s and records positions and intents in rec.
+func newIntentPipeline(s sink.Sink, rec intentRecorder, opts Options) *Pipeline {
+	opts.Intents = rec
+	return New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
+		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
+	}), rec, opts, slog.New(slog.DiscardHandler))
+}
+
+// runUntilEnd runs p until the test ends; what Run returns is not the
+// test's concern.
+func runUntilEnd(t *testing.T, p *Pipeline) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = p.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // Before an object's creation is published, the checkpoint durably holds
 // an intent for it (its uid, no resourceVersion); updates need none.
 func TestIntentsBeforeCreates(t *testing.T) {
@@ -66,13 +91,8 @@ func TestIntentsBeforeCreates(t *testing.T) {
 		}
 		return nil
 	}}
-	p := New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
-		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
-	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	p := newIntentPipeline(s, rec, Options{})
+	runUntilEnd(t, p)
 
 	p.OnDelta(mkDelta(source.Added, "a", "ua", 1))
 	p.OnDelta(mkDelta(source.Added, "b", "ub", 2))
@@ -118,13 +138,8 @@ func (r *brokenRecorder) RecordIntents(context.Context, ...checkpoint.Intent) er
 func TestIntentsTerminalFlushError(t *testing.T) {
 	rec := &brokenRecorder{}
 	s := &sinktest.Recorder{}
-	p := New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
-		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
-	}), rec, Options{Intents: rec}, slog.New(slog.DiscardHandler))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	p := newIntentPipeline(s, rec, Options{})
+	runUntilEnd(t, p)
 
 	p.OnDelta(mkDelta(source.Added, "a", "ua", 1))
 	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -148,17 +163,12 @@ func TestIntentsTerminalFlushError(t *testing.T) {
 func TestIntentsTerminalFlushErrorPublishesTheRest(t *testing.T) {
 	rec := &brokenRecorder{}
 	s := &sinktest.Recorder{}
-	p := New(s, encodeFunc(func(d *source.Delta) (*wire.Message, error) {
-		return &wire.Message{Subject: d.Key(), UID: string(d.UID), Action: string(d.Type), ResourceVersion: d.ResourceVersion, Resource: d.Resource.GroupVersionResource}, nil
-	}), rec, Options{Workers: 1, Intents: rec}, slog.New(slog.DiscardHandler))
+	p := newIntentPipeline(s, rec, Options{Workers: 1})
 	// Queued before the workers start, so that they form one batch.
 	p.OnDelta(mkDelta(source.Added, "new", "un", 1))
 	p.OnDelta(mkDelta(source.Deleted, "gone", "ug", 2))
 	p.OnDelta(mkDelta(source.Updated, "changed", "uc", 3))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = p.Run(ctx); close(done) }()
-	defer func() { cancel(); <-done }()
+	runUntilEnd(t, p)
 	dctx, dcancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer dcancel()
 	if err := p.Drain(dctx); err != nil {
