@@ -21,35 +21,27 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		return nil, nil
 	}
 	m := &metrics{
-		lists: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubebus_consumer_lists_total",
-			Help: "Lists a bus informer served, from the bus's state or from its snapshot file.",
-		}, []string{"informer", "from"}),
-		expired: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubebus_consumer_expired_total",
-			Help: "Watches answered with 410 Gone, after which the informer lists again.",
-		}, []string{"informer"}),
-		events: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubebus_consumer_events_total",
-			Help: "Watch events handed to a bus informer, by type.",
-		}, []string{"informer", "type"}),
-		dropped: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "kubebus_consumer_records_dropped_total",
-			Help: "Bus records a bus informer did not hand on, by reason.",
-		}, []string{"informer", "reason"}),
+		lists: counterVec("kubebus_consumer_lists_total",
+			"Lists a bus informer served, from the bus's state or from its snapshot file.", "informer", "from"),
+		expired: counterVec("kubebus_consumer_expired_total",
+			"Watches answered with 410 Gone, after which the informer lists again.", "informer"),
+		events: counterVec("kubebus_consumer_events_total",
+			"Watch events handed to a bus informer, by type.", "informer", "type"),
+		dropped: counterVec("kubebus_consumer_records_dropped_total",
+			"Bus records a bus informer did not hand on, by reason.", "informer", "reason"),
 	}
-	var err error
-	m.lists, err = register(reg, m.lists)
-	if err == nil {
-		m.expired, err = register(reg, m.expired)
+	for _, c := range []**prometheus.CounterVec{&m.lists, &m.expired, &m.events, &m.dropped} {
+		var err error
+		if *c, err = register(reg, *c); err != nil {
+			return m, err
+		}
 	}
-	if err == nil {
-		m.events, err = register(reg, m.events)
-	}
-	if err == nil {
-		m.dropped, err = register(reg, m.dropped)
-	}
-	return m, err
+	return m, nil
+}
+
+// counterVec is a counter vector, not yet registered, with the given labels.
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
 }
 
 // register registers c, or returns the vector another ListerWatcher
