@@ -149,21 +149,14 @@ func (s *Sink) publishJetStream(ctx context.Context, msgs []*wire.Message) []err
 			// store an object's later change before its earlier one.
 			stop = errors.New("nats sink: the connection was re-established during the batch")
 		}
-		if stop != nil {
-			errs[i] = stop
-			continue
-		}
-		nm, err := s.encode(m)
+		nm, err := s.encodeUnless(stop, m)
 		if err != nil {
-			errs[i] = sink.Terminal(fmt.Errorf("nats sink: encode event %s: %w", m.ID, err))
+			errs[i] = err
 			continue
 		}
 		f, err := s.js.PublishMsgAsync(nm, s.pubOpts...)
 		if err != nil {
-			errs[i] = publishError(nm.Subject, err)
-			if !sink.IsTerminal(errs[i]) {
-				stop = errs[i]
-			}
+			errs[i] = sendFailed(nm.Subject, err, &stop)
 			continue
 		}
 		futures[i] = f
@@ -200,20 +193,13 @@ func (s *Sink) publishCore(ctx context.Context, msgs []*wire.Message) []error {
 		if stop == nil && ctx.Err() != nil {
 			stop = fmt.Errorf("nats sink: %w", ctx.Err())
 		}
-		if stop != nil {
-			errs[i] = stop
-			continue
-		}
-		nm, err := s.encode(m)
+		nm, err := s.encodeUnless(stop, m)
 		if err != nil {
-			errs[i] = sink.Terminal(fmt.Errorf("nats sink: encode event %s: %w", m.ID, err))
+			errs[i] = err
 			continue
 		}
 		if err := s.nc.PublishMsg(nm); err != nil {
-			errs[i] = publishError(nm.Subject, err)
-			if !sink.IsTerminal(errs[i]) {
-				stop = errs[i]
-			}
+			errs[i] = sendFailed(nm.Subject, err, &stop)
 		}
 	}
 	fctx, cancel := context.WithTimeout(ctx, s.cfg.AckTimeout)
@@ -227,6 +213,31 @@ func (s *Sink) publishCore(ctx context.Context, msgs []*wire.Message) []error {
 		}
 	}
 	return errs
+}
+
+// encodeUnless is m's NATS message, or the error m fails with instead:
+// stop, once an earlier failure or the end of the caller's context has cut
+// the round short, or why m cannot be encoded, which no retry fixes.
+func (s *Sink) encodeUnless(stop error, m *wire.Message) (*nats.Msg, error) {
+	if stop != nil {
+		return nil, stop
+	}
+	nm, err := s.encode(m)
+	if err != nil {
+		return nil, sink.Terminal(fmt.Errorf("nats sink: encode event %s: %w", m.ID, err))
+	}
+	return nm, nil
+}
+
+// sendFailed is the error of a message to subject whose send failed with
+// err. Unless no retry can fix it, the failure is the connection's, and it
+// also cuts the rest of the round short: *stop is set to it.
+func sendFailed(subject string, err error, stop *error) error {
+	err = publishError(subject, err)
+	if !sink.IsTerminal(err) {
+		*stop = err
+	}
+	return err
 }
 
 // jsErrCodeHeaderExceedsMaximum is the stream's answer to a message whose
