@@ -16,10 +16,7 @@ import (
 func TestOpenRefusesReplicatedBucket(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
 	nc := srv.Conn(t)
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
+	js := natstest.JetStreamOn(t, nc)
 	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "origin"}); err != nil {
 		t.Fatal(err)
 	}

@@ -152,14 +152,7 @@ func TestOpen(t *testing.T) {
 	}
 
 	s := open(t, nc, "made")
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(t.Context(), "KV_made")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := natstest.Stream(t, nc, "KV_made")
 	cfg := st.CachedInfo().Config
 	if cfg.MaxMsgsPerSubject != 1 || cfg.Storage != jetstream.FileStorage || !cfg.AllowMsgTTL || s.markerTTL != markerTTL {
 		t.Errorf("created bucket: history %d storage %s allowMsgTTL %v markerTTL %s", cfg.MaxMsgsPerSubject, cfg.Storage, cfg.AllowMsgTTL, s.markerTTL)
@@ -167,7 +160,7 @@ func TestOpen(t *testing.T) {
 
 	// A bucket made by an operator, without per-message TTLs, is used as
 	// it is, with create=false too.
-	if _, err := js.CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "theirs"}); err != nil {
+	if _, err := natstest.JetStreamOn(t, nc).CreateKeyValue(t.Context(), jetstream.KeyValueConfig{Bucket: "theirs"}); err != nil {
 		t.Fatal(err)
 	}
 	theirs, err := Open(t.Context(), nc, "theirs", Options{}, testLogger(t))
@@ -195,14 +188,7 @@ func TestDeleteLeavesExpiringMarker(t *testing.T) {
 	if err := s.Commit(t.Context(), []checkpoint.Record{del("pods", "ns/p", "u", "2")}); err != nil {
 		t.Fatal(err)
 	}
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(t.Context(), "KV_marks")
-	if err != nil {
-		t.Fatal(err)
-	}
+	st := natstest.Stream(t, nc, "KV_marks")
 	m, err := st.GetLastMsgForSubject(t.Context(), "$KV.marks."+objectKey("pods", "ns/p"))
 	if err != nil {
 		t.Fatal(err)

@@ -111,14 +111,7 @@ func streamMsgs(t testing.TB, nc *nats.Conn, stream, filter string) []jetstream.
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 	defer cancel()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatal(err)
-	}
-	st, err := js.Stream(ctx, stream)
-	if err != nil {
-		t.Fatalf("stream %s: %v", stream, err)
-	}
+	st := natstest.Stream(t, nc, stream)
 	info, err := st.Info(ctx, jetstream.WithSubjectFilter(filter))
 	if err != nil {
 		t.Fatalf("stream %s: %v", stream, err)
@@ -171,15 +164,6 @@ func containsAll(s string, parts ...string) bool {
 		}
 	}
 	return true
-}
-
-func jetStream(t testing.TB, srv *natstest.Server) jetstream.JetStream {
-	t.Helper()
-	js, err := jetstream.New(srv.Conn(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return js
 }
 
 // streamConfigFor is a stream of the state layout, as an operator makes it

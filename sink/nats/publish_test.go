@@ -146,7 +146,7 @@ func TestExistingStream(t *testing.T) {
 		t.Fatalf("missing stream: err = %v", err)
 	}
 
-	js := jetStream(t, srv)
+	js := srv.JetStream(t)
 	if _, err := js.CreateStream(t.Context(), streamConfigFor("MINE", "other.>")); err != nil {
 		t.Fatal(err)
 	}
@@ -218,7 +218,7 @@ func TestTooLarge(t *testing.T) {
 		{name: "stream max message size", limit: func(t *testing.T, srv *natstest.Server) {
 			c := streamConfigFor("KUBE", "kube.>")
 			c.MaxMsgSize = 4096
-			if _, err := jetStream(t, srv).CreateStream(t.Context(), c); err != nil {
+			if _, err := srv.JetStream(t).CreateStream(t.Context(), c); err != nil {
 				t.Fatal(err)
 			}
 		}},

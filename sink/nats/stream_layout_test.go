@@ -49,7 +49,7 @@ func TestExistingStreamOfOtherLayout(t *testing.T) {
 				// What earlier bridges created.
 				c := jetstream.StreamConfig{Name: "KUBE", Subjects: []string{"kube.>"}, Storage: jetstream.FileStorage,
 					MaxAge: 168 * time.Hour, Duplicates: 10 * time.Minute}
-				if _, err := jetStream(t, srv).CreateStream(t.Context(), c); err != nil {
+				if _, err := srv.JetStream(t).CreateStream(t.Context(), c); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -109,7 +109,7 @@ func TestExistingStateStreamLimits(t *testing.T) {
 			srv := natstest.Start(t, natstest.Options{})
 			c := streamConfigFor("KUBE", "kube.>")
 			tc.change(&c)
-			if _, err := jetStream(t, srv).CreateStream(t.Context(), c); err != nil {
+			if _, err := srv.JetStream(t).CreateStream(t.Context(), c); err != nil {
 				t.Fatal(err)
 			}
 			s, err := New(t.Context(), parse(t, serverConfig(t, srv, nil)), testLogger(t))

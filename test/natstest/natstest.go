@@ -241,25 +241,34 @@ func (s *Server) Conn(t testing.TB) *nats.Conn {
 // JetStream returns a JetStream context on a connection of Conn's.
 func (s *Server) JetStream(t testing.TB) jetstream.JetStream {
 	t.Helper()
-	js, err := jetstream.New(s.Conn(t))
+	return JetStreamOn(t, s.Conn(t))
+}
+
+// JetStreamOn returns a JetStream context on nc.
+func JetStreamOn(t testing.TB, nc *nats.Conn) jetstream.JetStream {
+	t.Helper()
+	js, err := jetstream.New(nc)
 	if err != nil {
 		t.Fatalf("natstest: jetstream: %v", err)
 	}
 	return js
 }
 
-// StreamState returns the state of stream, as nc's server reports it.
-func StreamState(t testing.TB, nc *nats.Conn, stream string) jetstream.StreamState {
+// Stream returns stream as nc's server has it, failing the test if it
+// does not exist.
+func Stream(t testing.TB, nc *nats.Conn, stream string) jetstream.Stream {
 	t.Helper()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		t.Fatalf("natstest: jetstream: %v", err)
-	}
-	st, err := js.Stream(t.Context(), stream)
+	st, err := JetStreamOn(t, nc).Stream(t.Context(), stream)
 	if err != nil {
 		t.Fatalf("natstest: stream %s: %v", stream, err)
 	}
-	info, err := st.Info(t.Context())
+	return st
+}
+
+// StreamState returns the state of stream, as nc's server reports it.
+func StreamState(t testing.TB, nc *nats.Conn, stream string) jetstream.StreamState {
+	t.Helper()
+	info, err := Stream(t, nc, stream).Info(t.Context())
 	if err != nil {
 		t.Fatalf("natstest: stream %s: %v", stream, err)
 	}

@@ -21,11 +21,7 @@ func TestRestartKeepsPortAndFiles(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := Start(t, tc.opts)
 			port := srv.Port()
-			nc := srv.Conn(t)
-			js, err := jetstream.New(nc)
-			if err != nil {
-				t.Fatal(err)
-			}
+			js := srv.JetStream(t)
 			if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "S", Subjects: []string{"s.>"}, Storage: jetstream.FileStorage}); err != nil {
 				t.Fatal(err)
 			}
@@ -36,14 +32,7 @@ func TestRestartKeepsPortAndFiles(t *testing.T) {
 			if srv.Port() != port {
 				t.Fatalf("port %d after restart, was %d", srv.Port(), port)
 			}
-			js2, err := jetstream.New(srv.Conn(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			st, err := js2.Stream(t.Context(), "S")
-			if err != nil {
-				t.Fatal(err)
-			}
+			st := Stream(t, srv.Conn(t), "S")
 			if n := st.CachedInfo().State.Msgs; n != 1 {
 				t.Fatalf("stream holds %d messages after restart, want 1", n)
 			}
