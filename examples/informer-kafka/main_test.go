@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/examples/internal/podphases/podphasestest"
 	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/kafkatest"
 )
 

@@ -8,9 +8,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/examples/internal/podphases/podphasestest"
 	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/natstest"
 )
 

@@ -9,8 +9,8 @@ import (
 	"github.com/caarlos0/env/v11"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/sink/kafka"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/wire"

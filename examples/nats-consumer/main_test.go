@@ -10,8 +10,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/test/bustest"
 	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"

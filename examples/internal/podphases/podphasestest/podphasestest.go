@@ -14,8 +14,8 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/sink"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/logtest"
 	"github.com/kubebus/bridge/test/poll"
 	"github.com/kubebus/bridge/wire"
