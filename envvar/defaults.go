@@ -12,6 +12,10 @@ import (
 // the other fields to their zero values. A configuration's DefaultConfig
 // uses it, so that the defaults written by hand and those the bridge reads
 // are the same tags.
+//
+// It panics when cfg is not a pointer to a struct, or when a default in
+// its tags does not parse or a variable is required: mistakes in the
+// type, which no input can cause.
 func Defaults(cfg any) {
 	// No variable is set, so only a default that does not parse can fail:
 	// a mistake in the tags, which TestDefaults of each configuration

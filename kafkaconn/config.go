@@ -127,7 +127,7 @@ func (c *Config) sasl(mechanism string) (sasl.Mechanism, error) {
 		return nil, p.Err()
 	}
 	if mechanism == SASLPlain {
-		return plain.Mechanism{Username: c.SASLUsername, Password: string(c.SASLPassword)}, nil
+		return redacted{plain.Mechanism{Username: c.SASLUsername, Password: string(c.SASLPassword)}}, nil
 	}
 	m, err := scram.Mechanism(algo, c.SASLUsername, string(c.SASLPassword))
 	if err != nil {
@@ -135,5 +135,5 @@ func (c *Config) sasl(mechanism string) (sasl.Mechanism, error) {
 		p.Add("BRIDGE_KAFKA_SASL_USERNAME", "the user name or password is not valid for SCRAM (SASLprep rejects it)")
 		return nil, p.Err()
 	}
-	return m, nil
+	return redacted{m}, nil
 }

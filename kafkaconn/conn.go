@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/tls"
 	"fmt"
+	"io"
 	"log/slog"
 	"net"
 	"slices"
@@ -85,12 +86,39 @@ func (c *Conn) Dialer() *kafkago.Dialer {
 
 // String describes the connection without its secrets: printing a Conn,
 // or a struct that holds one, never shows the SASL password.
-func (c *Conn) String() string {
+func (c Conn) String() string {
 	return fmt.Sprintf("brokers=%s tls=%t sasl=%s", strings.Join(c.brokers, ","), c.tls != nil, cmp.Or(c.mechanism, "none"))
 }
 
 // GoString keeps %#v from printing the SASL password.
-func (c *Conn) GoString() string { return strconv.Quote(c.String()) }
+func (c Conn) GoString() string { return strconv.Quote(c.String()) }
+
+// Format prints String whatever the verb, so that no verb shows the
+// fields.
+func (c Conn) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		_, _ = io.WriteString(f, c.GoString())
+		return
+	}
+	_, _ = io.WriteString(f, c.String())
+}
 
 // LogValue keeps slog from printing the SASL password.
-func (c *Conn) LogValue() slog.Value { return slog.StringValue(c.String()) }
+func (c Conn) LogValue() slog.Value { return slog.StringValue(c.String()) }
+
+// redacted is a SASL mechanism that never prints its credentials.
+// kafka-go's mechanisms are structs that hold the password, and a
+// Transport or a Dialer, which hold the mechanism, may be printed by
+// whoever uses them: printed, a redacted mechanism shows its name alone.
+type redacted struct{ m sasl.Mechanism }
+
+func (r redacted) Name() string { return r.m.Name() }
+
+func (r redacted) Start(ctx context.Context) (sasl.StateMachine, []byte, error) {
+	return r.m.Start(ctx)
+}
+
+func (r redacted) String() string { return r.m.Name() + " [redacted]" }
+
+// Format prints String whatever the verb, %#v and %+v included.
+func (r redacted) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, r.String()) }

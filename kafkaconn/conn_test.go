@@ -1,6 +1,7 @@
 package kafkaconn
 
 import (
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -79,5 +80,36 @@ func TestDefaultConfig(t *testing.T) {
 	}
 	if got := conn.String(); got != "brokers=kafka-0:9092 tls=false sasl=none" {
 		t.Errorf("connection %s", got)
+	}
+}
+
+// The clients a Conn makes never print the SASL password, whatever the
+// verb: their mechanism shows its name alone.
+func TestClientsNeverPrintThePassword(t *testing.T) {
+	for _, mech := range []string{SASLPlain, SASLScramSHA256, SASLScramSHA512} {
+		cfg := DefaultConfig()
+		cfg.Brokers = []string{"k:9092"}
+		cfg.SASLMechanism, cfg.SASLUsername, cfg.SASLPassword = mech, "bridge", envvar.Secret("hunter2-secret")
+		conn, err := cfg.Parse()
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr := conn.Transport(t.Context(), nil)
+		for _, v := range []any{conn, *conn, conn.Dialer(), *conn.Dialer(), tr} {
+			for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
+				if out := fmt.Sprintf(verb, v); strings.Contains(out, "hunter2") {
+					t.Errorf("%s: %s of %T prints the password: %s", mech, verb, v, out)
+				}
+			}
+		}
+		// A Transport holds a lock, so it is printed through its field.
+		for _, verb := range []string{"%v", "%+v", "%#v"} {
+			if out := fmt.Sprintf(verb, tr.SASL); strings.Contains(out, "hunter2") {
+				t.Errorf("%s: %s of the Transport's mechanism prints the password: %s", mech, verb, out)
+			}
+		}
+		if got := conn.Dialer().SASLMechanism.Name(); !strings.EqualFold(got, mech) {
+			t.Errorf("mechanism %q, want %s", got, mech)
+		}
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/kafkaconn"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/tlstest"
 )
@@ -49,4 +50,32 @@ func TestCommitFailsWhenClusterIsDown(t *testing.T) {
 	}
 	assertSnapshot(t, "after the failed commit", load(t, s, "configmaps"),
 		checkpoint.Snapshot{Objects: map[string]checkpoint.Position{"ns/a": {UID: "u", ResourceVersion: "1"}}, LastResourceVersion: "1"})
+}
+
+// Open says what is wrong with what it is given instead of failing later,
+// or panicking.
+func TestOpenRefusesBadArguments(t *testing.T) {
+	cfg := kafkaconn.DefaultConfig()
+	cfg.Brokers = []string{"127.0.0.1:1"}
+	conn, err := cfg.Parse()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct {
+		name string
+		conn *kafkaconn.Conn
+		opts Options
+		want string
+	}{
+		{"no connection", nil, Options{}, "no connection"},
+		{"negative size", conn, Options{MaxMessageBytes: -1}, "must not be negative"},
+		{"negative timeout", conn, Options{BatchTimeout: -time.Second}, "must not be negative"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := Open(t.Context(), tc.conn, "checkpoint", tc.opts, nil)
+			if err == nil || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("Open = %v, %v; want an error saying %q", s, err, tc.want)
+			}
+		})
+	}
 }

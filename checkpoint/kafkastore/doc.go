@@ -33,6 +33,7 @@
 //     such an object fits the sink's limit either, so there is no
 //     delivered position to keep, and a failing Commit would fail every
 //     flush from then on.
-//   - LastResourceVersion only grows when resourceVersions are integers,
-//     as in checkpoint.File.
+//   - LastResourceVersion only grows where resourceVersions compare
+//     (resourceversion.Compare: decimals the API server writes), as in
+//     checkpoint.File.
 package kafkastore

@@ -117,6 +117,12 @@ func Open(ctx context.Context, conn *kafkaconn.Conn, topic string, opts Options,
 	if err := wire.CheckTopicName(topic); err != nil {
 		return nil, fmt.Errorf("checkpoint: kafka: BRIDGE_CHECKPOINT: %w", err)
 	}
+	if conn == nil {
+		return nil, errors.New("checkpoint: kafka: no connection: make one with kafkaconn.Config.Parse")
+	}
+	if opts.MaxMessageBytes < 0 || opts.BatchTimeout < 0 {
+		return nil, fmt.Errorf("checkpoint: kafka: Options.MaxMessageBytes (%d) and Options.BatchTimeout (%s) must not be negative", opts.MaxMessageBytes, opts.BatchTimeout)
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -36,7 +36,8 @@ func TestNoInternalTypesInPublicAPI(t *testing.T) {
 		}
 		return os.Open(f)
 	})
-	for _, want := range []string{"source", "wire", "sink/nats", "sink/kafka", "checkpoint/kafkastore", "kafkaconn", "envvar", "consumer"} {
+	for _, want := range []string{"source", "wire", "sink", "sink/nats", "sink/kafka", "checkpoint", "checkpoint/natskv", "checkpoint/kafkastore",
+		"kafkaconn", "envvar", "resourceversion", "consumer", "consumer/nats", "consumer/kafka"} {
 		if !slices.Contains(pkgs, module+"/"+want) {
 			t.Fatalf("%s is not among the public packages found: %v", want, pkgs)
 		}
@@ -95,15 +96,27 @@ func TestViolationsFound(t *testing.T) {
 	innerRecv := types.NewParam(0, pub, "i", inner)
 	inner.AddMethod(types.NewFunc(0, pub, "Reveal", types.NewSignatureType(innerRecv, nil, nil, nil, param(hidden), false)))
 	named("Outer", types.NewStruct([]*types.Var{field("inner", inner, true)}, nil))
+	// A type parameter's constraint, of a type and of a function, even
+	// where no parameter uses it.
+	constraint := types.NewInterfaceType(nil, []types.Type{types.NewPointer(hidden)})
+	constraint.Complete()
+	boxed := types.NewNamed(types.NewTypeName(0, pub, "Box", nil), nil, nil)
+	boxed.SetTypeParams([]*types.TypeParam{types.NewTypeParam(types.NewTypeName(0, pub, "T", nil), constraint)})
+	boxed.SetUnderlying(types.NewStruct(nil, nil))
+	scope.Insert(boxed.Obj())
+	fnTP := types.NewTypeParam(types.NewTypeName(0, pub, "T", nil), constraint)
+	scope.Insert(types.NewFunc(0, pub, "Generic", types.NewSignatureType(nil, nil, []*types.TypeParam{fnTP}, nil, nil, false)))
 	// Not caught: unexported fields, methods and identifiers.
 	scope.Insert(types.NewVar(0, pub, "fallback", hidden))
 
 	got := violations(pub)
 	want := []string{
+		"pub.Box: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.ByName: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Config.Key: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Default: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Embeds.Key: github.com/kubebus/bridge/internal/secret.Key",
+		"pub.Generic: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.KeyAlias: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Open: github.com/kubebus/bridge/internal/secret.Key",
 		"pub.Outer: pub.inner.Reveal: github.com/kubebus/bridge/internal/secret.Key",
@@ -223,6 +236,9 @@ type walker struct {
 func (w *walker) typeDecl(where string, t types.Type) {
 	if named, ok := types.Unalias(t).(*types.Named); ok {
 		w.seen[named] = true
+		for tp := range named.TypeParams().TypeParams() {
+			w.walk(where, tp)
+		}
 		if isInternal(named.Obj().Pkg()) {
 			// An alias of an internal type, or a type defined on one.
 			w.found = append(w.found, fmt.Sprintf("%s: %s", where, named.Obj().Pkg().Path()+"."+named.Obj().Name()))
@@ -288,6 +304,9 @@ func (w *walker) walk(where string, t types.Type) {
 			w.walk(where, e)
 		}
 	case *types.Signature:
+		for tp := range t.TypeParams().TypeParams() {
+			w.walk(where, tp)
+		}
 		for p := range t.Params().Variables() {
 			w.walk(where, p.Type())
 		}
@@ -299,6 +318,11 @@ func (w *walker) walk(where string, t types.Type) {
 			w.walk(where, term.Type())
 		}
 	case *types.TypeParam:
+		// A constraint may name its own type parameter.
+		if w.seen[t] {
+			return
+		}
+		w.seen[t] = true
 		w.walk(where, t.Constraint())
 	}
 }
