@@ -67,6 +67,10 @@ func (nb *natsBus) Prepare(b *testing.B, wl *workload) {
 		nm.Header.Set(wire.NATSMsgIDHeader, m.ID)
 		nm.Header.Set(wire.NATSContentTypeHeader, wire.StructuredContentType)
 		nm.Header.Set(jetstream.ExpectedStreamHeader, cfg.Stream)
+		// The state layout's identity headers, which let the bridge read
+		// what the stream holds with headers only.
+		nm.Header.Set("ce-uid", m.UID)
+		nm.Header.Set("ce-resourceversion", m.ResourceVersion)
 		nb.msgs[i] = nm
 	}
 }
@@ -83,7 +87,7 @@ func (nb *natsBus) Bridge(b *testing.B, wl *workload, verify bool) runResult {
 	}
 	st := natsStream(b, srv, cfg, len(nb.msgs))
 	if verify {
-		nb.check(b, st)
+		nb.check(b, st, wl.via != nil)
 	}
 	return r
 }
@@ -164,8 +168,9 @@ func natsStream(b *testing.B, srv *natstest.Server, cfg *config.Config, n int) j
 }
 
 // check fails unless a sample of the messages the bridge stored is exactly
-// what the baseline publishes.
-func (nb *natsBus) check(b *testing.B, st jetstream.Stream) {
+// what the baseline publishes; under a view, they also carry the object's
+// view state (Bridge-View), which the baseline has no view to make.
+func (nb *natsBus) check(b *testing.B, st jetstream.Stream, viewed bool) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -177,6 +182,12 @@ func (nb *natsBus) check(b *testing.B, st jetstream.Stream) {
 		}
 		if !bytes.Equal(got.Data, want.Data) {
 			b.Fatalf("message %d on %s: the bridge stored a body of %d bytes that differs from the baseline's %d", i, want.Subject, len(got.Data), len(want.Data))
+		}
+		if viewed {
+			if got.Header.Get(wire.NATS.ViewHeader()) == "" {
+				b.Fatalf("message %d on %s: no %s header under a view", i, want.Subject, wire.NATS.ViewHeader())
+			}
+			got.Header.Del(wire.NATS.ViewHeader())
 		}
 		if fmt.Sprint(got.Header) != fmt.Sprint(want.Header) {
 			b.Fatalf("message %d on %s: the bridge's headers %v differ from the baseline's %v", i, want.Subject, got.Header, want.Header)
