@@ -216,7 +216,7 @@ func explainMismatch(t *testing.T, ns string, msgs []*wire.Message, ends []time.
 			last = h[len(h)-1]
 		}
 		switch {
-		case alive && last != nil && last.Action != "deleted" && last.ResourceVersion == cm.ResourceVersion:
+		case alive && last != nil && last.Action != "deleted" && stateRV(last) == cm.ResourceVersion:
 			continue
 		case !alive && (last == nil || last.Action == "deleted"):
 			continue
