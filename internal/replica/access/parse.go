@@ -1,0 +1,141 @@
+package access
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strings"
+
+	sigsjson "sigs.k8s.io/json"
+	"sigs.k8s.io/yaml"
+)
+
+// FieldError is one problem in a rules file: the file, the field's path in
+// it (grants[0].rules[1].verbs[2]) and what is wrong with it.
+type FieldError struct {
+	Source  string // the file's name, or what ParseRules was told
+	Field   string // a path such as grants[0].rules[1].verbs; empty for the whole file
+	Problem string
+}
+
+func (e *FieldError) Error() string {
+	if e.Field == "" {
+		return fmt.Sprintf("access: %s: %s", e.Source, e.Problem)
+	}
+	return fmt.Sprintf("access: %s: %s: %s", e.Source, e.Field, e.Problem)
+}
+
+// LoadRules reads and parses the rules file at path. Its errors name the
+// file.
+func LoadRules(path string) (*Rules, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("access: rules file: %w", err)
+	}
+	return ParseRules(data, path)
+}
+
+// ParseRules parses a rules file's content; source names it in errors and
+// in the reasons of decisions. The parse is strict: an unknown or
+// duplicated field, an unknown subject kind, a verb other than get, list,
+// watch or "*", or an empty list is an error. Every problem found is
+// reported, each a [*FieldError], joined.
+func ParseRules(data []byte, source string) (*Rules, error) {
+	j, err := yaml.YAMLToJSONStrict(data)
+	if err != nil {
+		return nil, &FieldError{Source: source, Problem: "not valid YAML: " + err.Error()}
+	}
+	var doc rulesDoc
+	strict, err := sigsjson.UnmarshalStrict(j, &doc)
+	if err != nil {
+		return nil, &FieldError{Source: source, Problem: strings.TrimPrefix(err.Error(), "json: ")}
+	}
+	v := validator{source: source}
+	for _, e := range strict {
+		// The strict errors name the field's path: unknown field "grants[0].rules[0].verb".
+		v.add("", "%s", strings.TrimPrefix(e.Error(), "json: "))
+	}
+	v.doc(&doc)
+	if err := errors.Join(v.errs...); err != nil {
+		return nil, err
+	}
+	return compile(&doc, source), nil
+}
+
+type validator struct {
+	source string
+	errs   []error
+}
+
+func (v *validator) add(field, format string, args ...any) {
+	v.errs = append(v.errs, &FieldError{Source: v.source, Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+func (v *validator) doc(d *rulesDoc) {
+	if d.APIVersion != RulesAPIVersion {
+		v.add("apiVersion", "is %q, want %q", d.APIVersion, RulesAPIVersion)
+	}
+	if d.Kind != RulesKind {
+		v.add("kind", "is %q, want %q", d.Kind, RulesKind)
+	}
+	if len(d.Grants) == 0 {
+		v.add("grants", "is empty; a rules file must grant something")
+	}
+	for i := range d.Grants {
+		v.grant(fmt.Sprintf("grants[%d]", i), &d.Grants[i])
+	}
+}
+
+func (v *validator) grant(at string, g *grantDoc) {
+	if len(g.Subjects) == 0 {
+		v.add(at+".subjects", "is empty")
+	}
+	for i, s := range g.Subjects {
+		sat := fmt.Sprintf("%s.subjects[%d]", at, i)
+		if s.Kind != SubjectUser && s.Kind != SubjectGroup {
+			v.add(sat+".kind", "is %q, want %q or %q", s.Kind, SubjectUser, SubjectGroup)
+		}
+		if s.Name == "" {
+			v.add(sat+".name", "is empty")
+		}
+	}
+	v.names(at+".clusters", g.Clusters, true)
+	if len(g.Rules) == 0 {
+		v.add(at+".rules", "is empty")
+	}
+	for i := range g.Rules {
+		v.rule(fmt.Sprintf("%s.rules[%d]", at, i), &g.Rules[i])
+	}
+}
+
+func (v *validator) rule(at string, r *ruleDoc) {
+	if len(r.APIGroups) == 0 {
+		v.add(at+".apiGroups", `is empty; write [""] for the core group, ["*"] for every group`)
+	}
+	v.names(at+".resources", r.Resources, true)
+	if r.Namespaces != nil {
+		v.names(at+".namespaces", r.Namespaces, true)
+	}
+	v.names(at+".resourceNames", r.ResourceNames, false)
+	if len(r.Verbs) == 0 {
+		v.add(at+".verbs", "is empty")
+	}
+	for i, verb := range r.Verbs {
+		if _, ok := verbBits[verb]; !ok {
+			v.add(fmt.Sprintf("%s.verbs[%d]", at, i), `is %q; the replica serves only get, list and watch (or "*" for the three)`, verb)
+		}
+	}
+}
+
+// names checks a list of names: no entry empty, and the list not empty
+// when required.
+func (v *validator) names(at string, list []string, required bool) {
+	if required && len(list) == 0 {
+		v.add(at, "is empty")
+	}
+	for i, n := range list {
+		if n == "" {
+			v.add(fmt.Sprintf("%s[%d]", at, i), "is empty")
+		}
+	}
+}
