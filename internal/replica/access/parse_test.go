@@ -124,3 +124,18 @@ func TestLoadRules(t *testing.T) {
 		t.Fatalf("good file: %v, %v", r, err)
 	}
 }
+
+// FuzzParseRules holds that no file makes ParseRules panic, and that what
+// it accepts it can decide with.
+func FuzzParseRules(f *testing.F) {
+	f.Add([]byte(testRules))
+	f.Add([]byte(grant("{apiGroups: [''], resources: [pods], verbs: [get]}")))
+	f.Add([]byte("grants: ["))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		r, err := ParseRules(data, "fuzz.yaml")
+		if err != nil {
+			return
+		}
+		r.Scope(res(usr("alice", "sre"), "list", "", "pods", "team-a", ""))
+	})
+}
