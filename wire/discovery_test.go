@@ -1,6 +1,7 @@
 package wire
 
 import (
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -92,5 +93,30 @@ func TestDiscoveryNames(t *testing.T) {
 	}
 	if err := CheckTopicName(DiscoveryTopic("kube")); err != nil {
 		t.Errorf("DiscoveryTopic: %v", err)
+	}
+}
+
+// The example of docs/message-format.md is a document UnmarshalDiscovery
+// reads.
+func TestDocumentedDiscovery(t *testing.T) {
+	doc, err := os.ReadFile("../docs/message-format.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(doc), "## Discovery documents\n")
+	if !ok {
+		t.Fatal("no section Discovery documents")
+	}
+	_, block, ok := strings.Cut(section, "```\n")
+	block, _, _ = strings.Cut(block, "```")
+	if !ok || block == "" {
+		t.Fatal("no example in the section Discovery documents")
+	}
+	d, err := UnmarshalDiscovery([]byte(block))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d.Cluster != "prod" || len(d.Resources) != 2 || len(d.Resources[1].Columns) != 2 {
+		t.Errorf("the example reads as %+v", d)
 	}
 }
