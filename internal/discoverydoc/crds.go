@@ -72,22 +72,46 @@ func startCRDs(ctx context.Context, client dynamic.Interface, changed func(), wg
 	return crdColumns{store: inf.GetStore()}
 }
 
-// columns are the additionalPrinterColumns of version of the CRD that
-// defines gvr's group and resource; none when no CRD defines it.
-func (c crdColumns) columns(gvr schema.GroupVersionResource) []wire.PrinterColumn {
+// crd is the CRD, as the informer holds it, that defines gvr's group and
+// resource; false when none does.
+func (c crdColumns) crd(gvr schema.GroupVersionResource) (*unstructured.Unstructured, bool) {
 	if c.store == nil {
-		return nil
+		return nil, false
 	}
 	// A CRD's name is <plural>.<group>, as the API server requires.
 	obj, ok, err := c.store.GetByKey(gvr.Resource + "." + gvr.Group)
 	if err != nil || !ok {
-		return nil
+		return nil, false
 	}
 	u, ok := obj.(*unstructured.Unstructured)
 	if !ok {
-		return nil
+		return nil, false
 	}
 	if g, _, _ := unstructured.NestedString(u.Object, "spec", "group"); g != gvr.Group {
+		return nil, false
+	}
+	return u, true
+}
+
+// names are the singular name, short names and categories the CRD that
+// defines gvr gives it; false when no CRD does. A CRD's informer tells of
+// their changes, where discovery shows them a moment later.
+func (c crdColumns) names(gvr schema.GroupVersionResource) (singular string, shortNames, categories []string, ok bool) {
+	u, ok := c.crd(gvr)
+	if !ok {
+		return "", nil, nil, false
+	}
+	singular, _, _ = unstructured.NestedString(u.Object, "spec", "names", "singular")
+	shortNames, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "names", "shortNames")
+	categories, _, _ = unstructured.NestedStringSlice(u.Object, "spec", "names", "categories")
+	return singular, shortNames, categories, true
+}
+
+// columns are the additionalPrinterColumns of version of the CRD that
+// defines gvr's group and resource; none when no CRD defines it.
+func (c crdColumns) columns(gvr schema.GroupVersionResource) []wire.PrinterColumn {
+	u, ok := c.crd(gvr)
+	if !ok {
 		return nil
 	}
 	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
@@ -125,8 +149,8 @@ func str(v any) string {
 	return s
 }
 
-// slimCRD keeps of a CRD only its name, group and versions' names and
-// printer columns, so that the informer does not hold every CRD's
+// slimCRD keeps of a CRD only its name, group, names (singular, short
+// names, categories) and versions' names and printer columns, so that the informer does not hold every CRD's
 // schemas.
 func slimCRD(obj any) (any, error) {
 	u, ok := obj.(*unstructured.Unstructured)
@@ -141,6 +165,15 @@ func slimCRD(obj any) (any, error) {
 	out.SetResourceVersion(u.GetResourceVersion())
 	if g, ok, _ := unstructured.NestedString(u.Object, "spec", "group"); ok {
 		_ = unstructured.SetNestedField(out.Object, g, "spec", "group")
+	}
+	if names, ok, _ := unstructured.NestedMap(u.Object, "spec", "names"); ok {
+		kept := map[string]any{}
+		for _, k := range []string{"singular", "shortNames", "categories"} {
+			if v, ok := names[k]; ok {
+				kept[k] = v
+			}
+		}
+		_ = unstructured.SetNestedMap(out.Object, kept, "spec", "names")
 	}
 	versions, _, _ := unstructured.NestedSlice(u.Object, "spec", "versions")
 	slim := make([]any, 0, len(versions))

@@ -18,9 +18,12 @@
 //     outage of the bus it is the newest document that the bus gets, and no
 //     older one after it. A write that no retry can fix (sink.IsTerminal)
 //     is logged and tried again at the next change.
-//   - Columns come from the CustomResourceDefinitions, read with an
-//     informer. When the bridge may not list them, the documents carry no
-//     columns, and that is logged once, at start.
+//   - A CRD's columns, and its singular name, short names and categories,
+//     come from the CustomResourceDefinition, read with an informer, whose
+//     changes build the document again (discovery shows them a moment
+//     later); those of built-in resources come from discovery. When the
+//     bridge may not list CRDs, their names come from discovery too, the
+//     documents carry no columns, and that is logged once, at start.
 //   - A resource whose group-version discovery cannot read for now is
 //     described with what the bridge knows of it (group, version,
 //     resource, kind, scope), and the document is built again, with

@@ -221,7 +221,9 @@ func (p *Publisher) build(ctx context.Context, crds crdColumns) (wire.Discovery,
 	for _, r := range resources {
 		dr := wire.DiscoveredResource{Group: r.Group, Version: r.Version, Resource: r.Resource, Kind: r.Kind, Namespaced: r.Namespaced,
 			Columns: crds.columns(r.GroupVersionResource)}
-		if ar, ok := described[r.GroupVersion()][r.Resource]; ok {
+		if singular, short, categories, ok := crds.names(r.GroupVersionResource); ok {
+			dr.Singular, dr.ShortNames, dr.Categories = singular, nonEmpty(short), nonEmpty(categories)
+		} else if ar, ok := described[r.GroupVersion()][r.Resource]; ok {
 			dr.Singular, dr.ShortNames, dr.Categories = ar.SingularName, nonEmpty(ar.ShortNames), nonEmpty(ar.Categories)
 		}
 		if dr.Singular == "" {
