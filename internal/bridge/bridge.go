@@ -27,6 +27,7 @@ package bridge
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync/atomic"
 
@@ -165,7 +166,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if state {
 		bus = down
 	}
-	set, err := b.newSet(ctx, cl, vw, down, bus)
+	// The set tells of each change of the resources it watches on
+	// changed, for the discovery document.
+	changed := make(chan struct{}, 1)
+	set, err := b.newSet(ctx, cl, vw, down, bus, changed)
 	if err != nil {
 		return err
 	}
@@ -188,5 +192,10 @@ func (b *Bridge) Run(ctx context.Context) error {
 	if err := b.check(ctx, set); err != nil {
 		return err
 	}
-	return b.run(ctx, budget, &built{clients: cl, set: set, resources: resources, bus: bus, ends: e, writer: writer, pipe: pipe, down: down})
+	disc, err := b.newDiscoveryPublisher(e.sink, set, cl, changed)
+	if err != nil {
+		return fmt.Errorf("bridge: %w", err)
+	}
+	return b.run(ctx, budget, &built{clients: cl, set: set, resources: resources, bus: bus, ends: e, writer: writer, pipe: pipe, down: down,
+		discovery: disc})
 }

@@ -65,16 +65,17 @@ func (b *Bridge) newView() *view.Definition {
 }
 
 // newSet makes the source set and selects its resources. It hands its
-// deltas to down, loads positions through it, and compares the cluster
-// with bus, which is nil unless the sink writes a state layout. Errors
-// that come from the configuration wrap source.ErrUnknownResource.
-func (b *Bridge) newSet(ctx context.Context, cl clients, vw *view.Definition, down *relay, bus source.Bus) (*source.Set, error) {
+// deltas to down, loads positions through it, compares the cluster with
+// bus, which is nil unless the sink writes a state layout, and signals on
+// changed each change of the resources it watches. Errors that come from
+// the configuration wrap source.ErrUnknownResource.
+func (b *Bridge) newSet(ctx context.Context, cl clients, vw *view.Definition, down *relay, bus source.Bus, changed chan struct{}) (*source.Set, error) {
 	sel := b.cfg.Selection()
 	set := source.NewSet(cl.dyn, cl.disc, source.SetOptions{
 		Selection:       sel,
 		ListConcurrency: b.cfg.ListConcurrency,
 		Follow:          cl.follow,
-		Observer:        b.metrics,
+		Observer:        watchChanges{SetObserver: b.metrics, changed: changed},
 		Prepare:         down.Prepare,
 		Source: source.Options{
 			Namespaces:        b.cfg.Namespaces,

@@ -8,6 +8,7 @@ import (
 	utilruntime "k8s.io/apimachinery/pkg/util/runtime"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/discoverydoc"
 	"github.com/kubebus/bridge/internal/pipeline"
 	"github.com/kubebus/bridge/internal/shutdown"
 	"github.com/kubebus/bridge/source"
@@ -26,6 +27,9 @@ type built struct {
 	pipe   *pipeline.Pipeline
 	// down is what the set hands its deltas to.
 	down *relay
+	// discovery publishes the cluster's discovery document; nil when the
+	// sink keeps none.
+	discovery *discoverydoc.Publisher
 }
 
 // run runs the bridge's goroutines until ctx ends, or the checkpoint
@@ -65,6 +69,11 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 		b.awaitReady(ctx, p.set, gone.done, p.pipe)
 		return nil
 	})}
+	if p.discovery != nil {
+		// The discovery document, on a goroutine of its own: it never
+		// holds up the objects.
+		withSet = append(withSet, start(srcCtx, p.discovery.Run))
+	}
 	if p.bus != nil {
 		// The reconciler compares the bus with the cluster while the set
 		// runs.

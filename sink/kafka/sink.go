@@ -51,9 +51,11 @@ type Sink struct {
 	w, alone *kafkago.Writer
 	opts     options
 
-	// mu guards topics, the topics known to exist.
-	mu     sync.Mutex
-	topics []string
+	// mu guards topics, the topics known to exist, and discoveryReady,
+	// whether the discovery topic is known to exist.
+	mu             sync.Mutex
+	topics         []string
+	discoveryReady bool
 	// health is the outcome of the last talk with the brokers.
 	health health
 
@@ -96,7 +98,7 @@ func New(ctx context.Context, cfg *Parsed, resources []schema.GroupVersionResour
 	// The transport outlives New's context: the pipeline drains after the
 	// bridge's context has ended. Its metadata covers the sink's topics,
 	// or every topic when more may come.
-	metadataTopics := topics
+	metadataTopics := append(slices.Clone(topics), wire.DiscoveryTopic(cfg.TopicPrefix))
 	if o.added {
 		metadataTopics = nil
 	}

@@ -28,6 +28,9 @@ type Sink struct {
 	// deleteTTL is the Nats-TTL header of deletes: BRIDGE_NATS_DELETE_TTL
 	// in the state layout of JetStream mode, else empty (no header).
 	deleteTTL string
+	// discoveryErr is WriteDiscovery's error when the stream does not
+	// capture the discovery subject; nil when it does, or in core mode.
+	discoveryErr error
 
 	closeOnce sync.Once
 	closeErr  error

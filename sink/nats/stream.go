@@ -74,6 +74,9 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("nats sink: stream %s captures %s, not the bridge's subjects such as %s",
 			name, strings.Join(cfg.Subjects, ", "), sample)
 	}
+	if s.discoveryErr = s.checkDiscoverySubject(cfg.Subjects); s.discoveryErr != nil {
+		s.log.Warn("nats sink: the discovery document of the cluster cannot be published; readers of the bus (the replica) cannot serve its discovery", "err", s.discoveryErr)
+	}
 	s.log.Info("nats sink: stream ready", "stream", name, "layout", s.cfg.Layout, "subjects", cfg.Subjects, "storage", cfg.Storage.String(),
 		"replicas", cfg.Replicas, "maxAge", cfg.MaxAge, "maxMsgsPerSubject", cfg.MaxMsgsPerSubject, "deleteTTL", cfg.Metadata[wire.MetadataDeleteTTL],
 		"duplicateWindow", cfg.Duplicates, "created", created)

@@ -68,6 +68,15 @@ func grantsOf(t *testing.T, s valueSet) grants {
 	for _, r := range v.Watch.ClusterResources {
 		g.cluster[groupOf(r)] = true
 	}
+	// The CRDs' definitions, for the discovery document's printer
+	// columns, when a resource of a group the built-in table does not
+	// know is watched.
+	builtin := readBuiltinTable(t)
+	for _, r := range slices.Concat(v.Watch.Resources, v.Watch.ClusterResources) {
+		if _, ok := builtin[groupOf(r).Group]; !ok {
+			g.cluster[schema.GroupResource{Group: "apiextensions.k8s.io", Resource: "customresourcedefinitions"}] = true
+		}
+	}
 	if v.leaderElection() {
 		g.lease, g.leaseNamespace = s.fullname, s.namespace
 	}

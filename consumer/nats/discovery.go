@@ -1,0 +1,154 @@
+package nats
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync/atomic"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/internal/retry"
+	"github.com/kubebus/bridge/wire"
+)
+
+// Waits of a DiscoveryLog between two tries to read the stream (missing,
+// or the server unreachable): soon at first, as a bridge that starts
+// creates the stream within seconds, then at most every 30 s.
+const (
+	discoveryRetryFirst = 500 * time.Millisecond
+	discoveryRetryMax   = 30 * time.Second
+)
+
+// DiscoveryLog is the discovery documents the bridges publish to a
+// JetStream stream (wire.Discovery on wire.DiscoverySubjects). It
+// implements consumer.DiscoveryLog; Follow may be called concurrently,
+// each call reading with an ordered consumer of its own (memory storage,
+// removed by the server a minute after the call ends).
+//
+// Follow passes the last document of every cluster's subject, in stream
+// order, then each new one as it is stored. While the stream is missing,
+// or the server cannot be reached, it tries again with backoff, and logs
+// it once per outage. After such a failure it reads again from the last
+// documents, so a document may be passed more than once: the reader keeps
+// the latest of each cluster, by Cluster. A document that does not decode
+// (wire.UnmarshalDiscovery), or has another Content-Type, is skipped,
+// counted (Skipped) and logged.
+type DiscoveryLog struct {
+	js      jetstream.JetStream
+	stream  string
+	filter  string
+	log     *slog.Logger
+	skipped atomic.Int64
+}
+
+var _ consumer.DiscoveryLog = (*DiscoveryLog)(nil)
+
+// NewDiscoveryLog returns the DiscoveryLog of the stream cfg names, under
+// cfg's subject prefix (cfg.Subject does not matter). It does not contact
+// the server. logger may be nil.
+func NewDiscoveryLog(js jetstream.JetStream, cfg Config, logger *slog.Logger) (*DiscoveryLog, error) {
+	if js == nil {
+		return nil, errors.New("nats consumer: no JetStream context")
+	}
+	cfg = cfg.withDefaults()
+	if err := wire.CheckSubjectPrefix(cfg.SubjectPrefix); err != nil {
+		return nil, fmt.Errorf("nats consumer: subject prefix %q: %w", cfg.SubjectPrefix, err)
+	}
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	filter := wire.DiscoverySubjects(cfg.SubjectPrefix)
+	return &DiscoveryLog{js: js, stream: cfg.Stream, filter: filter, log: logger.With("stream", cfg.Stream, "filter", filter)}, nil
+}
+
+// Skipped is how many documents Follow calls have skipped, as they did
+// not decode.
+func (l *DiscoveryLog) Skipped() int64 { return l.skipped.Load() }
+
+// fnError carries the error of Follow's fn, which ends Follow.
+type fnError struct{ err error }
+
+func (e *fnError) Error() string { return e.err.Error() }
+
+// Follow implements consumer.DiscoveryLog.
+func (l *DiscoveryLog) Follow(ctx context.Context, fn func(wire.Discovery) error) error {
+	bo := retry.New(discoveryRetryFirst, discoveryRetryMax)
+	failing := false
+	for {
+		read, err := l.follow(ctx, fn)
+		var fe *fnError
+		switch {
+		case errors.As(err, &fe):
+			return fe.err
+		case ctx.Err() != nil:
+			return ctx.Err()
+		}
+		if read {
+			bo.Reset()
+			failing = false
+		}
+		if !failing {
+			failing = true
+			if errors.Is(err, jetstream.ErrStreamNotFound) {
+				l.log.Info("nats consumer: no stream yet, waiting for a bridge to create it", "err", err)
+			} else {
+				l.log.Warn("nats consumer: cannot read discovery documents for now; trying again", "err", err)
+			}
+		}
+		t := time.NewTimer(bo.NextBackOff())
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// follow reads with one ordered consumer until it fails, ctx ends or fn
+// does (an *fnError). read is true once the consumer was made.
+func (l *DiscoveryLog) follow(ctx context.Context, fn func(wire.Discovery) error) (read bool, err error) {
+	cons, err := l.js.OrderedConsumer(ctx, l.stream, jetstream.OrderedConsumerConfig{
+		FilterSubjects:    []string{l.filter},
+		DeliverPolicy:     jetstream.DeliverLastPerSubjectPolicy,
+		InactiveThreshold: consumerInactive,
+		MaxResetAttempts:  resetAttempts,
+	})
+	if err != nil {
+		return false, fmt.Errorf("nats consumer: consumer on stream %s: %w", l.stream, err)
+	}
+	it, err := cons.Messages()
+	if err != nil {
+		return false, fmt.Errorf("nats consumer: read stream %s: %w", l.stream, err)
+	}
+	defer it.Stop()
+	stop := context.AfterFunc(ctx, it.Stop)
+	defer stop()
+	for {
+		msg, err := it.Next()
+		if err != nil {
+			return true, fmt.Errorf("nats consumer: read stream %s: %w", l.stream, err)
+		}
+		if ct := msg.Headers().Get(wire.NATSContentTypeHeader); ct != wire.DiscoveryContentType {
+			l.skip(msg.Subject(), fmt.Errorf("Content-Type %q, not %s", ct, wire.DiscoveryContentType))
+			continue
+		}
+		d, err := wire.UnmarshalDiscovery(msg.Data())
+		if err != nil {
+			l.skip(msg.Subject(), err)
+			continue
+		}
+		if err := fn(d); err != nil {
+			return true, &fnError{err}
+		}
+	}
+}
+
+func (l *DiscoveryLog) skip(subject string, err error) {
+	l.skipped.Add(1)
+	l.log.Warn("nats consumer: skipped a discovery document that does not decode", "subject", subject, "err", err)
+}

@@ -1,0 +1,25 @@
+package sink
+
+import (
+	"context"
+
+	"github.com/kubebus/bridge/wire"
+)
+
+// DiscoveryWriter is implemented by sinks whose bus can hold the
+// discovery document of a cluster (wire.Discovery), keeping the latest of
+// each cluster: the NATS sink on wire.DiscoverySubject in its stream, the
+// Kafka sink on the compacted topic wire.DiscoveryTopic, keyed by
+// cluster.
+//
+// WriteDiscovery returns nil once the bus has acknowledged d, or an
+// error; one that no retry can fix is, or wraps, a *TerminalError.
+// LastDiscovery returns the latest document of cluster the bus holds, and
+// false when it holds none (or cannot tell, in core NATS); the bridge
+// writes a document only when it differs from that one, so that a restart
+// with nothing changed writes nothing. Both may be called concurrently
+// with Publish.
+type DiscoveryWriter interface {
+	WriteDiscovery(ctx context.Context, d wire.Discovery) error
+	LastDiscovery(ctx context.Context, cluster string) (wire.Discovery, bool, error)
+}
