@@ -1,9 +1,11 @@
 package access
 
 import (
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
+	"sort"
 	"strings"
 
 	sigsjson "sigs.k8s.io/json"
@@ -38,8 +40,10 @@ func LoadRules(path string) (*Rules, error) {
 // ParseRules parses a rules file's content; source names it in errors and
 // in the reasons of decisions. The parse is strict: an unknown or
 // duplicated field, an unknown subject kind, a verb other than get, list,
-// watch or "*", or an empty list is an error. Every problem found is
-// reported, each a [*FieldError], joined.
+// watch or "*", an empty list, or a null (a key without a value, ~ or
+// null) is an error: only an omitted namespaces or resourceNames means
+// every namespace or name. Every problem found is reported, each a
+// [*FieldError], joined.
 func ParseRules(data []byte, source string) (*Rules, error) {
 	j, err := yaml.YAMLToJSONStrict(data)
 	if err != nil {
@@ -51,6 +55,14 @@ func ParseRules(data []byte, source string) (*Rules, error) {
 		return nil, &FieldError{Source: source, Problem: strings.TrimPrefix(err.Error(), "json: ")}
 	}
 	v := validator{source: source}
+	// A null is never taken for an omitted field: for namespaces and
+	// resourceNames, omitted means every namespace or name, and a key
+	// left without a value (or a template's null) must not widen a grant.
+	var tree any
+	if err := json.Unmarshal(j, &tree); err != nil {
+		return nil, &FieldError{Source: source, Problem: "not valid YAML: " + err.Error()}
+	}
+	v.nulls(tree, "")
 	for _, e := range strict {
 		// The strict errors name the field's path: unknown field "grants[0].rules[0].verb".
 		v.add("", "%s", strings.TrimPrefix(e.Error(), "json: "))
@@ -65,10 +77,54 @@ func ParseRules(data []byte, source string) (*Rules, error) {
 type validator struct {
 	source string
 	errs   []error
+	null   map[string]bool // the fields reported as null, not to be reported again
 }
 
 func (v *validator) add(field, format string, args ...any) {
+	if v.null[field] {
+		return
+	}
 	v.errs = append(v.errs, &FieldError{Source: v.source, Field: field, Problem: fmt.Sprintf(format, args...)})
+}
+
+// nulls reports every null in the document, a field's or a list entry's,
+// by its path (grants[0].rules[1].namespaces).
+func (v *validator) nulls(node any, at string) {
+	switch n := node.(type) {
+	case nil:
+		if at == "" {
+			return // an empty file: reported as granting nothing
+		}
+		hint := "give it a value"
+		switch {
+		case strings.HasSuffix(at, ".namespaces"):
+			hint = "omit the field for every namespace, or list the namespaces"
+		case strings.HasSuffix(at, ".resourceNames"):
+			hint = "omit the field for every name, or list the names"
+		}
+		v.add(at, "is null (a key without a value, ~ or null); %s", hint)
+		if v.null == nil {
+			v.null = map[string]bool{}
+		}
+		v.null[at] = true
+	case map[string]any:
+		keys := make([]string, 0, len(n))
+		for k := range n {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if at == "" {
+				v.nulls(n[k], k)
+			} else {
+				v.nulls(n[k], at+"."+k)
+			}
+		}
+	case []any:
+		for i, e := range n {
+			v.nulls(e, fmt.Sprintf("%s[%d]", at, i))
+		}
+	}
 }
 
 func (v *validator) doc(d *rulesDoc) {

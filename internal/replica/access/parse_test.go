@@ -19,6 +19,26 @@ func grant(r string) string {
   - ` + r + "\n"
 }
 
+// blockRule is a valid grant whose one rule, in block style, has apiGroups,
+// resources and verbs, and then field (a line such as "namespaces: ~"),
+// which replaces the field of the same key if there is one.
+func blockRule(field string) string {
+	lines := []string{"apiGroups: ['']", "resources: [pods]", "verbs: [get]"}
+	key, _, _ := strings.Cut(field, ":")
+	for i, l := range lines {
+		if strings.HasPrefix(l, key+":") {
+			lines = append(lines[:i], lines[i+1:]...)
+			break
+		}
+	}
+	lines = append(lines, field)
+	return header + `grants:
+- subjects: [{kind: User, name: alice}]
+  clusters: [prod]
+  rules:
+  - ` + strings.Join(lines, "\n    ") + "\n"
+}
+
 func TestParseRulesErrors(t *testing.T) {
 	cases := []struct {
 		name string
@@ -44,6 +64,18 @@ func TestParseRulesErrors(t *testing.T) {
 		{"empty namespaces", grant("{apiGroups: [''], resources: [pods], namespaces: [], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].namespaces: is empty"}},
 		{"empty namespace", grant("{apiGroups: [''], resources: [pods], namespaces: [''], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].namespaces[0]: is empty"}},
 		{"empty resource name", grant("{apiGroups: [''], resources: [pods], resourceNames: [''], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].resourceNames[0]: is empty"}},
+		// An explicit null is not an omitted field: a null namespaces or
+		// resourceNames would otherwise grant every namespace or name.
+		{"namespaces without a value", blockRule("namespaces:"), []string{"rules.yaml: grants[0].rules[0].namespaces: is null"}},
+		{"namespaces ~", blockRule("namespaces: ~"), []string{"rules.yaml: grants[0].rules[0].namespaces: is null"}},
+		{"namespaces null, as toYaml writes it", blockRule("namespaces: null"), []string{"rules.yaml: grants[0].rules[0].namespaces: is null"}},
+		{"namespaces null in a flow mapping", grant("{apiGroups: [''], resources: [pods], namespaces: null, verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].namespaces: is null"}},
+		{"resourceNames without a value", blockRule("resourceNames:"), []string{"rules.yaml: grants[0].rules[0].resourceNames: is null"}},
+		{"resourceNames null", blockRule("resourceNames: null"), []string{"rules.yaml: grants[0].rules[0].resourceNames: is null"}},
+		{"a null namespace", blockRule("namespaces: [team-a, ~]"), []string{"rules.yaml: grants[0].rules[0].namespaces[1]: is null"}},
+		{"null verbs", blockRule("verbs: ~"), []string{"rules.yaml: grants[0].rules[0].verbs: is null"}},
+		{"null clusters", header + "grants:\n- subjects: [{kind: User, name: a}]\n  clusters:\n  rules: [{apiGroups: [''], resources: [pods], verbs: [get]}]\n",
+			[]string{"rules.yaml: grants[0].clusters: is null"}},
 		{"unknown subject kind", header + "grants:\n- subjects: [{kind: ServiceAccount, name: x}]\n  clusters: [prod]\n  rules: [{apiGroups: [''], resources: [pods], verbs: [get]}]\n",
 			[]string{`rules.yaml: grants[0].subjects[0].kind: is "ServiceAccount", want "User" or "Group"`}},
 		{"subject without name", header + "grants:\n- subjects: [{kind: User}]\n  clusters: [prod]\n  rules: [{apiGroups: [''], resources: [pods], verbs: [get]}]\n",
@@ -89,6 +121,15 @@ func TestParseRulesErrors(t *testing.T) {
 				t.Errorf("error %q is not a *FieldError naming the file", err)
 			}
 		})
+	}
+}
+
+// TestParseRulesNullOnce holds that a null field is reported once, as
+// null, and not again as empty.
+func TestParseRulesNullOnce(t *testing.T) {
+	_, err := ParseRules([]byte(blockRule("verbs:")), "rules.yaml")
+	if err == nil || strings.Count(err.Error(), "grants[0].rules[0].verbs") != 1 {
+		t.Errorf("error %v, want one about grants[0].rules[0].verbs", err)
 	}
 }
 

@@ -40,7 +40,8 @@ type subjectDoc struct {
 // ruleDoc is an RBAC PolicyRule with namespaces added. A nil Namespaces
 // (omitted) means every namespace and the cluster-scoped resources; an
 // empty one is an error. ResourceNames, as in RBAC, omitted or empty means
-// every name.
+// every name. A nil here is always an omitted key: ParseRules refuses a
+// null, which would otherwise read as nil and widen the rule.
 type ruleDoc struct {
 	APIGroups     []string `json:"apiGroups"`
 	Resources     []string `json:"resources"`
