@@ -131,6 +131,13 @@ const e2eRules = header + `grants:
     resources: [pods]
     namespaces: [team-a]
     verbs: [get, list, watch]
+- subjects: [{kind: User, name: erin}]
+  clusters: [prod]
+  rules:
+  - apiGroups: ["*"]
+    resources: ["*"]
+    namespaces: [team-a]
+    verbs: ["*"]
 `
 
 func TestEndToEnd(t *testing.T) {
@@ -170,6 +177,7 @@ func TestEndToEnd(t *testing.T) {
 	}
 	alice, bob, aliceElsewhere := ca.client(t, "alice"), ca.client(t, "bob", "sre"), other.client(t, "alice")
 	noCN := ca.client(t, "", "sre")
+	erin := ca.client(t, "erin")
 
 	cases := []struct {
 		name   string
@@ -200,6 +208,13 @@ func TestEndToEnd(t *testing.T) {
 		{"bad token with a good cert", &alice, "s3cret-nobody", "/clusters/prod/apis", "", 200, "alice"},
 		{"no credentials", nil, "", "/clusters/prod/apis", "", 401, "Unauthorized"},
 		{"no credentials, all clusters", nil, "", "/clusters/*/api/v1/pods", "", 401, "Unauthorized"},
+
+		// A namespace-limited rule, with RequestInfo's reading of the paths.
+		{"namespace-limited: in its namespace", &erin, "", "/clusters/prod/api/v1/namespaces/team-a/configmaps/c", "", 200, "erin"},
+		{"namespace-limited: its Namespace", &erin, "", "/clusters/prod/api/v1/namespaces/team-a", "", 403, `get namespaces \"team-a\"`},
+		{"namespace-limited: its Namespace's status", &erin, "", "/clusters/prod/api/v1/namespaces/team-a/status", "", 403, "namespaces/status"},
+		{"namespace-limited: watch its Namespace", &erin, "", "/clusters/prod/api/v1/watch/namespaces/team-a", "", 403, "watch namespaces"},
+		{"namespace-limited: its Namespace by field selector", &erin, "", "/clusters/prod/api/v1/namespaces?fieldSelector=metadata.name%3Dteam-a", "", 403, "list namespaces"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -227,7 +242,8 @@ func TestEndToEnd(t *testing.T) {
 
 	denyMu.Lock()
 	defer denyMu.Unlock()
-	want := []string{"prod/pods", "prod/secrets", "dev/pods", "dev/pods", "dev/", "prod/pods", "/", "prod/pods"}
+	want := []string{"prod/pods", "prod/secrets", "dev/pods", "dev/pods", "dev/", "prod/pods", "/", "prod/pods",
+		"prod/namespaces", "prod/namespaces", "prod/namespaces", "prod/namespaces"}
 	if strings.Join(denials, " ") != strings.Join(want, " ") {
 		t.Errorf("OnDeny saw %q, want %q", denials, want)
 	}

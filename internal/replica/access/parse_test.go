@@ -135,8 +135,8 @@ func TestParseRulesNullOnce(t *testing.T) {
 
 func TestParseRulesGood(t *testing.T) {
 	r := mustParse(t, testRules)
-	if r.Len() != 5 || r.Source() != "rules.yaml" {
-		t.Fatalf("Len %d, Source %q; want 5, rules.yaml", r.Len(), r.Source())
+	if r.Len() != 7 || r.Source() != "rules.yaml" {
+		t.Fatalf("Len %d, Source %q; want 7, rules.yaml", r.Len(), r.Source())
 	}
 	// resourceNames: [] is every name, as in RBAC.
 	mustParse(t, grant("{apiGroups: [''], resources: [pods], resourceNames: [], verbs: ['*']}"))

@@ -23,8 +23,13 @@ import (
 //   - A resource named "*" never covers secrets: only a rule that names
 //     secrets serves them.
 //   - A rule with namespaces covers namespaced requests in those
-//     namespaces only: never a cluster-scoped resource, nor a list across
-//     all namespaces.
+//     namespaces only: never a list across all namespaces, nor the
+//     resource namespaces (in any API group), though RequestInfo puts
+//     /api/v1/namespaces/team-a and its status in namespace team-a. Other
+//     cluster-scoped resources are read without a namespace; the server
+//     must answer a cluster-scoped resource asked for under
+//     /namespaces/<ns>/ with 404, as kube-apiserver does, or a
+//     namespace-limited rule of "*" would cover it.
 //   - A non-resource request is allowed when it is a GET of discovery
 //     (/api, /apis, /api/..., /apis/..., /version, /openapi/...) and the
 //     identity has any grant on the cluster. An identity with no grant on a
@@ -154,8 +159,20 @@ func (ru *rule) matches(a authorizer.Attributes) bool {
 	return ru.verbs&verbBits[a.GetVerb()] != 0 && a.GetVerb() != Wildcard &&
 		ru.apiGroups.has(a.GetAPIGroup()) &&
 		ru.resourceMatches(a.GetResource(), a.GetSubresource()) &&
-		(ru.namespaces.all || (a.GetNamespace() != "" && ru.namespaces.has(a.GetNamespace()))) &&
+		(ru.namespaces.all || ru.namespaced(a)) &&
 		(ru.names.all || (a.GetName() != "" && ru.names.has(a.GetName())))
+}
+
+// namespacesResource is the Namespace objects' resource. RequestInfo reads
+// /api/v1/namespaces/team-a (and its status and finalize) as in namespace
+// team-a, yet a Namespace is cluster-scoped.
+const namespacesResource = "namespaces"
+
+// namespaced reports whether a, a request in one namespace, is in one of
+// the namespaces ru is limited to. The namespaces resource, in whatever
+// API group, is never: only a rule without a namespace limit covers it.
+func (ru *rule) namespaced(a authorizer.Attributes) bool {
+	return a.GetNamespace() != "" && a.GetResource() != namespacesResource && ru.namespaces.has(a.GetNamespace())
 }
 
 // secrets is the resource that no wildcard covers, in any API group.

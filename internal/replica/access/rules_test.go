@@ -45,6 +45,18 @@ grants:
   - apiGroups: [""]
     resources: ["*/status", "nodes"]
     verbs: ["watch"]
+- subjects: [{kind: User, name: erin}]
+  clusters: ["prod"]
+  rules:
+  - apiGroups: ["*"]
+    resources: ["*"]
+    namespaces: ["team-a"]
+    verbs: ["*"]
+  - apiGroups: [""]
+    resources: ["configmaps"]
+    namespaces: ["team-b"]
+    resourceNames: ["settings"]
+    verbs: ["list", "watch"]
 `
 
 func mustParse(t *testing.T, data string) *Rules {
@@ -73,6 +85,7 @@ func TestRulesAuthorize(t *testing.T) {
 	rules := mustParse(t, testRules)
 	alice, bob := usr("alice"), usr("bob")
 	sre, admin, vault, auditor := usr("carol", "sre"), usr("dan", "admins"), usr("vault"), usr("auditor")
+	erin := usr("erin")
 	withSub := func(a authorizer.AttributesRecord, sub string) authorizer.AttributesRecord {
 		a.Subresource = sub
 		return a
@@ -116,6 +129,19 @@ func TestRulesAuthorize(t *testing.T) {
 		{"*/status does not match the resource", "staging", res(auditor, "watch", "", "pods", "x", ""), false},
 		{"*/status does not match secrets/status", "staging", withSub(res(auditor, "watch", "", "secrets", "x", ""), "status"), false},
 		{"cluster-scoped with an every-namespace rule", "staging", res(auditor, "watch", "", "nodes", "", ""), true},
+
+		// RequestInfo reads /api/v1/namespaces/team-a as namespace team-a,
+		// resource namespaces, name team-a: the Namespace object is
+		// cluster-scoped, and a namespace-limited rule does not cover it.
+		{"namespace-limited wildcard: in its namespace", "prod", res(erin, "get", "", "pods", "team-a", "p"), true},
+		{"namespace-limited wildcard: its Namespace object", "prod", res(erin, "get", "", "namespaces", "team-a", "team-a"), false},
+		{"namespace-limited wildcard: its Namespace's status", "prod", withSub(res(erin, "get", "", "namespaces", "team-a", "team-a"), "status"), false},
+		{"namespace-limited wildcard: its Namespace's finalize", "prod", withSub(res(erin, "get", "", "namespaces", "team-a", "team-a"), "finalize"), false},
+		{"namespace-limited wildcard: watch its Namespace", "prod", res(erin, "watch", "", "namespaces", "team-a", "team-a"), false},
+		{"namespace-limited wildcard: namespaces in any group", "prod", res(erin, "get", "example.io", "namespaces", "team-a", "team-a"), false},
+		{"namespace-limited wildcard: list namespaces", "prod", res(erin, "list", "", "namespaces", "", ""), false},
+		{"wildcards: a Namespace object", "any", res(admin, "get", "", "namespaces", "team-a", "team-a"), true},
+		{"wildcards: a Namespace's status", "any", withSub(res(admin, "get", "", "namespaces", "team-a", "team-a"), "status"), true},
 
 		{"all clusters: allowed on one", AllClusters, res(alice, "list", "", "pods", "team-a", ""), true},
 		{"all clusters: allowed on none", AllClusters, res(bob, "list", "", "pods", "team-a", ""), false},
