@@ -214,6 +214,7 @@ func TestEndToEnd(t *testing.T) {
 		{"namespace-limited: its Namespace", &erin, "", "/clusters/prod/api/v1/namespaces/team-a", "", 403, `get namespaces \"team-a\"`},
 		{"namespace-limited: its Namespace's status", &erin, "", "/clusters/prod/api/v1/namespaces/team-a/status", "", 403, "namespaces/status"},
 		{"namespace-limited: watch its Namespace", &erin, "", "/clusters/prod/api/v1/watch/namespaces/team-a", "", 403, "watch namespaces"},
+		{"namespace-limited: SECRETS", &erin, "", "/clusters/prod/api/v1/namespaces/team-a/SECRETS/s", "", 403, "SECRETS"},
 		{"namespace-limited: its Namespace by field selector", &erin, "", "/clusters/prod/api/v1/namespaces?fieldSelector=metadata.name%3Dteam-a", "", 403, "list namespaces"},
 	}
 	for _, c := range cases {
@@ -243,7 +244,7 @@ func TestEndToEnd(t *testing.T) {
 	denyMu.Lock()
 	defer denyMu.Unlock()
 	want := []string{"prod/pods", "prod/secrets", "dev/pods", "dev/pods", "dev/", "prod/pods", "/", "prod/pods",
-		"prod/namespaces", "prod/namespaces", "prod/namespaces", "prod/namespaces"}
+		"prod/namespaces", "prod/namespaces", "prod/namespaces", "prod/SECRETS", "prod/namespaces"}
 	if strings.Join(denials, " ") != strings.Join(want, " ") {
 		t.Errorf("OnDeny saw %q, want %q", denials, want)
 	}

@@ -169,6 +169,14 @@ func (v *validator) rule(at string, r *ruleDoc) {
 		v.add(at+".apiGroups", `is empty; write [""] for the core group, ["*"] for every group`)
 	}
 	v.names(at+".resources", r.Resources, true)
+	for i, res := range r.Resources {
+		for _, part := range strings.Split(res, "/") {
+			if part != "" && part != Wildcard && !resourceName(part) {
+				v.add(fmt.Sprintf("%s.resources[%d]", at, i), "is %q; resources are lowercase, as the API server names them (pods, pods/log, */status)", res)
+				break
+			}
+		}
+	}
 	if r.Namespaces != nil {
 		v.names(at+".namespaces", r.Namespaces, true)
 	}

@@ -61,6 +61,8 @@ func TestParseRulesErrors(t *testing.T) {
 		{"no apiGroups", grant("{resources: [pods], verbs: [get]}"), []string{`rules.yaml: grants[0].rules[0].apiGroups: is empty; write [""] for the core group`}},
 		{"no resources", grant("{apiGroups: [''], resources: [], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].resources: is empty"}},
 		{"empty resource", grant("{apiGroups: [''], resources: [pods, ''], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].resources[1]: is empty"}},
+		{"upper-case resource", grant("{apiGroups: [''], resources: [pods, Secrets], verbs: [get]}"), []string{`rules.yaml: grants[0].rules[0].resources[1]: is "Secrets"; resources are lowercase`}},
+		{"upper-case subresource", grant("{apiGroups: [''], resources: ['*/Status'], verbs: [get]}"), []string{`rules.yaml: grants[0].rules[0].resources[0]: is "*/Status"`}},
 		{"empty namespaces", grant("{apiGroups: [''], resources: [pods], namespaces: [], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].namespaces: is empty"}},
 		{"empty namespace", grant("{apiGroups: [''], resources: [pods], namespaces: [''], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].namespaces[0]: is empty"}},
 		{"empty resource name", grant("{apiGroups: [''], resources: [pods], resourceNames: [''], verbs: [get]}"), []string{"rules.yaml: grants[0].rules[0].resourceNames[0]: is empty"}},

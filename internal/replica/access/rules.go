@@ -21,7 +21,9 @@ import (
 //     On [AllClusters] it is allowed when that holds on at least one
 //     cluster; [Rules.Scope] says which.
 //   - A resource named "*" never covers secrets: only a rule that names
-//     secrets serves them.
+//     secrets serves them. A resource or subresource that is not
+//     lowercase ASCII letters, digits and dashes (SECRETS) is denied
+//     whatever the rules.
 //   - A rule with namespaces covers namespaced requests in those
 //     namespaces only: never a list across all namespaces, nor the
 //     resource namespaces (in any API group), though RequestInfo puts
@@ -157,6 +159,7 @@ func (r *Rules) forUser(u user.Info, f func(*rule) bool) {
 // cluster.
 func (ru *rule) matches(a authorizer.Attributes) bool {
 	return ru.verbs&verbBits[a.GetVerb()] != 0 && a.GetVerb() != Wildcard &&
+		resourceName(a.GetResource()) && (a.GetSubresource() == "" || resourceName(a.GetSubresource())) &&
 		ru.apiGroups.has(a.GetAPIGroup()) &&
 		ru.resourceMatches(a.GetResource(), a.GetSubresource()) &&
 		(ru.namespaces.all || ru.namespaced(a)) &&
@@ -173,6 +176,23 @@ const namespacesResource = "namespaces"
 // API group, is never: only a rule without a namespace limit covers it.
 func (ru *rule) namespaced(a authorizer.Attributes) bool {
 	return a.GetNamespace() != "" && a.GetResource() != namespacesResource && ru.namespaces.has(a.GetNamespace())
+}
+
+// resourceName reports whether s is spelt as the API server names
+// resources and subresources: lowercase ASCII letters, digits and dashes,
+// not empty. Another spelling (SECRETS, Secrets, a non-ASCII letter) is
+// no resource a rule covers, so that no spelling of secrets slips past the
+// rule that wildcards never cover them, whatever the server makes of it.
+func resourceName(s string) bool {
+	if s == "" {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !('a' <= c && c <= 'z' || '0' <= c && c <= '9' || c == '-') {
+			return false
+		}
+	}
+	return true
 }
 
 // secrets is the resource that no wildcard covers, in any API group.

@@ -115,6 +115,14 @@ func TestRulesAuthorize(t *testing.T) {
 		{"wildcards never cover secrets", "any", res(admin, "get", "", "secrets", "x", "s"), false},
 		{"wildcards never cover secrets in a list", "any", res(admin, "list", "", "secrets", "", ""), false},
 		{"wildcards never cover secrets' subresources", "any", withSub(res(admin, "get", "", "secrets", "x", "s"), "status"), false},
+		// Resources are lowercase: another spelling of secrets is not a
+		// resource a wildcard covers.
+		{"wildcards never cover SECRETS", "any", res(admin, "get", "", "SECRETS", "x", "s"), false},
+		{"wildcards never cover Secrets in a list", "any", res(admin, "list", "", "Secrets", "", ""), false},
+		{"wildcards never cover a non-ASCII secrets", "any", res(admin, "get", "", "\u017fecrets", "x", "s"), false},
+		{"wildcards never cover an upper-case subresource", "any", withSub(res(admin, "get", "", "pods", "x", "p"), "Status"), false},
+		{"wildcards never cover an empty resource", "any", res(admin, "get", "", "", "x", "s"), false},
+		{"namespace-limited wildcard: NAMESPACES", "prod", res(erin, "get", "", "NAMESPACES", "team-a", "team-a"), false},
 		{"wildcard verbs are only get/list/watch", "any", res(admin, "create", "", "pods", "x", ""), false},
 
 		{"secrets named, the named one", "prod", res(vault, "get", "", "secrets", "vault", "unseal"), true},
