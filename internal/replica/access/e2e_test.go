@@ -191,6 +191,8 @@ func TestEndToEnd(t *testing.T) {
 		{"cert: list granted", &alice, "", "/clusters/prod/api/v1/namespaces/team-a/pods", "", 200, "alice /api/v1/namespaces/team-a/pods"},
 		{"cert: watch granted", &alice, "", "/clusters/prod/api/v1/namespaces/team-a/pods?watch=true", "", 200, "alice"},
 		{"cert: discovery with a grant", &alice, "", "/clusters/prod/apis", "", 200, "alice /apis"},
+		{"cert: discovery of /api/v1", &alice, "", "/clusters/prod/api/v1", "", 200, "alice /api/v1"},
+		{"cert: discovery of a group version", &alice, "", "/clusters/prod/apis/apps/v1", "", 200, "alice /apis/apps/v1"},
 		{"cert: all clusters", &alice, "", "/clusters/*/api/v1/namespaces/team-a/pods", "", 200, "alice"},
 		{"cert: other namespace", &alice, "", "/clusters/prod/api/v1/namespaces/team-b/pods", "", 403, `user \"alice\"`},
 		{"cert: secrets", &alice, "", "/clusters/prod/api/v1/namespaces/team-a/secrets", "", 403, "secrets"},

@@ -33,7 +33,9 @@ import (
 //     /namespaces/<ns>/ with 404, as kube-apiserver does, or a
 //     namespace-limited rule of "*" would cover it.
 //   - A non-resource request is allowed when it is a GET of discovery
-//     (/api, /apis, /api/..., /apis/..., /version, /openapi/...) and the
+//     (/api, /api/<version>, /apis, /apis/<group>, /apis/<group>/<version>,
+//     /version, /openapi/v2, /openapi/v3 and /openapi/v3/ followed by
+//     api/<version> or apis/<group>/<version>; nothing deeper) and the
 //     identity has any grant on the cluster. An identity with no grant on a
 //     cluster is denied discovery, get, list and watch alike.
 //   - A request whose context carries no cluster is denied: the server
@@ -221,17 +223,36 @@ func (ru *rule) resourceMatches(resource, sub string) bool {
 	return false
 }
 
-// discovery reports whether a non-resource request is one of discovery.
+// discovery reports whether a non-resource request is one of discovery:
+// a GET of /api, /api/<version>, /apis, /apis/<group>,
+// /apis/<group>/<version>, /version, /openapi/v2, /openapi/v3,
+// /openapi/v3/api/<version> or /openapi/v3/apis/<group>/<version>, and
+// nothing deeper, which would be a resource's path.
 func discovery(a authorizer.Attributes) bool {
 	p := a.GetPath()
-	if a.GetVerb() != "get" || p != path.Clean(p) {
+	if a.GetVerb() != "get" || p != path.Clean(p) || !strings.HasPrefix(p, "/") {
 		return false
 	}
-	switch p {
-	case "/api", "/apis", "/version", "/openapi":
-		return true
+	parts := strings.Split(p[1:], "/")
+	if parts[0] == "openapi" {
+		switch {
+		case len(parts) == 2:
+			return parts[1] == "v2" || parts[1] == "v3"
+		case len(parts) > 2 && parts[1] == "v3":
+			parts = parts[2:] // the document of a group version
+			return parts[0] == "api" && len(parts) == 2 || parts[0] == "apis" && len(parts) == 3
+		}
+		return false
 	}
-	return strings.HasPrefix(p, "/api/") || strings.HasPrefix(p, "/apis/") || strings.HasPrefix(p, "/openapi/")
+	switch parts[0] {
+	case "version":
+		return len(parts) == 1
+	case "api":
+		return len(parts) <= 2
+	case "apis":
+		return len(parts) <= 3
+	}
+	return false
 }
 
 // Authorize decides a request whose context carries its cluster; see
