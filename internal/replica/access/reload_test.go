@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"os"
@@ -150,6 +151,78 @@ func TestRulesFileReload(t *testing.T) {
 	defer mu.Unlock()
 	if len(reloads) != 4 || reloads[0] != nil || reloads[1] == nil || reloads[2] == nil || reloads[3] != nil {
 		t.Errorf("OnReload saw %v, want nil, an error, an error, nil", reloads)
+	}
+}
+
+// replace writes data to path in one step, by a rename, so that a reader
+// never sees it half written.
+func replace(t *testing.T, path, data string) {
+	t.Helper()
+	tmp := path + ".tmp"
+	writeFile(t, tmp, data)
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestRulesFileStatusAfterUnreadable holds that a file back after being
+// unreadable is reported as what it is: good again, or still bad.
+func TestRulesFileStatusAfterUnreadable(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "rules.yaml")
+	good := e2eRules
+	bad := strings.Replace(e2eRules, "[get, list, watch]", "[get, list, delete]", 1)
+	writeFile(t, path, good)
+	f, err := NewRulesFile(RulesFileConfig{Path: path, Interval: 5 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, f.Run)
+	unreadable := func() (bool, string) {
+		err := f.Status().Err
+		return err != nil && strings.Contains(err.Error(), "no such file"), fmt.Sprintf("status does not say the file is missing: %v", err)
+	}
+	readable := func() (bool, string) {
+		err := f.Status().Err
+		return err == nil || !strings.Contains(err.Error(), "no such file"), "status still says the file is missing"
+	}
+	ctx := WithCluster(context.Background(), "prod")
+	goodInUse := func() bool {
+		d, _, _ := f.Authorize(ctx, res(usr("alice"), "list", "", "pods", "team-a", ""))
+		return d == authorizer.DecisionAllow
+	}
+
+	// Good, unreadable, the same good content again: no error.
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 5*time.Second, unreadable)
+	replace(t, path, good)
+	poll.Until(t, 5*time.Second, readable)
+	if st := f.Status(); st.Err != nil {
+		t.Errorf("the good file back: status %+v, want no error", st)
+	}
+
+	// Bad, unreadable, the same bad content again: its error again.
+	replace(t, path, bad)
+	poll.Until(t, 5*time.Second, func() (bool, string) { return f.Status().Err != nil, "no error for the bad file" })
+	badErr := f.Status().Err.Error()
+	if want := path + ": grants[0].rules[0].verbs[2]"; !strings.Contains(badErr, want) {
+		t.Fatalf("the bad file: error %q does not say %q", badErr, want)
+	}
+	if err := os.Remove(path); err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 5*time.Second, unreadable)
+	failed := f.Status().Failed
+	replace(t, path, bad)
+	poll.Until(t, 5*time.Second, readable)
+	st := f.Status()
+	if st.Err == nil || st.Err.Error() != badErr || st.Failed != failed {
+		t.Errorf("the bad file back: status %+v, want the error %q and Failed %d", st, badErr, failed)
+	}
+	if !goodInUse() {
+		t.Error("the good rules are not in use")
 	}
 }
 

@@ -49,7 +49,8 @@ type RulesFile struct {
 
 	mu         sync.Mutex
 	status     RulesStatus
-	unreadable bool // status.Err is the file's being unreadable
+	unreadable bool  // status.Err is the file's being unreadable
+	contentErr error // why the content last read is not in use; nil when it is
 }
 
 var _ authorizer.Authorizer = (*RulesFile)(nil)
@@ -97,9 +98,9 @@ func (f *RulesFile) reload() {
 	if err == nil && !changed {
 		f.mu.Lock()
 		if f.unreadable {
-			// The file is back as it was: what is in use is what it says.
+			// The file is back as it was: good, and in use, or still bad.
 			f.unreadable = false
-			f.status.Err = nil
+			f.status.Err = f.contentErr
 		}
 		f.mu.Unlock()
 		return
@@ -117,6 +118,9 @@ func (f *RulesFile) reload() {
 	// reported once, until its error changes.
 	repeated := readFailed && f.status.Err != nil && err.Error() == f.status.Err.Error()
 	f.unreadable = readFailed
+	if !readFailed {
+		f.contentErr = err
+	}
 	if err != nil {
 		f.status.Err = err
 		if !repeated {
