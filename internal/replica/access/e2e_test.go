@@ -138,6 +138,11 @@ const e2eRules = header + `grants:
     resources: ["*"]
     namespaces: [team-a]
     verbs: ["*"]
+  - apiGroups: [""]
+    resources: [configmaps]
+    namespaces: [team-b]
+    resourceNames: [settings]
+    verbs: [list, watch]
 `
 
 func TestEndToEnd(t *testing.T) {
@@ -218,6 +223,15 @@ func TestEndToEnd(t *testing.T) {
 		{"namespace-limited: watch its Namespace", &erin, "", "/clusters/prod/api/v1/watch/namespaces/team-a", "", 403, "watch namespaces"},
 		{"namespace-limited: SECRETS", &erin, "", "/clusters/prod/api/v1/namespaces/team-a/SECRETS/s", "", 403, "SECRETS"},
 		{"namespace-limited: its Namespace by field selector", &erin, "", "/clusters/prod/api/v1/namespaces?fieldSelector=metadata.name%3Dteam-a", "", 403, "list namespaces"},
+
+		// resourceNames: a list or watch only with the metadata.name field
+		// selector of a name listed, which the server then applies.
+		{"resourceNames: list without the selector", &erin, "", "/clusters/prod/api/v1/namespaces/team-b/configmaps", "", 403, "list configmaps"},
+		{"resourceNames: list by label", &erin, "", "/clusters/prod/api/v1/namespaces/team-b/configmaps?labelSelector=app%3Dsettings", "", 403, "list configmaps"},
+		{"resourceNames: list with the selector", &erin, "", "/clusters/prod/api/v1/namespaces/team-b/configmaps?fieldSelector=metadata.name%3Dsettings", "", 200, "erin"},
+		{"resourceNames: watch with the selector", &erin, "", "/clusters/prod/api/v1/namespaces/team-b/configmaps?watch=1&fieldSelector=metadata.name%3Dsettings", "", 200, "erin"},
+		{"resourceNames: list of another name", &erin, "", "/clusters/prod/api/v1/namespaces/team-b/configmaps?fieldSelector=metadata.name%3Dother", "", 403, `list configmaps \"other\"`},
+		{"resourceNames: list of all but the name", &erin, "", "/clusters/prod/api/v1/namespaces/team-b/configmaps?fieldSelector=metadata.name!%3Dsettings", "", 403, "list configmaps"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -246,7 +260,8 @@ func TestEndToEnd(t *testing.T) {
 	denyMu.Lock()
 	defer denyMu.Unlock()
 	want := []string{"prod/pods", "prod/secrets", "dev/pods", "dev/pods", "dev/", "prod/pods", "/", "prod/pods",
-		"prod/namespaces", "prod/namespaces", "prod/namespaces", "prod/SECRETS", "prod/namespaces"}
+		"prod/namespaces", "prod/namespaces", "prod/namespaces", "prod/SECRETS", "prod/namespaces",
+		"prod/configmaps", "prod/configmaps", "prod/configmaps", "prod/configmaps"}
 	if strings.Join(denials, " ") != strings.Join(want, " ") {
 		t.Errorf("OnDeny saw %q, want %q", denials, want)
 	}

@@ -38,6 +38,14 @@ import (
 //     api/<version> or apis/<group>/<version>; nothing deeper) and the
 //     identity has any grant on the cluster. An identity with no grant on a
 //     cluster is denied discovery, get, list and watch alike.
+//   - A rule with resourceNames covers a list or watch only when the
+//     request carries one of those names: RequestInfo reads it from the
+//     metadata.name field selector (?fieldSelector=metadata.name=<name>),
+//     and a list or watch without it is denied. The server must then
+//     answer with that object only, applying the request's metadata.name
+//     field selector exactly as its RequestInfo read it; a server that
+//     ignored the selector would serve every object of the resource to a
+//     rule for one name.
 //   - A request whose context carries no cluster is denied: the server
 //     serves what needs no grant (health, metrics) outside this authorizer.
 //   - Every verb but get, list and watch is denied.

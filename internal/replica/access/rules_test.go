@@ -127,7 +127,7 @@ func TestRulesAuthorize(t *testing.T) {
 
 		{"secrets named, the named one", "prod", res(vault, "get", "", "secrets", "vault", "unseal"), true},
 		{"secrets named, another name", "prod", res(vault, "get", "", "secrets", "vault", "root"), false},
-		{"resourceNames: a list without a name", "prod", res(vault, "list", "", "secrets", "vault", ""), false},
+		{"secrets named, list not granted", "prod", res(vault, "list", "", "secrets", "vault", ""), false},
 		{"secrets named, verb not granted", "prod", res(vault, "watch", "", "secrets", "vault", "unseal"), false},
 		{"secrets named, other namespace", "prod", res(vault, "get", "", "secrets", "default", "unseal"), false},
 		{"second rule of a grant", "prod", res(vault, "list", "apps", "deployments", "", ""), true},
@@ -148,6 +148,14 @@ func TestRulesAuthorize(t *testing.T) {
 		{"namespace-limited wildcard: watch its Namespace", "prod", res(erin, "watch", "", "namespaces", "team-a", "team-a"), false},
 		{"namespace-limited wildcard: namespaces in any group", "prod", res(erin, "get", "example.io", "namespaces", "team-a", "team-a"), false},
 		{"namespace-limited wildcard: list namespaces", "prod", res(erin, "list", "", "namespaces", "", ""), false},
+		// A list or watch carries a name when its metadata.name field
+		// selector names one (RequestInfo reads it); a rule with
+		// resourceNames allows it only then, and only for those names.
+		{"resourceNames: a list without a name", "prod", res(erin, "list", "", "configmaps", "team-b", ""), false},
+		{"resourceNames: a watch without a name", "prod", res(erin, "watch", "", "configmaps", "team-b", ""), false},
+		{"resourceNames: a list of the name", "prod", res(erin, "list", "", "configmaps", "team-b", "settings"), true},
+		{"resourceNames: a watch of the name", "prod", res(erin, "watch", "", "configmaps", "team-b", "settings"), true},
+		{"resourceNames: a list of another name", "prod", res(erin, "list", "", "configmaps", "team-b", "other"), false},
 		{"wildcards: a Namespace object", "any", res(admin, "get", "", "namespaces", "team-a", "team-a"), true},
 		{"wildcards: a Namespace's status", "any", withSub(res(admin, "get", "", "namespaces", "team-a", "team-a"), "status"), true},
 
