@@ -123,9 +123,11 @@ func TestRulesFileReload(t *testing.T) {
 	if !allowed(cms) || allowed(pods) {
 		t.Error("a bad file changed the rules in use")
 	}
-	if l := log.String(); !strings.Contains(l, "keeping the last good rules") || !strings.Contains(l, "file="+path) {
-		t.Errorf("the log does not tell of the bad file: %s", l)
-	}
+	// Run logs after it sets the status: wait for the line.
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		l := log.String()
+		return strings.Contains(l, "keeping the last good rules") && strings.Contains(l, "file="+path), "the log does not tell of the bad file: " + l
+	})
 
 	// A file that vanishes is an error too; the rules stay.
 	if err := os.Remove(path); err != nil {
@@ -146,6 +148,12 @@ func TestRulesFileReload(t *testing.T) {
 	swap(t, dir, "rules.yaml", e2eRules)
 	poll.Until(t, 5*time.Second, func() (bool, string) {
 		return allowed(pods) && f.Status().Err == nil, "the good file is not in use"
+	})
+	// Run calls OnReload after it puts the rules in use: wait for the call.
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(reloads) >= 4, fmt.Sprintf("OnReload saw %v", reloads)
 	})
 	mu.Lock()
 	defer mu.Unlock()
