@@ -2,6 +2,7 @@ package sink
 
 import (
 	"context"
+	"time"
 
 	"github.com/kubebus/bridge/wire"
 )
@@ -22,4 +23,14 @@ import (
 type DiscoveryWriter interface {
 	WriteDiscovery(ctx context.Context, d wire.Discovery) error
 	LastDiscovery(ctx context.Context, cluster string) (wire.Discovery, bool, error)
+}
+
+// DiscoveryRefresher is implemented by DiscoveryWriters whose bus may
+// expire a document that does not change (a stream with a maximum age, a
+// topic that deletes by time). DiscoveryRefresh is how often the
+// document must be written again, changed or not, for the bus to keep it;
+// zero when the bus keeps it for good. It is asked after each write, as
+// the writer may learn of the bus's retention on its first write.
+type DiscoveryRefresher interface {
+	DiscoveryRefresh() time.Duration
 }

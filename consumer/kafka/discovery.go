@@ -15,6 +15,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/internal/bounded"
+	"github.com/kubebus/bridge/internal/logonce"
 	"github.com/kubebus/bridge/internal/retry"
 	"github.com/kubebus/bridge/wire"
 )
@@ -42,14 +44,26 @@ const (
 // passed more than once: the reader keeps the latest of each cluster, by
 // Cluster. A record that does not decode (wire.UnmarshalDiscovery), or
 // has another content-type, is skipped, counted (Skipped) and logged; a
-// tombstone is skipped.
+// tombstone is skipped. So is a document whose Cluster is not its key: one
+// keyed b that claims cluster a is not passed on as a's; such documents
+// are logged once per key (of the first mismatchLogged keys).
+//
+// The bridge creates the topic with one partition. A topic with more is
+// read whole, and one given more partitions while Follow reads it is
+// read again from its start, every partition, within checkEvery of the
+// change.
 type DiscoveryLog struct {
 	client  *kgo.Client
 	admin   *kadm.Client
 	topic   string
 	log     *slog.Logger
 	skipped atomic.Int64
+	// mismatched are the keys whose mismatched document was logged.
+	mismatched *logonce.Keys
 }
+
+// mismatchLogged is how many keys' mismatched documents are logged.
+const mismatchLogged = 100
 
 var _ consumer.DiscoveryLog = (*DiscoveryLog)(nil)
 
@@ -75,14 +89,15 @@ func NewDiscoveryLog(client *kgo.Client, cfg Config, logger *slog.Logger) (*Disc
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &DiscoveryLog{client: client, admin: kadm.NewClient(client), topic: topic, log: logger.With("topic", topic)}, nil
+	return &DiscoveryLog{client: client, admin: kadm.NewClient(client), topic: topic, log: logger.With("topic", topic),
+		mismatched: logonce.New(mismatchLogged)}, nil
 }
 
 // Topic is the topic the DiscoveryLog reads.
 func (l *DiscoveryLog) Topic() string { return l.topic }
 
 // Skipped is how many records Follow calls have skipped, as they did not
-// decode.
+// decode or were not their key's cluster's.
 func (l *DiscoveryLog) Skipped() int64 { return l.skipped.Load() }
 
 // fnError carries the error of Follow's fn, which ends Follow.
@@ -92,6 +107,10 @@ func (e *fnError) Error() string { return e.err.Error() }
 
 // errNoTopic is follow's error while the topic does not exist.
 var errNoTopic = errors.New("no such topic yet")
+
+// errPartitionsAdded is follow's error when the topic has more partitions
+// than when it started: Follow reads it again at once.
+var errPartitionsAdded = errors.New("partitions added")
 
 // Follow implements consumer.DiscoveryLog.
 func (l *DiscoveryLog) Follow(ctx context.Context, fn func(wire.Discovery) error) error {
@@ -109,6 +128,10 @@ func (l *DiscoveryLog) Follow(ctx context.Context, fn func(wire.Discovery) error
 		if read {
 			bo.Reset()
 			failing = false
+		}
+		if errors.Is(err, errPartitionsAdded) {
+			l.log.Info("consumer/kafka: the discovery topic has partitions added; reading it again", "err", err)
+			continue
 		}
 		if !failing {
 			failing = true
@@ -182,7 +205,18 @@ func (l *DiscoveryLog) follow(ctx context.Context, fn func(wire.Discovery) error
 		}
 		return true
 	}
+	lastCheck := time.Now()
 	for {
+		if latest == nil && time.Since(lastCheck) >= checkEvery {
+			lastCheck = time.Now()
+			now, err := lg.describe(ctx)
+			if err != nil {
+				return read, err
+			}
+			if len(now.leaders) > n {
+				return read, fmt.Errorf("consumer/kafka: topic %s: %d partitions, %d when read: %w", l.topic, len(now.leaders), n, errPartitionsAdded)
+			}
+		}
 		if latest != nil && caughtUp() {
 			for _, k := range slices.Sorted(maps.Keys(latest)) {
 				if err := fn(latest[k]); err != nil {
@@ -218,6 +252,12 @@ func (l *DiscoveryLog) follow(ctx context.Context, fn func(wire.Discovery) error
 			d, ok := l.decode(r)
 			switch {
 			case !ok:
+			case d.Cluster != string(r.Key):
+				l.skipped.Add(1)
+				if l.mismatched.First(string(r.Key)) {
+					l.log.Warn("consumer/kafka: skipped a discovery document of another cluster than its key's (logged once per key)",
+						"key", bounded.Abbrev(string(r.Key)), "cluster", bounded.Abbrev(d.Cluster), "partition", r.Partition, "offset", r.Offset)
+				}
 			case latest != nil:
 				latest[string(r.Key)] = d
 			default:

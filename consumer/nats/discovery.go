@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/internal/bounded"
+	"github.com/kubebus/bridge/internal/logonce"
 	"github.com/kubebus/bridge/internal/retry"
 	"github.com/kubebus/bridge/wire"
 )
@@ -36,14 +39,23 @@ const (
 // documents, so a document may be passed more than once: the reader keeps
 // the latest of each cluster, by Cluster. A document that does not decode
 // (wire.UnmarshalDiscovery), or has another Content-Type, is skipped,
-// counted (Skipped) and logged.
+// counted (Skipped) and logged. So is one whose Cluster is not its
+// subject's (its last token is not wire.EscapeToken(Cluster)): a
+// document on kube._discovery.b that claims cluster a is not passed on as
+// a's; such documents are logged once per subject (of the first
+// mismatchLogged subjects).
 type DiscoveryLog struct {
 	js      jetstream.JetStream
 	stream  string
 	filter  string
 	log     *slog.Logger
 	skipped atomic.Int64
+	// mismatched are the subjects whose mismatched document was logged.
+	mismatched *logonce.Keys
 }
+
+// mismatchLogged is how many subjects' mismatched documents are logged.
+const mismatchLogged = 100
 
 var _ consumer.DiscoveryLog = (*DiscoveryLog)(nil)
 
@@ -62,11 +74,12 @@ func NewDiscoveryLog(js jetstream.JetStream, cfg Config, logger *slog.Logger) (*
 		logger = slog.New(slog.DiscardHandler)
 	}
 	filter := wire.DiscoverySubjects(cfg.SubjectPrefix)
-	return &DiscoveryLog{js: js, stream: cfg.Stream, filter: filter, log: logger.With("stream", cfg.Stream, "filter", filter)}, nil
+	return &DiscoveryLog{js: js, stream: cfg.Stream, filter: filter, log: logger.With("stream", cfg.Stream, "filter", filter),
+		mismatched: logonce.New(mismatchLogged)}, nil
 }
 
 // Skipped is how many documents Follow calls have skipped, as they did
-// not decode.
+// not decode or were not their subject's cluster's.
 func (l *DiscoveryLog) Skipped() int64 { return l.skipped.Load() }
 
 // fnError carries the error of Follow's fn, which ends Follow.
@@ -140,6 +153,14 @@ func (l *DiscoveryLog) follow(ctx context.Context, fn func(wire.Discovery) error
 		d, err := wire.UnmarshalDiscovery(msg.Data())
 		if err != nil {
 			l.skip(msg.Subject(), err)
+			continue
+		}
+		if token := msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]; token != wire.EscapeToken(d.Cluster) {
+			l.skipped.Add(1)
+			if l.mismatched.First(msg.Subject()) {
+				l.log.Warn("nats consumer: skipped a discovery document of another cluster than its subject's (logged once per subject)",
+					"subject", msg.Subject(), "cluster", bounded.Abbrev(d.Cluster))
+			}
 			continue
 		}
 		if err := fn(d); err != nil {

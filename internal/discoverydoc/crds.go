@@ -3,6 +3,7 @@ package discoverydoc
 import (
 	"context"
 	"log/slog"
+	"reflect"
 	"sync"
 	"time"
 
@@ -32,7 +33,8 @@ type crdColumns struct {
 }
 
 // startCRDs starts an informer of the CRDs that calls changed on every
-// change, and waits a while for its first list. It returns a crdColumns
+// change of what the documents take of them (slimCRD): not on one of a
+// CRD's status alone, and waits a while for its first list. It returns a crdColumns
 // without a store, having logged it once, when the bridge may not list
 // CRDs. wg waits for the informer.
 func startCRDs(ctx context.Context, client dynamic.Interface, changed func(), wg *sync.WaitGroup, log *slog.Logger) crdColumns {
@@ -56,8 +58,12 @@ func startCRDs(ctx context.Context, client dynamic.Interface, changed func(), wg
 		cache.DefaultWatchErrorHandler(ctx, r, err)
 	})
 	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(any) { changed() },
-		UpdateFunc: func(any, any) { changed() },
+		AddFunc: func(any) { changed() },
+		UpdateFunc: func(old, new any) {
+			if crdUpdateMatters(old, new) {
+				changed()
+			}
+		},
 		DeleteFunc: func(any) { changed() },
 	}); err != nil {
 		log.Warn("the discovery documents carry no printer columns of CRDs", "err", err)
@@ -142,6 +148,19 @@ func (c crdColumns) columns(gvr schema.GroupVersionResource) []wire.PrinterColum
 		return out
 	}
 	return nil
+}
+
+// crdUpdateMatters tells whether an update of a CRD, as slimCRD left its
+// old and new objects, changes what the documents take of it: its name
+// and spec (group, names, versions' names and printer columns), not its
+// resourceVersion, which every update of its status changes.
+func crdUpdateMatters(old, new any) bool {
+	o, ok1 := old.(*unstructured.Unstructured)
+	n, ok2 := new.(*unstructured.Unstructured)
+	if !ok1 || !ok2 {
+		return true
+	}
+	return o.GetName() != n.GetName() || !reflect.DeepEqual(o.Object["spec"], n.Object["spec"])
 }
 
 func str(v any) string {

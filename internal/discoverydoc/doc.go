@@ -7,10 +7,21 @@
 // Guarantees:
 //
 //   - A Publisher writes a document once the resources watched are known
-//     (when Run starts), and again after each change of them, or of a CRD,
-//     that changes the document; a document equal to the one the bus holds
-//     (all but its Time) is not written again, so a restart with nothing
-//     changed writes nothing.
+//     (when Run starts), and again after each change of them, or of what
+//     the document takes of a CRD, that changes the document; a document
+//     equal to the one the bus holds (all but its Time) is not written
+//     again, so a restart with nothing changed writes nothing.
+//   - A change is built Settle after the last change, and never later than
+//     MaxDelay after the first change not yet built, however steadily
+//     changes come.
+//   - Where the bus may expire a document that does not change
+//     (sink.DiscoveryRefresher: a NATS stream with a maximum age, a Kafka
+//     topic that deletes by time), the document is written again, changed
+//     or not, as often as the bus says.
+//   - A Publisher reads the bus again once, a while after its first read
+//     (longer than a write of the bridge may take): a write of the
+//     previous leader that landed after the first read is seen then, and
+//     replaced by the document of this leader's if they differ.
 //   - It never blocks the objects' pipeline: it runs on a goroutine of its
 //     own, and builds and writes one document at a time.
 //   - A failed write is retried with the bridge's backoff (package

@@ -27,6 +27,11 @@ const (
 	// CRD's creation, establishment and the set's start of its watch come
 	// as several events within a second, worth one document.
 	DefaultSettle = time.Second
+	// DefaultMaxDelay is the longest a change waits for its document
+	// while changes keep coming, each within Settle of the last: a steady
+	// trickle (a CRD per second, say) must not hold the document back for
+	// good, and five documents a minute cost the bus nothing.
+	DefaultMaxDelay = 5 * DefaultSettle
 	// DefaultMaxRetryInterval is the longest wait between two tries to
 	// write a document: short enough that the bus has the cluster's
 	// discovery soon after it comes back, long enough to cost a broken bus
@@ -36,6 +41,12 @@ const (
 	firstRetry = 500 * time.Millisecond
 	// callTimeout bounds one read or write of the bus.
 	callTimeout = 30 * time.Second
+	// verifyAfter is when, after its first read of the bus, a Publisher
+	// reads the bus again: a write of the previous leader, started before
+	// this one became leader, has landed or failed by then (it was bounded
+	// by callTimeout), so a document of it that landed after the first
+	// read is seen and replaced.
+	verifyAfter = callTimeout + time.Second
 )
 
 // ResourceLister reads a group-version's resources from the cluster's
@@ -66,9 +77,13 @@ type Options struct {
 	CRDs dynamic.Interface
 	// Writer is the bus the documents go to.
 	Writer sink.DiscoveryWriter
-	// Settle is DefaultSettle when zero; MaxRetryInterval is
-	// DefaultMaxRetryInterval when zero.
+	// Settle is how long after the last change the document is built;
+	// MaxDelay caps that wait from the first change not yet built, while
+	// changes keep coming. Settle is DefaultSettle when zero; MaxDelay is
+	// DefaultMaxDelay when zero, and never less than Settle;
+	// MaxRetryInterval is DefaultMaxRetryInterval when zero.
 	Settle           time.Duration
+	MaxDelay         time.Duration
 	MaxRetryInterval time.Duration
 }
 
@@ -102,6 +117,10 @@ func New(opts Options, log *slog.Logger) (*Publisher, error) {
 	if opts.Settle <= 0 {
 		opts.Settle = DefaultSettle
 	}
+	if opts.MaxDelay <= 0 {
+		opts.MaxDelay = DefaultMaxDelay
+	}
+	opts.MaxDelay = max(opts.MaxDelay, opts.Settle)
 	if opts.MaxRetryInterval <= 0 {
 		opts.MaxRetryInterval = DefaultMaxRetryInterval
 	}
@@ -124,38 +143,59 @@ func (p *Publisher) Run(ctx context.Context) error {
 
 	// What the bus holds already: nothing is written while the document
 	// is the same.
-	var last []byte
-	rctx, rcancel := context.WithTimeout(ctx, callTimeout)
-	held, ok, err := p.opts.Writer.LastDiscovery(rctx, p.opts.Cluster)
-	rcancel()
-	switch {
-	case err != nil && ctx.Err() == nil:
-		p.log.Info("cannot read the discovery document the bus holds; publishing the cluster's", "err", err)
-	case ok:
-		last = canonical(held)
-	}
+	last := p.read(ctx, nil)
+	verify := time.NewTimer(verifyAfter)
+	defer verify.Stop()
+
+	// refresh, when the bus expires documents, writes the document again
+	// before it does, changed or not.
+	refresh := time.NewTimer(0)
+	refresh.Stop()
+	defer refresh.Stop()
+	force := false
 
 	bo := retry.New(firstRetry, p.opts.MaxRetryInterval)
 	timer := time.NewTimer(0) // the first document, at once
 	defer timer.Stop()
+	// pending is when the first change not yet built came; zero when none.
+	var pending time.Time
+	settle := func() {
+		now := time.Now()
+		if pending.IsZero() {
+			pending = now
+		}
+		timer.Reset(max(min(p.opts.Settle, pending.Add(p.opts.MaxDelay).Sub(now)), 0))
+	}
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
 		case <-p.opts.Changes:
-			timer.Reset(p.opts.Settle)
+			settle()
 			continue
 		case <-p.changed:
-			timer.Reset(p.opts.Settle)
+			settle()
+			continue
+		case <-verify.C:
+			if held := p.read(ctx, last); !bytes.Equal(held, last) {
+				// Another bridge wrote meanwhile: compare again.
+				last = held
+				timer.Reset(0)
+			}
+			continue
+		case <-refresh.C:
+			force = true
+			timer.Reset(0)
 			continue
 		case <-timer.C:
 		}
+		pending = time.Time{}
 		doc, incomplete := p.build(ctx, crds)
 		if ctx.Err() != nil {
 			return nil
 		}
 		again := false
-		if c := canonical(doc); !bytes.Equal(c, last) {
+		if c := canonical(doc); force || !bytes.Equal(c, last) {
 			wctx, wcancel := context.WithTimeout(ctx, callTimeout)
 			err := p.opts.Writer.WriteDiscovery(wctx, doc)
 			wcancel()
@@ -163,14 +203,21 @@ func (p *Publisher) Run(ctx context.Context) error {
 			case ctx.Err() != nil:
 				return nil
 			case err == nil:
-				last = c
+				last, force = c, false
 				p.log.Info("published the discovery document", "resources", len(doc.Resources))
+				if r, ok := p.opts.Writer.(sink.DiscoveryRefresher); ok {
+					if every := r.DiscoveryRefresh(); every > 0 {
+						refresh.Reset(every)
+					}
+				}
 			case sink.IsTerminal(err):
 				p.log.Error("cannot publish the discovery document; trying again at the next change of the resources watched", "err", err)
 			default:
 				p.log.Warn("cannot publish the discovery document for now; trying again", "err", err)
 				again = true
 			}
+		} else {
+			p.log.Info("the bus holds the cluster's discovery document already; not published again", "resources", len(doc.Resources))
 		}
 		if incomplete != nil {
 			p.log.Info("discovery does not describe every resource watched for now; its document says what the bridge knows of them, and is built again", "err", incomplete)
@@ -182,6 +229,21 @@ func (p *Publisher) Run(ctx context.Context) error {
 			bo.Reset()
 		}
 	}
+}
+
+// read is the canonical form of the document the bus holds, or known when
+// the bus holds none or cannot be read.
+func (p *Publisher) read(ctx context.Context, known []byte) []byte {
+	rctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	held, ok, err := p.opts.Writer.LastDiscovery(rctx, p.opts.Cluster)
+	switch {
+	case err != nil && ctx.Err() == nil:
+		p.log.Info("cannot read the discovery document the bus holds; publishing the cluster's", "err", err)
+	case ok:
+		return canonical(held)
+	}
+	return known
 }
 
 // signal tells Run of a change, without blocking.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
+	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
 
@@ -13,7 +15,21 @@ import (
 	"github.com/kubebus/bridge/wire"
 )
 
-var _ sink.DiscoveryWriter = (*Sink)(nil)
+var (
+	_ sink.DiscoveryWriter    = (*Sink)(nil)
+	_ sink.DiscoveryRefresher = (*Sink)(nil)
+)
+
+// DiscoveryRefresh is half the retention.ms of a discovery topic that
+// deletes by time (one made by hand, or auto-created by the broker, with
+// cleanup.policy=delete), so that the topic always holds a document of
+// the cluster; zero for a compacted topic, one that keeps records for
+// good, and until the first WriteDiscovery has checked the topic.
+func (s *Sink) DiscoveryRefresh() time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.discoveryRefresh
+}
 
 // discoveryTopicConfigs are the configs of the discovery topic the sink
 // creates, whatever the layout: compacted, so that it keeps the latest
@@ -69,14 +85,71 @@ func (s *Sink) ensureDiscoveryTopic(ctx context.Context, topic string) error {
 	if err != nil {
 		return fmt.Errorf("kafka sink: discovery topic: brokers %s: %w", strings.Join(s.cfg.conn.Brokers(), ","), err)
 	}
+	var refresh time.Duration
 	if len(created) > 0 {
 		s.log.Info("created topic", "topic", topic, "of", "discovery documents", "partitions", 1, "replicationFactor", s.cfg.ReplicationFactor,
 			"configs", configString(discoveryTopicConfigs))
+		s.opts.compaction(topic, true)
+	} else {
+		refresh = s.checkDiscoveryCompaction(ctx, topic)
 	}
 	s.mu.Lock()
 	s.discoveryReady = true
+	s.discoveryRefresh = refresh
 	s.mu.Unlock()
 	return nil
+}
+
+// checkDiscoveryCompaction reads the cleanup policy and retention of the
+// discovery topic, which existed, reports whether it is compacted, warns
+// when it may delete the document, and returns DiscoveryRefresh: half its
+// retention.ms when it deletes by time. Like checkCompaction, it never
+// fails: the topic works, and what it holds is the operator's call.
+func (s *Sink) checkDiscoveryCompaction(ctx context.Context, topic string) time.Duration {
+	res, err := s.client(startTimeout).DescribeConfigs(ctx, &kafkago.DescribeConfigsRequest{Resources: []kafkago.DescribeConfigRequestResource{{
+		ResourceType: kafkago.ResourceTypeTopic,
+		ResourceName: topic,
+		ConfigNames:  []string{configCleanupPolicy, configRetentionMs, configRetentionBytes},
+	}}})
+	if err == nil && len(res.Resources) != 1 {
+		err = errors.New("the broker described another number of topics than asked")
+	}
+	if err == nil {
+		err = res.Resources[0].Error
+	}
+	if err != nil {
+		s.log.Warn("cannot check that the discovery topic is compacted; if it deletes by time, the cluster's document expires with it", "topic", topic, "err", err)
+		return 0
+	}
+	var policy, retention, retentionBytes string
+	for _, e := range res.Resources[0].ConfigEntries {
+		switch e.ConfigName {
+		case configCleanupPolicy:
+			policy = e.ConfigValue
+		case configRetentionMs:
+			retention = e.ConfigValue
+		case configRetentionBytes:
+			retentionBytes = e.ConfigValue
+		}
+	}
+	compacted := hasPolicy(policy, "compact")
+	s.opts.compaction(topic, compacted)
+	if !hasPolicy(policy, "delete") && compacted {
+		return 0
+	}
+	var refresh time.Duration
+	if ms, err := strconv.ParseInt(strings.TrimSpace(retention), 10, 64); err == nil && ms > 0 {
+		refresh = time.Duration(ms) * time.Millisecond / 2
+	}
+	if n, err := strconv.ParseInt(strings.TrimSpace(retentionBytes), 10, 64); err == nil && n >= 0 {
+		s.log.Warn("the discovery topic deletes by size: the cluster's document may be deleted; set cleanup.policy=compact and retention.ms=-1 on the topic",
+			"topic", topic, "cleanupPolicy", policy, "retentionMs", retention, "retentionBytes", retentionBytes)
+	}
+	if refresh > 0 {
+		s.log.Warn("the discovery topic deletes by time: the bridge writes the cluster's document again, unchanged, at half its retention, lest it expire; set cleanup.policy=compact and retention.ms=-1 on the topic",
+			"topic", topic, "cleanupPolicy", policy, "retentionMs", retention, "every", refresh)
+	}
+	return refresh
 }
 
 // LastDiscovery returns the latest discovery document of cluster in the

@@ -51,11 +51,13 @@ type Sink struct {
 	w, alone *kafkago.Writer
 	opts     options
 
-	// mu guards topics, the topics known to exist, and discoveryReady,
-	// whether the discovery topic is known to exist.
-	mu             sync.Mutex
-	topics         []string
-	discoveryReady bool
+	// mu guards topics, the topics known to exist, discoveryReady,
+	// whether the discovery topic is known to exist, and
+	// discoveryRefresh, DiscoveryRefresh once it is.
+	mu               sync.Mutex
+	topics           []string
+	discoveryReady   bool
+	discoveryRefresh time.Duration
 	// health is the outcome of the last talk with the brokers.
 	health health
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -14,7 +15,22 @@ import (
 	"github.com/kubebus/bridge/wire"
 )
 
-var _ sink.DiscoveryWriter = (*Sink)(nil)
+var (
+	_ sink.DiscoveryWriter    = (*Sink)(nil)
+	_ sink.DiscoveryRefresher = (*Sink)(nil)
+)
+
+// DiscoveryRefresh is half the stream's maximum age (the history
+// layout's BRIDGE_NATS_STREAM_MAX_AGE, as the existing stream has it), so
+// that the stream always holds a document of the cluster; zero when the
+// stream keeps messages for good (the state layout), and in core mode,
+// where the server keeps nothing.
+func (s *Sink) DiscoveryRefresh() time.Duration {
+	if s.js == nil {
+		return 0
+	}
+	return s.streamMaxAge / 2
+}
 
 // WriteDiscovery publishes d to wire.DiscoverySubject(BRIDGE_NATS_SUBJECT_PREFIX,
 // d.Cluster), with the header Content-Type wire.DiscoveryContentType, and
@@ -22,8 +38,8 @@ var _ sink.DiscoveryWriter = (*Sink)(nil)
 // has it). The subject is one of its own, so the state layout's stream,
 // one message per subject, keeps the latest document of each cluster; the
 // history layout's keeps every document for BRIDGE_NATS_STREAM_MAX_AGE
-// (the bridge publishes its document again before that age, see package
-// discoverydoc). A stream that does not capture the subject (one made by
+// (the bridge publishes its document again, unchanged, at half that age:
+// see DiscoveryRefresh). A stream that does not capture the subject (one made by
 // hand with narrower subjects) fails it terminally, naming the stream and
 // the subject.
 func (s *Sink) WriteDiscovery(ctx context.Context, d wire.Discovery) error {

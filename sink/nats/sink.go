@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -31,6 +32,9 @@ type Sink struct {
 	// discoveryErr is WriteDiscovery's error when the stream does not
 	// capture the discovery subject; nil when it does, or in core mode.
 	discoveryErr error
+	// streamMaxAge is the stream's MaxAge, as the server has it: the age
+	// at which it expires a discovery document that does not change.
+	streamMaxAge time.Duration
 
 	closeOnce sync.Once
 	closeErr  error

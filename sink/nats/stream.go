@@ -74,6 +74,7 @@ func (s *Sink) ensureStream(ctx context.Context) error {
 		return fmt.Errorf("nats sink: stream %s captures %s, not the bridge's subjects such as %s",
 			name, strings.Join(cfg.Subjects, ", "), sample)
 	}
+	s.streamMaxAge = cfg.MaxAge
 	if s.discoveryErr = s.checkDiscoverySubject(cfg.Subjects); s.discoveryErr != nil {
 		s.log.Warn("nats sink: the discovery document of the cluster cannot be published; readers of the bus (the replica) cannot serve its discovery", "err", s.discoveryErr)
 	}
