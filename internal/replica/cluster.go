@@ -12,14 +12,14 @@ const AnnotationCluster = "kubebus.io/cluster"
 
 type clusterKey struct{}
 
-// withCluster returns ctx naming the cluster a request reads ("*" for all).
+// WithCluster returns ctx naming the cluster a request reads ("*" for all).
 // It is the one place to swap for the access package's WithCluster.
-func withCluster(ctx context.Context, name string) context.Context {
+func WithCluster(ctx context.Context, name string) context.Context {
 	return context.WithValue(ctx, clusterKey{}, name)
 }
 
-// clusterFrom returns the cluster withCluster put in ctx.
-func clusterFrom(ctx context.Context) (string, bool) {
+// ClusterFrom returns the cluster WithCluster put in ctx.
+func ClusterFrom(ctx context.Context) (string, bool) {
 	name, ok := ctx.Value(clusterKey{}).(string)
 	return name, ok
 }

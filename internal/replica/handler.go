@@ -66,7 +66,7 @@ func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Re
 			return
 		}
 	}
-	r = r.Clone(withCluster(ctx, name))
+	r = r.Clone(WithCluster(ctx, name))
 	r.URL.Path = "/" + path
 	r.URL.RawPath = ""
 	h.ServeHTTP(w, r)
@@ -75,7 +75,7 @@ func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Re
 // serve answers an authenticated, authorized request.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	cluster, _ := clusterFrom(ctx)
+	cluster, _ := ClusterFrom(ctx)
 	info, ok := request.RequestInfoFrom(ctx)
 	if !ok {
 		writeStatus(w, r, apierrors.NewInternalError(fmt.Errorf("no request info")), "")

@@ -80,12 +80,12 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 
 // countingAuthorizer counts the denials of the Authorizer it wraps.
 type countingAuthorizer struct {
-	authorizer.Authorizer
+	authorizer.UnconditionalAuthorizer
 	denials prometheus.Counter
 }
 
 func (a countingAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	d, reason, err := a.Authorizer.Authorize(ctx, attrs)
+	d, reason, err := a.UnconditionalAuthorizer.Authorize(ctx, attrs)
 	if d != authorizer.DecisionAllow {
 		a.denials.Inc()
 	}

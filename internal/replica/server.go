@@ -54,7 +54,7 @@ type Config struct {
 	Authenticator authenticator.Request
 	// Authorizer authorizes every request, with the cluster in the
 	// request's context. Required.
-	Authorizer authorizer.Authorizer
+	Authorizer authorizer.UnconditionalAuthorizer
 	// Cache shapes each cache (ring size, watcher queue length).
 	Cache cache.Options
 	// SyncTimeout: DefaultSyncTimeout when zero.
@@ -78,7 +78,7 @@ type Server struct {
 	log       *slog.Logger
 	disc      *discovery
 	m         *metrics
-	authorize authorizer.Authorizer
+	authorize authorizer.UnconditionalAuthorizer
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's, nil before
@@ -137,7 +137,7 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
-	s.authorize = countingAuthorizer{Authorizer: cfg.Authorizer, denials: m.denials}
+	s.authorize = countingAuthorizer{UnconditionalAuthorizer: cfg.Authorizer, denials: m.denials}
 	return s, nil
 }
 
