@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
+	"github.com/kubebus/bridge/resourceversion"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -196,13 +197,22 @@ func TestReplicaKubectlWatch(t *testing.T) {
 	}
 	w.until(t, "ADDED, MODIFIED and DELETED of watched", func(evs []watchLine) bool {
 		var seq []string
+		deleted := false
 		for _, e := range evs {
-			if e.Object.Metadata.Name == "watched" {
-				seq = append(seq, e.Type+"@"+e.Object.Metadata.Annotations["kubebus.io/resource-version"])
+			if e.Object.Metadata.Name != "watched" {
+				continue
 			}
+			rv := e.Object.Metadata.Annotations["kubebus.io/resource-version"]
+			if e.Type == "DELETED" {
+				// A delete is dated by the API server's delete event,
+				// after the last update.
+				deleted = resourceversion.Before(updated.ResourceVersion, rv)
+				rv = "later"
+			}
+			seq = append(seq, e.Type+"@"+rv)
 		}
-		want := []string{"ADDED@" + created.ResourceVersion, "MODIFIED@" + updated.ResourceVersion, "DELETED@" + updated.ResourceVersion}
-		return strings.Join(seq, ",") == strings.Join(want, ",")
+		want := []string{"ADDED@" + created.ResourceVersion, "MODIFIED@" + updated.ResourceVersion, "DELETED@later"}
+		return deleted && strings.Join(seq, ",") == strings.Join(want, ",")
 	})
 }
 
