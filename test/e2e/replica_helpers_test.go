@@ -89,9 +89,9 @@ func startReplica(t *testing.T, busEnv map[string]string) *replicaProc {
 	dir := t.TempDir()
 	certFile, keyFile, caPEM := serverCert(t, dir)
 	tokens := filepath.Join(dir, "tokens.csv")
-	writeFile(t, tokens, replicaToken+",alice,uid-alice,readers\nreplica-e2e-token-bob,bob,uid-bob,\n")
+	writeFile(t, tokens, replicaToken+",alice,uid-alice,readers\nreplica-e2e-token-bob,bob,uid-bob,\nreplica-e2e-token-carol,carol,uid-carol,\n")
 	rules := filepath.Join(dir, "rules.yaml")
-	writeFile(t, rules, "rules:\n- users: [alice]\n  clusters: [e2e]\n")
+	writeFile(t, rules, "rules:\n- users: [alice]\n  clusters: [e2e]\n- users: [carol]\n  clusters: [\"*\"]\n")
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"REPLICA_LISTEN=127.0.0.1:0",
