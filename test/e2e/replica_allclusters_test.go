@@ -1,8 +1,8 @@
 package e2e
 
 import (
-	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -14,7 +14,6 @@ import (
 	"github.com/kubebus/bridge/consumer"
 	"github.com/kubebus/bridge/internal/replica"
 	"github.com/kubebus/bridge/test/natstest"
-	"github.com/kubebus/bridge/test/poll"
 )
 
 // clusterVersions reads a list of the all-clusters view: cluster/ns/name
@@ -33,21 +32,28 @@ func clusterVersions(l *corev1.ConfigMapList) versions {
 // sees changes of every cluster.
 func TestReplicaAllClusters(t *testing.T) {
 	srv := natstest.Start(t, natstest.Options{})
-	ns := namespace(t, "replica-all")
+	// Each cluster's bridge watches a namespace of its own: the bus
+	// deduplicates messages by object uid and resourceVersion, so two
+	// bridges of one API server must not publish the same objects.
+	nss := map[string]string{"e2e": namespace(t, "replica-all"), "e2e-two": namespace(t, "replica-all")}
 	for _, cluster := range []string{"e2e", "e2e-two"} {
+		ns := nss[cluster]
 		env := natsEnv(srv, ns, map[string]string{"BRIDGE_NATS_LAYOUT": "state", "BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + cluster + "-" + ns, "BRIDGE_CLUSTER_NAME": cluster})
 		p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
 		t.Cleanup(func() { p.terminate(t) })
 		publishNATSDiscovery(t, srv, configMapsDiscovery(cluster))
 	}
 	r := startReplica(t, map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": srv.URL()})
-	labelledConfigMaps(t, ns, 3)
+	labelledConfigMaps(t, nss["e2e"], 3)
+	labelledConfigMaps(t, nss["e2e-two"], 2)
+	const ns = "" // every namespace
 
 	want := func() versions {
 		out := versions{}
-		for k, rv := range apiVersions(t, ns, "") {
-			out["e2e/"+k] = rv
-			out["e2e-two/"+k] = rv
+		for cluster, ns := range nss {
+			for k, rv := range apiVersions(t, ns, "") {
+				out[cluster+"/"+k] = rv
+			}
 		}
 		return out
 	}
@@ -76,7 +82,7 @@ func TestReplicaAllClusters(t *testing.T) {
 	}
 	wantAlice := versions{}
 	for k, rv := range want() {
-		if k[:4] == "e2e/" {
+		if strings.HasPrefix(k, "e2e/") {
 			wantAlice[k] = rv
 		}
 	}
@@ -114,8 +120,10 @@ func TestReplicaAllClusters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer wi.Stop()
-	if _, err := kube(t).CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	for _, ns := range nss {
+		if _, err := kube(t).CoreV1().ConfigMaps(ns).Create(t.Context(), &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: "fresh"}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	seen := map[string]bool{}
 	deadline := time.After(30 * time.Second)
@@ -138,6 +146,4 @@ func TestReplicaAllClusters(t *testing.T) {
 			t.Fatalf("after 30s the watch saw fresh in %v, want e2e and e2e-two", seen)
 		}
 	}
-	_ = poll.Until
-	_ = fmt.Sprint
 }
