@@ -65,6 +65,7 @@ func TestAPIServer(t *testing.T) {
 	for _, s := range valueSets {
 		t.Run("rbac/"+s.name, func(t *testing.T) { checkRBAC(t, c, s) })
 	}
+	t.Run("replica", func(t *testing.T) { checkReplica(t, c, cp.KubeconfigPath()) })
 	// Last: it installs CRDs, which the questions above would include, and
 	// which change the discovery that helm runs on.
 	<-lifecycle

@@ -119,10 +119,22 @@ metrics:
   serviceMonitor:
     enabled: true
 `
+	// The replica comes with the first revision and goes with the second.
+	replicaValues := `
+replica:
+  enabled: true
+  tokens:
+    existingSecret: replica-tokens
+  rules:
+    grants:
+      - subjects: [{kind: Group, name: sre}]
+        clusters: ["*"]
+        rules: [{apiGroups: [""], resources: [configmaps], verbs: [list]}]
+`
 	ha := lifeRelease{release: "life-ha", namespace: "life-ha-system", states: []lifeState{
 		{
 			name:   "ha",
-			values: haValues + "replicaCount: 2\n",
+			values: haValues + replicaValues + "replicaCount: 2\n",
 			grants: grants{namespaced: set(configmaps, deployments), lease: "life-ha-bridge", leaseNamespace: "life-ha-system"},
 		},
 		{

@@ -146,6 +146,8 @@ values.schema.json cannot see, each naming the value at fault.
 {{- $errs = append $errs (printf "terminationGracePeriodSeconds=%v must exceed pipeline.shutdownTimeout (%ds), the bridge's whole budget from SIGTERM to exit, or the kubelet kills it during its final checkpoint flush; leave it unset to have the chart add a margin" $v.terminationGracePeriodSeconds $budget) }}
 {{- end }}
 
+{{- $errs = concat $errs (include "bridge.replicaProblems" . | fromJsonArray) }}
+
 {{- if $errs }}
 {{- fail (printf "invalid values:\n- %s" (join "\n- " $errs)) }}
 {{- end }}
