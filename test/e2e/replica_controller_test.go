@@ -1,11 +1,3 @@
-//go:build replica
-
-// This test runs the replica (cmd/replica) with the helpers of
-// replica_helpers_test.go and replica_kubectl_test.go (replicaOfNATS,
-// replicaProc.restConfig, replicaToken, apiVersions), which come with the
-// replica's server. Until they are in the tree it builds only with
-// -tags replica; drop the constraint above when they are.
-
 package e2e
 
 import (
