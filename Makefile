@@ -19,8 +19,11 @@ SOURCE_DATE_EPOCH ?= $(shell git log -1 --format=%ct 2>/dev/null)
 IMAGE_ARCH  ?= $(shell $(GO) env GOARCH)
 # Tests and the demo find kube-apiserver and etcd here.
 export BRIDGE_TEST_BIN_DIR := $(BIN)
+# The replica's test with the Python client runs Debian's python3, which
+# has python3-kubernetes, not whichever python3 comes first on PATH.
+export BRIDGE_TEST_PYTHON ?= /usr/bin/python3
 
-.PHONY: all build image image-oci controlplane helm chart-lint test unit e2e demo bench lint clean
+.PHONY: all build image image-oci controlplane helm pyclient chart-lint test unit e2e demo bench lint clean
 
 all: build
 
@@ -66,6 +69,19 @@ $(BIN)/.helm-$(HELM_VERSION):
 	@rm -f $(BIN)/.helm-*
 	@touch $@
 
+# The Python client of the Kubernetes API (python3-kubernetes, from
+# Debian's packages), which the replica's test runs against the replica.
+# Nothing to do when Debian's python3 imports it already; otherwise an
+# install as root, non-interactive, with apt-get update only when the
+# package lists do not have it yet.
+pyclient:
+	@$(BRIDGE_TEST_PYTHON) -c 'import kubernetes' 2>/dev/null || { \
+		export DEBIAN_FRONTEND=noninteractive; \
+		sudo=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$sudo apt-get install -y -q --no-install-recommends python3-kubernetes || \
+		{ $$sudo apt-get update -q && $$sudo apt-get install -y -q --no-install-recommends python3-kubernetes; } && \
+		$(BRIDGE_TEST_PYTHON) -c 'import kubernetes'; }
+
 chart-lint: $(HELM)
 	$(HELM) lint --strict --kube-version $(KUBE_VERSION) charts/bridge
 	@for f in charts/bridge/ci/*-values.yaml; do \
@@ -77,14 +93,14 @@ chart-lint: $(HELM)
 # kube-apiserver and etcd started on loopback, and the chart's tests (with
 # helm, and against a kube-apiserver too); then test/outside, a module of
 # its own that uses the public API as another module would.
-test: controlplane helm
+test: controlplane helm pyclient
 	$(GO) test -race -count=1 ./...
 	cd test/outside && $(GO) test -race -count=1 ./...
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 
-e2e: controlplane
+e2e: controlplane pyclient
 	$(GO) test -race -count=1 -v ./test/e2e/
 
 # Starts a throwaway control plane and the bridge with the stdout sink,
