@@ -34,10 +34,11 @@ type Event struct {
 	// for a position the bus reached without a change of this resource.
 	Type watch.EventType
 	// Object is the new state; for Deleted, the last one; nil for
-	// Bookmark.
+	// Bookmark. Its resourceVersion is Pos.
 	Object *unstructured.Unstructured
-	// Old is the state Object replaced, for Modified: a watch with a
-	// selector tells from it whether the object entered or left it.
+	// Old is the state the Store held before, for Modified and Deleted: a
+	// watch with a selector tells from it whether the object entered or
+	// left it, and a list at an earlier position rolls back to it.
 	Old *unstructured.Unstructured
 	// Pos is the bus position of the change.
 	Pos string
@@ -138,21 +139,41 @@ func (s *Store) put(obj any) error {
 	return nil
 }
 
-// Delete implements cache.ReflectorStore.
+// Delete implements cache.ReflectorStore. The Deleted event carries the
+// object's final state, or, when the consumer knows the delete only by
+// key (an object annotated final-state-unknown, or a
+// cache.DeletedFinalStateUnknown), the last state the Store held, at the
+// delete's position.
 func (s *Store) Delete(obj any) error {
 	u, err := asObject(obj)
 	if err != nil {
 		return err
 	}
+	_, unknown := obj.(cache.DeletedFinalStateUnknown)
+	unknown = unknown || u.GetAnnotations()[annotationFinalStateUnknown] == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(u)
-	if _, ok := s.objects[k]; !ok {
+	old, ok := s.objects[k]
+	if !ok {
 		return nil
 	}
 	delete(s.objects, k)
-	s.record(Event{Type: watch.Deleted, Object: u, Pos: u.GetResourceVersion()})
+	pos := u.GetResourceVersion()
+	last := u
+	if unknown {
+		last = at(old, pos)
+	}
+	s.record(Event{Type: watch.Deleted, Object: last, Old: old, Pos: pos})
 	return nil
+}
+
+// at is a copy of u at position pos; u, shared with the ring and with
+// readers, is never changed.
+func at(u *unstructured.Unstructured, pos string) *unstructured.Unstructured {
+	c := u.DeepCopy()
+	c.SetResourceVersion(pos)
+	return c
 }
 
 // Replace implements cache.ReflectorStore: the Store becomes list, at
@@ -171,18 +192,25 @@ func (s *Store) Replace(list []any, pos string) error {
 	defer s.mu.Unlock()
 	for k, old := range s.objects {
 		if _, ok := next[k]; !ok {
-			s.record(Event{Type: watch.Deleted, Object: old, Pos: pos})
+			s.record(Event{Type: watch.Deleted, Object: at(old, pos), Old: old, Pos: pos})
 		}
 	}
 	for k, u := range next {
 		old, ok := s.objects[k]
 		switch {
-		case !ok:
-			s.record(Event{Type: watch.Added, Object: u, Pos: pos})
-		case sameState(old, u):
+		case ok && sameState(old, u):
 			next[k] = old // the held state, so that the ring's pointers stay shared
-		default:
+			continue
+		case u.GetResourceVersion() != pos:
+			// A change the Store learns at pos: a client that resumes
+			// from its event's object resumes from pos.
+			u = at(u, pos)
+			next[k] = u
+		}
+		if ok {
 			s.record(Event{Type: watch.Modified, Object: u, Old: old, Pos: pos})
+		} else {
+			s.record(Event{Type: watch.Added, Object: u, Pos: pos})
 		}
 	}
 	s.objects = next
@@ -200,9 +228,14 @@ func sameState(a, b *unstructured.Unstructured) bool {
 	return a.GetUID() == b.GetUID() && a.GetAnnotations()[annotationResourceVersion] == b.GetAnnotations()[annotationResourceVersion]
 }
 
-// annotationResourceVersion is consumer.AnnotationResourceVersion, named
-// here so that the package needs nothing of the consumer.
-const annotationResourceVersion = "kubebus.io/resource-version"
+// annotationResourceVersion and annotationFinalStateUnknown are
+// consumer.AnnotationResourceVersion and
+// consumer.AnnotationFinalStateUnknown, named here so that the package
+// needs nothing of the consumer.
+const (
+	annotationResourceVersion   = "kubebus.io/resource-version"
+	annotationFinalStateUnknown = "kubebus.io/final-state-unknown"
+)
 
 // Resync implements cache.ReflectorStore; a Store has nothing to resync.
 func (s *Store) Resync() error { return nil }

@@ -124,3 +124,15 @@ func TestNonReadingWatcherIsCut(t *testing.T) {
 		t.Errorf("heap grew by %d bytes over %d changes", grew, changes)
 	}
 }
+
+// stubOf is an identity-only deleted object at position pos, as the
+// consumer hands out for a delete whose last state it does not have.
+func stubOf(name string, pos int) *unstructured.Unstructured {
+	u := &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "ConfigMap"}}
+	u.SetNamespace("ns")
+	u.SetName(name)
+	u.SetUID(types.UID("uid-" + name))
+	u.SetResourceVersion("p" + strconv.Itoa(pos))
+	u.SetAnnotations(map[string]string{"kubebus.io/final-state-unknown": "true"})
+	return u
+}
