@@ -135,6 +135,13 @@ func (sel selection) event(e cache.Event) (watch.Event, bool) {
 			return watch.Event{Type: watch.Deleted, Object: e.Object}, true
 		}
 		return watch.Event{}, false
+	case watch.Deleted:
+		// The watch saw the object as the Store held it (Old): its final
+		// state may have left the selection, or be an identity only.
+		if e.Old != nil && !sel.matches(e.Old) || e.Old == nil && !sel.matches(e.Object) {
+			return watch.Event{}, false
+		}
+		return watch.Event{Type: watch.Deleted, Object: e.Object}, true
 	}
 	if !sel.matches(e.Object) {
 		return watch.Event{}, false
