@@ -131,4 +131,3 @@ func TestSelectedWatchSeesDelete(t *testing.T) {
 		})
 	}
 }
-
