@@ -157,20 +157,23 @@ func (st *allStorage) ConvertToTable(ctx context.Context, obj runtime.Object, op
 
 // List merges the clusters' current states, in cluster then key order.
 // Any resourceVersion is served the current state (it is never older).
+// The pages after the first are the state at the first page's composite;
+// a cluster it does not name (new since) is left out of them.
 func (st *allStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	sel := selectionOf(ctx, opts)
-	after := ""
+	after, first := "", ""
+	var from map[string]string
 	if opts.Continue != "" {
 		t, err := decodeContinue(opts.Continue)
 		if err != nil {
 			return nil, err
 		}
-		after = t.After
+		after, first = t.After, t.Pos
+		if from, err = decodeComposite(t.Pos); err != nil {
+			return nil, apierrors.NewBadRequest(fmt.Sprintf("continue token is not one of the all-clusters view: %v", err))
+		}
 	}
-	limit := opts.Limit
-	if limit <= 0 || limit > st.s.cfg.MaxLimit {
-		limit = st.s.cfg.MaxLimit
-	}
+	limit := pageLimit(opts.Limit, st.s.cfg.MaxLimit)
 	type item struct {
 		cluster string
 		u       *unstructured.Unstructured
@@ -178,8 +181,16 @@ func (st *allStorage) List(ctx context.Context, opts *metainternalversion.ListOp
 	var items []item
 	pos := map[string]string{}
 	for _, m := range st.members {
-		objs, p := m.store.Snapshot("")
-		pos[m.cluster] = p
+		var objs []*unstructured.Unstructured
+		if from == nil {
+			objs, pos[m.cluster] = m.store.Snapshot("")
+		} else if p, named := from[m.cluster]; named {
+			var err error
+			if objs, err = m.store.SnapshotAt("", p); err != nil {
+				return nil, continueExpired(fmt.Errorf("cluster %q: %w", m.cluster, err))
+			}
+			pos[m.cluster] = p
+		}
 		for _, u := range objs {
 			if sel.matches(u) && (after == "" || m.cluster+"\x00"+cache.Key(u.GetNamespace(), u.GetName()) > after) {
 				items = append(items, item{m.cluster, u})
@@ -187,10 +198,13 @@ func (st *allStorage) List(ctx context.Context, opts *metainternalversion.ListOp
 		}
 	}
 	rv := encodeComposite(pos)
+	if first != "" {
+		rv = first // even when a cluster it names is no longer readable
+	}
 	list := st.NewList().(*unstructured.UnstructuredList)
 	list.SetResourceVersion(rv)
 	for i, it := range items {
-		if int64(i) == limit {
+		if limit > 0 && int64(i) == limit {
 			remaining := int64(len(items) - i)
 			last := items[i-1]
 			list.SetContinue(encodeContinue(continueToken{V: 1, After: last.cluster + "\x00" + cache.Key(last.u.GetNamespace(), last.u.GetName()), Pos: rv}))

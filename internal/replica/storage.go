@@ -137,25 +137,28 @@ func decodeContinue(s string) (continueToken, error) {
 }
 
 // List serves the cache's current state, see docs/replica.md for the
-// resourceVersion rules.
+// resourceVersion rules. The pages after the first are the state at the
+// first page's position.
 func (st *storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
 	if err := st.checkListVersion(ctx, opts); err != nil {
 		return nil, err
 	}
 	sel := selectionOf(ctx, opts)
-	after := ""
+	var objs []*unstructured.Unstructured
+	var pos string
 	if opts.Continue != "" {
 		t, err := decodeContinue(opts.Continue)
 		if err != nil {
 			return nil, err
 		}
-		after = t.After
+		pos = t.Pos
+		if objs, err = st.store.SnapshotAt(t.After, pos); err != nil {
+			return nil, continueExpired(err)
+		}
+	} else {
+		objs, pos = st.store.Snapshot("")
 	}
-	limit := opts.Limit
-	if limit <= 0 || limit > st.s.cfg.MaxLimit {
-		limit = st.s.cfg.MaxLimit
-	}
-	objs, pos := st.store.Snapshot(after)
+	limit := pageLimit(opts.Limit, st.s.cfg.MaxLimit)
 	list := st.NewList().(*unstructured.UnstructuredList)
 	list.SetResourceVersion(pos)
 	var remaining int64
@@ -163,7 +166,7 @@ func (st *storage) List(ctx context.Context, opts *metainternalversion.ListOptio
 		if !sel.matches(u) {
 			continue
 		}
-		if int64(len(list.Items)) == limit {
+		if limit > 0 && int64(len(list.Items)) == limit {
 			remaining++
 			continue
 		}
@@ -176,6 +179,21 @@ func (st *storage) List(ctx context.Context, opts *metainternalversion.ListOptio
 	}
 	st.s.m.served.Add(float64(len(list.Items)))
 	return list, nil
+}
+
+// pageLimit is the size of a list's page: limit, clamped to max; 0 (no
+// limit asked) serves the whole list in one page, as the API server does.
+func pageLimit(limit, max int64) int64 {
+	if limit <= 0 {
+		return 0
+	}
+	return min(limit, max)
+}
+
+// continueExpired is the answer to a continue token whose position the
+// cache no longer holds, as the API server answers an expired one.
+func continueExpired(err error) error {
+	return apierrors.NewResourceExpired(fmt.Sprintf("the continue token's position is no longer held by this read-only replica (%v): list again without continue", err))
 }
 
 // checkListVersion answers a list whose resourceVersion is a position

@@ -1,14 +1,18 @@
 package replica
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"strconv"
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -129,5 +133,118 @@ func TestSelectedWatchSeesDelete(t *testing.T) {
 				t.Errorf("got %s %v, want DELETED a", e.Type, e.Object)
 			}
 		})
+	}
+}
+
+// list is one List call, its items' "name@resourceVersion", its
+// resourceVersion and continue token.
+func list(t *testing.T, l interface {
+	List(context.Context, *metainternalversion.ListOptions) (runtime.Object, error)
+}, limit int64, cont string) ([]string, string, string, error) {
+	t.Helper()
+	o, err := l.List(t.Context(), &metainternalversion.ListOptions{Limit: limit, Continue: cont})
+	if err != nil {
+		return nil, "", "", err
+	}
+	ul := o.(*unstructured.UnstructuredList)
+	var items []string
+	for _, u := range ul.Items {
+		name := u.GetName()
+		if c := u.GetAnnotations()[AnnotationCluster]; c != "" {
+			name = c + "/" + name
+		}
+		items = append(items, name+"@"+u.GetResourceVersion())
+	}
+	return items, ul.GetResourceVersion(), ul.GetContinue(), nil
+}
+
+// The pages of a list are one state, the first page's: client-go's pager
+// keeps the first page's resourceVersion and its Reflector watches from
+// it, so a later page at a newer state would make it go back. A token
+// whose position has left the ring is 410 Expired, as the API server
+// answers an expired continue.
+func TestPagedListIsOneSnapshot(t *testing.T) {
+	s := bareServer(t, 0)
+	store := cache.NewStore(cache.Options{RingSize: 16})
+	_ = store.Replace([]any{cm("a", 1, "10"), cm("b", 1, "11"), cm("d", 1, "12")}, "p1")
+	st := oneStorage(s, store)
+	items, rv, cont, err := list(t, st, 1, "")
+	if err != nil || fmt.Sprint(items) != "[a@p1]" || rv != "p1" || cont == "" {
+		t.Fatalf("page 1: %v at %s, continue %q, %v", items, rv, cont, err)
+	}
+	_ = store.Update(cm("b", 2, "20"))
+	_ = store.Add(cm("c", 3, "21"))
+	_ = store.Update(cm("b", 4, "22"))
+	_ = store.Delete(cm("d", 5, "23"))
+	items, rv, cont2, err := list(t, st, 0, cont)
+	if err != nil || fmt.Sprint(items) != "[b@p1 d@p1]" || rv != "p1" || cont2 != "" {
+		t.Errorf("page 2: %v at %s, continue %q, %v; want [b@p1 d@p1] at p1", items, rv, cont2, err)
+	}
+	for i := 6; i < 30; i++ {
+		_ = store.Update(cm("b", i, strconv.Itoa(i)))
+	}
+	if _, _, _, err := list(t, st, 1, cont); !apierrors.IsResourceExpired(err) {
+		t.Errorf("page 2 after the ring moved past page 1: %v, want 410 Expired", err)
+	}
+}
+
+// The same for the all-clusters view, whose pages span clusters.
+func TestPagedListIsOneSnapshotAllClusters(t *testing.T) {
+	s := bareServer(t, 0)
+	one, two := cache.NewStore(cache.Options{RingSize: 16}), cache.NewStore(cache.Options{RingSize: 16})
+	_ = one.Replace([]any{cm("a", 1, "10"), cm("b", 1, "11")}, "p1")
+	_ = two.Replace([]any{cm("a", 1, "10"), cm("b", 1, "11")}, "p1")
+	st := allOf(s, map[string]*cache.Store{"one": one, "two": two})
+	items, rv, cont, err := list(t, st, 1, "")
+	if err != nil || fmt.Sprint(items) != "[one/a@"+rv+"]" || cont == "" {
+		t.Fatalf("page 1: %v at %s, continue %q, %v", items, rv, cont, err)
+	}
+	_ = one.Update(cm("b", 2, "20"))
+	_ = two.Delete(cm("a", 2, "20"))
+	_ = two.Add(cm("c", 3, "21"))
+	items, rv2, _, err := list(t, st, 0, cont)
+	want := fmt.Sprintf("[one/b@%[1]s two/a@%[1]s two/b@%[1]s]", rv)
+	if err != nil || fmt.Sprint(items) != want || rv2 != rv {
+		t.Errorf("page 2: %v at %s, %v; want %s", items, rv2, err, want)
+	}
+	for i := 4; i < 30; i++ {
+		_ = two.Update(cm("b", i, strconv.Itoa(i)))
+	}
+	if _, _, _, err := list(t, st, 1, cont); !apierrors.IsResourceExpired(err) {
+		t.Errorf("page 2 after the ring moved past page 1: %v, want 410 Expired", err)
+	}
+}
+
+// No limit (client-go's full list after an expired continue) is one
+// page; a limit above MaxLimit is clamped to pages of MaxLimit with a
+// continue token, never a silent cut.
+func TestListLimits(t *testing.T) {
+	s := bareServer(t, 2)
+	store := cache.NewStore(cache.Options{})
+	var objs []any
+	for _, n := range []string{"a", "b", "c", "d", "e"} {
+		objs = append(objs, cm(n, 1, "10"))
+	}
+	_ = store.Replace(objs, "p1")
+	for _, st := range []interface {
+		List(context.Context, *metainternalversion.ListOptions) (runtime.Object, error)
+	}{oneStorage(s, store), allOf(s, map[string]*cache.Store{"one": store})} {
+		items, _, cont, err := list(t, st, 0, "")
+		if err != nil || len(items) != 5 || cont != "" {
+			t.Errorf("%T, no limit: %v, continue %q, %v; want all 5, one page", st, items, cont, err)
+		}
+		var all []string
+		cont = ""
+		for page := 0; page == 0 || cont != ""; page++ {
+			var items []string
+			items, _, cont, err = list(t, st, 1<<40, cont)
+			if err != nil || len(items) > 2 || page > 5 {
+				t.Fatalf("%T, huge limit, page %d: %v, %v", st, page, items, err)
+			}
+			all = append(all, items...)
+		}
+		if len(all) != 5 {
+			t.Errorf("%T, huge limit: pages hold %v, want all 5", st, all)
+		}
 	}
 }

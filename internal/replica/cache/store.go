@@ -304,8 +304,57 @@ func (s *Store) Snapshot(after string) ([]*unstructured.Unstructured, string) {
 	}
 	pos := s.latest
 	s.mu.RUnlock()
-	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int { return strings.Compare(keyOf(a), keyOf(b)) })
+	sortByKey(out)
 	return out, pos
+}
+
+// SnapshotAt returns every object whose key is after from ("" for all), in
+// key order, as the state was at pos: the next pages of a list read at
+// pos. It fails with ErrExpired when pos is neither the latest position
+// nor in the ring.
+func (s *Store) SnapshotAt(after, pos string) ([]*unstructured.Unstructured, error) {
+	s.mu.RLock()
+	state := make(map[string]*unstructured.Unstructured, len(s.objects))
+	for k, u := range s.objects {
+		if after == "" || k > after {
+			state[k] = u
+		}
+	}
+	if pos != s.latest {
+		i := s.find(pos)
+		if i < 0 {
+			s.mu.RUnlock()
+			return nil, ErrExpired
+		}
+		// Undo the changes after pos, newest first: the ring holds the
+		// state each replaced.
+		for j := s.n - 1; j > i; j-- {
+			e := s.ring[(s.first+j)%len(s.ring)]
+			if e.Type == watch.Bookmark {
+				continue
+			}
+			k := keyOf(e.Object)
+			if after != "" && k <= after {
+				continue
+			}
+			if e.Old == nil {
+				delete(state, k)
+			} else {
+				state[k] = e.Old
+			}
+		}
+	}
+	s.mu.RUnlock()
+	out := make([]*unstructured.Unstructured, 0, len(state))
+	for _, u := range state {
+		out = append(out, u)
+	}
+	sortByKey(out)
+	return out, nil
+}
+
+func sortByKey(objs []*unstructured.Unstructured) {
+	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(keyOf(a), keyOf(b)) })
 }
 
 // Get returns the object of key, and the position of the Store's state.
