@@ -276,10 +276,12 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 	var wg sync.WaitGroup
 	for i, w := range watchers {
 		cluster := st.members[i].cluster
+		initial := w.Initial
+		w.Initial = nil
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			feed(ctx, cluster, w, merged)
+			feed(ctx, cluster, w, initial, merged)
 		}()
 	}
 	st.s.m.watchers.Inc()
@@ -294,8 +296,9 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 	return out, nil
 }
 
-// feed sends w's initial events, a marker, then its live events to out.
-func feed(ctx context.Context, cluster string, w *cache.Watcher, out chan<- mergedEvent) {
+// feed sends w's initial events (taken from it before any goroutine
+// runs), a marker, then its live events to out.
+func feed(ctx context.Context, cluster string, w *cache.Watcher, initial []cache.Event, out chan<- mergedEvent) {
 	send := func(m mergedEvent) bool {
 		select {
 		case out <- m:
@@ -304,8 +307,6 @@ func feed(ctx context.Context, cluster string, w *cache.Watcher, out chan<- merg
 			return false
 		}
 	}
-	initial := w.Initial
-	w.Initial = nil
 	for i, e := range initial {
 		initial[i] = cache.Event{}
 		if !send(mergedEvent{cluster: cluster, e: e}) {

@@ -248,3 +248,31 @@ func TestListLimits(t *testing.T) {
 		}
 	}
 }
+
+// A client that leaves an all-clusters watch during its initial events
+// ends it cleanly (run with -race: the watchers' initial events were read
+// and cleared by different goroutines).
+func TestAllClustersWatchStoppedDuringInitialEvents(t *testing.T) {
+	s := bareServer(t, 0)
+	stores := map[string]*cache.Store{}
+	for _, c := range []string{"one", "two", "three"} {
+		stores[c] = cache.NewStore(cache.Options{})
+		_ = stores[c].Replace([]any{cm("a", 1, "10"), cm("b", 1, "11"), cm("c", 1, "12")}, "p1")
+	}
+	st := allOf(s, stores)
+	for range 20 {
+		w, err := st.Watch(t.Context(), &metainternalversion.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		next(t, w)
+		w.Stop()
+		for range w.ResultChan() {
+		}
+	}
+	for c, store := range stores {
+		if n := store.Watchers(); n != 0 {
+			t.Errorf("cluster %s: %d watchers left", c, n)
+		}
+	}
+}

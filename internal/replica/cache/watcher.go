@@ -8,7 +8,8 @@ type Watcher struct {
 	s *Store
 	// Initial are the events before the live ones: the current state as
 	// Added (a watch of the state), or the ring's changes after the start
-	// position (a watch that resumes).
+	// position (a watch that resumes). It belongs to the caller that
+	// started the watch; the Watcher never touches it again.
 	Initial []Event
 	// Start is the position the watch started at: after Initial, the
 	// watcher has every change up to it.
@@ -89,7 +90,6 @@ func (w *Watcher) Stop() {
 	defer w.s.mu.Unlock()
 	w.stopped = true
 	w.s.drop(w)
-	w.Initial = nil
 }
 
 // Watchers is how many watchers the Store feeds.
