@@ -244,17 +244,20 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 			w.Stop()
 		}
 	}
+	// pos is the composite of the events sent. A cluster watched from its
+	// state enters it only once its initial events are all sent: a client
+	// that resumes from an earlier event gets them all again.
 	pos := map[string]string{}
 	for _, m := range st.members {
 		var w *cache.Watcher
 		p, named := from[m.cluster]
 		switch {
 		case state || (from != nil && !named):
-			w = m.store.WatchState()
+			watchers = append(watchers, m.store.WatchState())
+			continue
 		case from == nil: // sendInitialEvents=false from "" or "0"
-			var err error
-			if w, err = m.store.WatchFrom(m.store.Latest()); err != nil {
-				w = m.store.WatchState()
+			for w == nil { // until the latest position stays while it starts
+				w, _ = m.store.WatchFrom(m.store.Latest())
 			}
 		default:
 			var err error
@@ -265,7 +268,7 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 		}
 		watchers = append(watchers, w)
 		pos[m.cluster] = w.Start
-		if !state && from != nil && named {
+		if from != nil {
 			pos[m.cluster] = p
 		}
 	}
@@ -366,7 +369,7 @@ func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStr
 				}
 				return
 			}
-			if m.e.Pos != "" {
+			if _, started := pos[m.cluster]; started && m.e.Pos != "" {
 				pos[m.cluster] = m.e.Pos
 			}
 			out, ok := sel.event(m.e)

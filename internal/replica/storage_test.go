@@ -276,3 +276,44 @@ func TestAllClustersWatchStoppedDuringInitialEvents(t *testing.T) {
 		}
 	}
 }
+
+// An all-clusters watch of the state names a cluster in its composite
+// resourceVersion only once that cluster's initial events are all sent: a
+// client that resumes from an earlier event gets the rest of them.
+func TestAllClustersCompositeAfterInitialEvents(t *testing.T) {
+	s := bareServer(t, 0)
+	stores := map[string]*cache.Store{}
+	for _, c := range []string{"one", "two"} {
+		stores[c] = cache.NewStore(cache.Options{})
+		_ = stores[c].Replace([]any{cm("a", 1, "10"), cm("b", 1, "11"), cm("c", 1, "12")}, "p1")
+	}
+	for _, tc := range []struct {
+		name string
+		rv   string
+	}{
+		{"state", ""},
+		{"new clusters of a composite", encodeComposite(map[string]string{})},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := allOf(s, stores).Watch(t.Context(), &metainternalversion.ListOptions{ResourceVersion: tc.rv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			sent := map[string]int{}
+			for range 6 {
+				u := next(t, w).Object.(*unstructured.Unstructured)
+				sent[u.GetAnnotations()[AnnotationCluster]]++
+				pos, err := decodeComposite(u.GetResourceVersion())
+				if err != nil {
+					t.Fatal(err)
+				}
+				for c := range pos {
+					if sent[c] < 3 {
+						t.Errorf("%s/%s: its composite names cluster %s, of which %d of 3 objects were sent", u.GetAnnotations()[AnnotationCluster], u.GetName(), c, sent[c])
+					}
+				}
+			}
+		})
+	}
+}
