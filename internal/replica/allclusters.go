@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
@@ -57,6 +58,9 @@ func decodeComposite(rv string) (map[string]string, error) {
 	var m map[string]string
 	if err == nil {
 		err = json.Unmarshal(b, &m)
+	}
+	if err == nil && m == nil {
+		err = errors.New("not a JSON object")
 	}
 	if err != nil {
 		return nil, fmt.Errorf("resourceVersion %q of the all-clusters view does not decode: %v", truncate(rv, 80), err)

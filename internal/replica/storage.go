@@ -209,7 +209,8 @@ func (st *storage) checkListVersion(ctx context.Context, opts *metainternalversi
 	return st.waitKnown(ctx, rv)
 }
 
-// waitKnown waits up to waitForPosition for the cache to know pos.
+// waitKnown waits up to waitForPosition for the cache to know pos; past
+// it, or when the request ends first (its timeoutSeconds), 410 Expired.
 func (st *storage) waitKnown(ctx context.Context, pos string) error {
 	deadline := time.NewTimer(waitForPosition)
 	defer deadline.Stop()
@@ -223,7 +224,7 @@ func (st *storage) waitKnown(ctx context.Context, pos string) error {
 		case <-deadline.C:
 			return st.expired(pos)
 		case <-ctx.Done():
-			return ctx.Err()
+			return st.expired(pos)
 		}
 	}
 }
@@ -253,6 +254,11 @@ func (st *storage) startWatch(ctx context.Context, opts *metainternalversion.Lis
 	initial := opts.SendInitialEvents
 	switch {
 	case initial != nil && *initial:
+		if rv != "" && rv != "0" { // a state not older than rv, as a list from it
+			if err := st.waitKnown(ctx, rv); err != nil {
+				return nil, false, err
+			}
+		}
 		return st.store.WatchState(), opts.AllowWatchBookmarks, nil
 	case rv == "" || rv == "0":
 		if initial != nil { // sendInitialEvents=false: from now on

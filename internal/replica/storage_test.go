@@ -317,3 +317,50 @@ func TestAllClustersCompositeAfterInitialEvents(t *testing.T) {
 		})
 	}
 }
+
+// Positions that cannot be served are 410 Expired (or 400), never a 500
+// nor a watch from elsewhere: an unknown position whose wait the
+// request's timeout cuts short, sendInitialEvents=true from an unknown
+// position (the list from it is 410 too), a composite of JSON null.
+func TestUnservablePositions(t *testing.T) {
+	s := bareServer(t, 0)
+	store := cache.NewStore(cache.Options{})
+	_ = store.Replace([]any{cm("a", 1, "10")}, "p1")
+	yes := true
+	for _, tc := range []struct {
+		name  string
+		watch func(context.Context) (watch.Interface, error)
+	}{
+		{"unknown position, short timeout", func(ctx context.Context) (watch.Interface, error) {
+			return oneStorage(s, store).Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: "p99"})
+		}},
+		{"sendInitialEvents from an unknown position", func(ctx context.Context) (watch.Interface, error) {
+			return oneStorage(s, store).Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: "p99", SendInitialEvents: &yes})
+		}},
+		{"composite of null", func(ctx context.Context) (watch.Interface, error) {
+			return allOf(s, map[string]*cache.Store{"one": store}).Watch(ctx, &metainternalversion.ListOptions{ResourceVersion: "m1.bnVsbA"})
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// As timeoutSeconds=1 does, shorter than the wait for a position.
+			ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+			defer cancel()
+			w, err := tc.watch(ctx)
+			if err == nil {
+				w.Stop()
+			}
+			if !apierrors.IsResourceExpired(err) && !apierrors.IsBadRequest(err) {
+				t.Errorf("got %v, want 410 Expired or 400", err)
+			}
+		})
+	}
+	// sendInitialEvents from a known position: the state.
+	w, err := oneStorage(s, store).Watch(t.Context(), &metainternalversion.ListOptions{ResourceVersion: "p1", SendInitialEvents: &yes})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	if e := next(t, w); e.Type != watch.Added {
+		t.Errorf("sendInitialEvents from p1: %s, want ADDED", e.Type)
+	}
+}
