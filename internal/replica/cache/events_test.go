@@ -91,3 +91,37 @@ func TestDeleteOfStubCarriesHeldState(t *testing.T) {
 		})
 	}
 }
+
+// A relist records several changes at one position. A client that got the
+// first of them and resumes from its position gets them all again (a
+// repeat is harmless; a lost DELETED leaves a ghost).
+func TestWatchFromReplaysEveryChangeAtItsPosition(t *testing.T) {
+	s := NewStore(Options{})
+	_ = s.Replace([]any{object("a", 1, "10"), object("b", 1, "11")}, "p1")
+	_ = s.Replace(nil, "p2")
+	all, _ := s.WatchFrom("p1")
+	var first string // the delete the client got
+	for _, e := range all.Initial {
+		if e.Type == watch.Deleted && first == "" {
+			first = e.Object.GetName()
+		}
+	}
+	w, err := s.WatchFrom("p2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	deleted := map[string]bool{first: true}
+	for _, e := range w.Initial {
+		if e.Type == watch.Deleted {
+			deleted[e.Object.GetName()] = true
+		}
+	}
+	if !deleted["a"] || !deleted["b"] {
+		t.Errorf("after the delete of %s, a watch from p2 leaves out a delete: got %v", first, deleted)
+	}
+	// A single change at a position is not sent again.
+	_ = s.Add(object("c", 3, "12"))
+	if w, _ := s.WatchFrom("p3"); len(w.Initial) != 0 {
+		t.Errorf("a watch from p3, the latest, replays %d events", len(w.Initial))
+	}
+}
