@@ -32,7 +32,6 @@ func replicaOfNATS(t *testing.T) (string, *replicaProc) {
 	env := natsEnv(srv, ns, map[string]string{"BRIDGE_NATS_LAYOUT": "state", "BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + ns})
 	p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
 	t.Cleanup(func() { p.terminate(t) })
-	publishNATSDiscovery(t, srv, configMapsDiscovery("e2e"))
 	r := startReplica(t, map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": srv.URL()})
 	return ns, r
 }
