@@ -77,8 +77,8 @@ type Config struct {
 // Server is the replica: a read-only Kubernetes API of every cluster on
 // the bus. Handler serves it; Run keeps its discovery and caches current.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
+	cfg  Config
+	log  *slog.Logger
 	disc *discovery
 	m    *metrics
 
