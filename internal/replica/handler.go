@@ -100,6 +100,12 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the bus holds no resource %s in version %q of cluster %q", gr, info.APIVersion, cluster))
 		return
 	}
+	if !res.Namespaced && info.Namespace != "" && !namespaceItself(info) {
+		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+		writeStatus(w, r, apierrors.NewNotFound(gr, info.Name),
+			fmt.Sprintf("%s is cluster-scoped: there is none in namespace %q (as the API server, this replica serves it only outside /namespaces/<name>/)", gr, truncate(info.Namespace, 253)))
+		return
+	}
 	if cluster == access.AllClusters {
 		s.serveAll(w, r, res, info)
 		return
@@ -112,6 +118,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	st := &storage{s: s, cluster: cluster, res: res, store: store, table: newTableConvertor(res, false)}
 	s.serveResource(w, r, st, res, info)
+}
+
+// namespaceItself reports whether info is a Namespace object's own path,
+// /api/v1/namespaces/<name> or its status or finalize, which RequestInfo
+// puts in namespace <name> although Namespaces are cluster-scoped; and not
+// /api/v1/namespaces/<ns>/namespaces/..., which it reads alike.
+func namespaceItself(info *request.RequestInfo) bool {
+	if info.APIGroup != "" || info.Resource != "namespaces" || info.Name != info.Namespace {
+		return false
+	}
+	own := "/api/" + info.APIVersion + "/namespaces/" + info.Namespace
+	return info.Path == own || info.Path == own+"/status" || info.Path == own+"/finalize"
 }
 
 // serveResource hands the request to the API server's own handlers.

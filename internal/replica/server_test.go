@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientcache "k8s.io/client-go/tools/cache"
@@ -22,6 +21,8 @@ import (
 	"github.com/kubebus/bridge/consumer"
 	consumernats "github.com/kubebus/bridge/consumer/nats"
 	"github.com/kubebus/bridge/internal/replica/access"
+	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/wire"
 )
@@ -72,16 +73,17 @@ grants:
 // access package's authenticator and rules read from files.
 func testServer(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) *httptest.Server {
 	t.Helper()
-	hs, _ := testServerWith(t, srv, docs...)
+	hs, _, _ := testServerWith(t, srv, docs...)
 	return hs
 }
 
-func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) (*httptest.Server, *Server) {
+func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) (*httptest.Server, *Server, *natssink.Sink) {
 	t.Helper()
 	js := srv.JetStream(t)
-	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "KUBE", Subjects: []string{"kube.>"}, MaxMsgsPerSubject: 1}); err != nil {
-		t.Fatal(err)
-	}
+	// The bridge's own sink makes the stream, as the bridge would.
+	vars := srv.Env()
+	vars["BRIDGE_NATS_LAYOUT"] = string(natssink.LayoutState)
+	bus := bustest.NATSSink(t, vars)
 	dir := t.TempDir()
 	writeTestFile(t, filepath.Join(dir, "tokens.csv"), testTokens)
 	writeTestFile(t, filepath.Join(dir, "rules.yaml"), testRules)
@@ -113,7 +115,7 @@ func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) 
 	t.Cleanup(func() { cancel(); <-done })
 	hs := httptest.NewTLSServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return hs, s
+	return hs, s, bus
 }
 
 func writeTestFile(t *testing.T, path, content string) {
