@@ -167,3 +167,13 @@ func seriesCount(c prometheus.Collector) int {
 	}
 	return n
 }
+
+type dtoMetric = dto.Metric
+
+func mustJSON(v any) []byte {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic(err)
+	}
+	return b
+}

@@ -79,6 +79,12 @@ func testServer(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) *htt
 
 func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) (*httptest.Server, *Server, *natssink.Sink) {
 	t.Helper()
+	return testServerConfig(t, srv, func(*Config) {}, docs...)
+}
+
+// testServerConfig is testServerWith, with the Config changed by mod.
+func testServerConfig(t *testing.T, srv *natstest.Server, mod func(*Config), docs ...wire.Discovery) (*httptest.Server, *Server, *natssink.Sink) {
+	t.Helper()
 	js := srv.JetStream(t)
 	// The bridge's own sink makes the stream, as the bridge would.
 	vars := srv.Env()
@@ -96,7 +102,7 @@ func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) 
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err = New(Config{
+	cfg := Config{
 		Discovery: testDiscovery(docs),
 		NewListerWatcher: func(cluster string, gr schema.GroupResource) (clientcache.ListerWatcher, error) {
 			return consumernats.NewListerWatcher(js, consumernats.Config{}, consumer.Options{Cluster: cluster, Resource: gr})
@@ -105,7 +111,10 @@ func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) 
 		Rules:         rules,
 		Registerer:    prometheus.NewRegistry(),
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
-	})
+	}
+	mod(&cfg)
+	s, err = New(cfg)
+
 	if err != nil {
 		t.Fatal(err)
 	}
