@@ -36,9 +36,9 @@ import (
 	consumernats "github.com/kubebus/bridge/consumer/nats"
 	"github.com/kubebus/bridge/internal/httpserver"
 	"github.com/kubebus/bridge/internal/replica"
+	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/internal/replica/cache"
 	"github.com/kubebus/bridge/internal/version"
-	"github.com/kubebus/bridge/wire"
 )
 
 func main() {
@@ -90,13 +90,20 @@ func splitErr(err error) []error {
 
 // serve runs the replica until ctx ends.
 func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
-	authn, clientCAs, err := newAuthenticator(cfg.ClientCAFile, cfg.TokenFile)
+	authn, err := access.NewAuthenticator(access.AuthnConfig{ClientCAFile: cfg.ClientCAFile, TokenFile: cfg.TokenFile, Logger: log})
 	if err != nil {
-		return err
+		return fmt.Errorf("REPLICA_CLIENT_CA_FILE, REPLICA_TOKEN_FILE: %w", err)
 	}
-	authz, err := loadRules(cfg.RulesFile)
+	// The rules count their denials in the server's metrics; the server,
+	// made below, needs the rules. No request is served before srv is set.
+	var srv *replica.Server
+	rules, err := access.NewRulesFile(access.RulesFileConfig{
+		Path:   cfg.RulesFile,
+		Logger: log,
+		OnDeny: func(cluster, resource string) { srv.Denied(cluster, resource) },
+	})
 	if err != nil {
-		return err
+		return fmt.Errorf("REPLICA_RULES_FILE: %w", err)
 	}
 	cert, err := tls.LoadX509KeyPair(cfg.TLSCertFile, cfg.TLSKeyFile)
 	if err != nil {
@@ -117,7 +124,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return fmt.Errorf("nats: %w", err)
 		}
 		ncfg := consumernats.Config{Stream: cfg.NATSStream, Subject: cfg.NATSSubject, SubjectPrefix: cfg.NATSSubjectPrefix}
-		disc = &natsDiscovery{js: js, stream: cfg.NATSStream, prefix: cfg.NATSSubjectPrefix, log: log}
+		if disc, err = consumernats.NewDiscoveryLog(js, ncfg, log); err != nil {
+			return fmt.Errorf("REPLICA_NATS_SUBJECT_PREFIX: %w", err)
+		}
 		newLW = func(cluster string, gr schema.GroupResource) (clientcache.ListerWatcher, error) {
 			return consumernats.NewListerWatcher(js, ncfg, lwOptions(cluster, gr, log))
 		}
@@ -128,7 +137,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		defer cl.Close()
 		kcfg := consumerkafka.Config{TopicPrefix: cfg.KafkaTopicPrefix}
-		disc = &kafkaDiscovery{brokers: cfg.KafkaBrokers, topic: wire.DiscoveryTopic(cfg.KafkaTopicPrefix), log: log}
+		if disc, err = consumerkafka.NewDiscoveryLog(cl, kcfg, log); err != nil {
+			return fmt.Errorf("REPLICA_KAFKA_TOPIC_PREFIX: %w", err)
+		}
 		newLW = func(cluster string, gr schema.GroupResource) (clientcache.ListerWatcher, error) {
 			return consumerkafka.NewListerWatcher(cl, kcfg, lwOptions(cluster, gr, log))
 		}
@@ -136,11 +147,11 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	srv, err := replica.New(replica.Config{
+	srv, err = replica.New(replica.Config{
 		Discovery:        disc,
 		NewListerWatcher: newLW,
 		Authenticator:    authn,
-		Authorizer:       authz,
+		Rules:            rules,
 		Cache:            cache.Options{QueueLength: cfg.WatchQueue},
 		Logger:           log,
 		Registerer:       reg,
@@ -157,17 +168,20 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		return fmt.Errorf("REPLICA_LISTEN: %w", err)
 	}
 	tc := &tls.Config{MinVersion: tls.VersionTLS12, Certificates: []tls.Certificate{cert}, NextProtos: []string{"h2", "http/1.1"}}
-	if clientCAs != nil {
-		tc.ClientCAs = clientCAs
-		tc.ClientAuth = tls.VerifyClientCertIfGiven
+	if cfg.ClientCAFile != "" {
+		// The authenticator verifies the certificate against the CA
+		// bundle as last read, so that a new bundle needs no restart.
+		tc.ClientAuth = tls.RequestClientCert
 	}
 	api := &http.Server{Handler: srv.Handler(), TLSConfig: tc, ReadHeaderTimeout: 30 * time.Second, ErrorLog: slog.NewLogLogger(log.Handler(), slog.LevelDebug)}
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	errs := make(chan error, 3)
+	errs := make(chan error, 5)
 	go func() { errs <- srv.Run(ctx) }()
 	go func() { errs <- ops.Run(ctx) }()
+	go func() { errs <- authn.Run(ctx) }()
+	go func() { errs <- rules.Run(ctx) }()
 	go func() {
 		err := api.ServeTLS(ln, "", "")
 		if errors.Is(err, http.ErrServerClosed) {

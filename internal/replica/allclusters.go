@@ -18,7 +18,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/watch"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
@@ -29,9 +28,9 @@ import (
 
 // The all-clusters view (/clusters/*/...) merges the caches of every
 // cluster whose discovery names the resource and that the identity may
-// read (the authorizer is asked per cluster, with that cluster in the
-// context; a cluster it may not read is left out, never an error). Each
-// object is a copy carrying AnnotationCluster.
+// read (the rules' Scope of the request; a cluster it may not read is
+// left out, never an error). Each object is a copy carrying
+// AnnotationCluster.
 //
 // Its resourceVersion is composite: "m1." and the base64url of a JSON
 // object from cluster name to that cluster's bus position. A list is at
@@ -89,14 +88,16 @@ func (s *Server) serveAll(w http.ResponseWriter, r *http.Request, res wire.Disco
 		writeStatus(w, r, apierrors.NewInternalError(err), "")
 		return
 	}
+	// One Scope per request, from one version of the rules: the clusters
+	// on which this very request is allowed.
+	scope := s.cfg.Rules.Current().Scope(attrs)
 	gvr := res.GroupVersionResource()
 	st := &allStorage{s: s, res: res, table: newTableConvertor(res, true)}
 	for _, c := range s.disc.clusters() {
-		if _, ok := s.disc.resource(c, res.Group, res.Version, res.Resource); !ok {
+		if !scope.Has(c) {
 			continue
 		}
-		d, _, err := s.authorize.Authorize(WithCluster(ctx, c), attrs)
-		if err != nil || d != authorizer.DecisionAllow {
+		if _, ok := s.disc.resource(c, res.Group, res.Version, res.Resource); !ok {
 			continue
 		}
 		store, err := s.store(ctx, c, gvr)

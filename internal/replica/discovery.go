@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -53,7 +54,7 @@ func (d *discovery) clusters() []string {
 // cluster in name order that publishes a group and resource names its
 // version) for AllClusters. ok is false for a cluster with no document.
 func (d *discovery) resources(cluster string) ([]wire.DiscoveredResource, bool) {
-	if cluster != AllClusters {
+	if cluster != access.AllClusters {
 		doc, ok := d.cluster(cluster)
 		return doc.Resources, ok
 	}

@@ -22,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/internal/version"
 	"github.com/kubebus/bridge/wire"
 )
@@ -34,25 +35,26 @@ var requestInfo = &request.RequestInfoFactory{
 }
 
 // Handler serves the replica's API under /clusters/<name> and
-// /clusters/*. Each request is authenticated, then authorized (with its
+// /clusters/*. Each request is authenticated, then answered by gate if it
+// is a write or names a cluster not on the bus, then authorized (with its
 // cluster in its context), before anything is read.
 func (s *Server) Handler() http.Handler {
 	var h http.Handler = http.HandlerFunc(s.serve)
-	h = filters.WithAuthorization(h, s.authorize, serializers)
-	h = filters.WithAuthentication(h, s.cfg.Authenticator, filters.Unauthorized(serializers), nil, nil)
-	authed := h
+	h = filters.WithAuthorization(h, s.cfg.Rules, serializers)
+	gated := s.gate(h)
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		noteVerb(r)
-		authed.ServeHTTP(w, r)
+		gated.ServeHTTP(w, r)
 	})
+	h = filters.WithAuthentication(h, s.cfg.Authenticator, filters.Unauthorized(serializers), nil, nil)
 	withInfo := filters.WithRequestInfo(h, requestInfo)
 	return s.m.counted(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.clusterPrefix(withInfo, w, r)
 	}))
 }
 
-// clusterPrefix takes /clusters/<name> off the path, puts the cluster in
-// the context, and hands the request to h.
+// clusterPrefix takes /clusters/<name> off the path, notes the name for
+// gate, and hands the request to h.
 func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rest, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
@@ -61,13 +63,13 @@ func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Re
 		return
 	}
 	name, path, _ := strings.Cut(rest, "/")
-	if name != AllClusters {
+	if name != access.AllClusters {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			writeStatus(w, r, apierrors.NewBadRequest(""), fmt.Sprintf("cluster name %q in the path is not valid: %s", truncate(name, 80), strings.Join(errs, "; ")))
 			return
 		}
 	}
-	r = r.Clone(WithCluster(ctx, name))
+	r = r.Clone(withPathCluster(ctx, name))
 	r.URL.Path = "/" + path
 	r.URL.RawPath = ""
 	h.ServeHTTP(w, r)
@@ -76,23 +78,14 @@ func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Re
 // serve answers an authenticated, authorized request.
 func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	cluster, _ := ClusterFrom(ctx)
+	cluster, _ := access.ClusterFrom(ctx)
 	info, ok := request.RequestInfoFrom(ctx)
 	if !ok {
 		writeStatus(w, r, apierrors.NewInternalError(fmt.Errorf("no request info")), "")
 		return
 	}
-	if _, ok := s.disc.resources(cluster); !ok {
-		writeStatus(w, r, apierrors.NewNotFound(schema.GroupResource{Resource: "clusters"}, cluster),
-			fmt.Sprintf("cluster %q is not on the bus: no bridge has published its discovery", cluster))
-		return
-	}
 	if !info.IsResourceRequest {
 		s.serveDiscovery(w, r, cluster, info)
-		return
-	}
-	if info.Verb != "get" && info.Verb != "list" && info.Verb != "watch" {
-		s.readOnly(w, r, cluster, info)
 		return
 	}
 	if info.Subresource != "" {
@@ -107,7 +100,13 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("the bus holds no resource %s in version %q of cluster %q", gr, info.APIVersion, cluster))
 		return
 	}
-	if cluster == AllClusters {
+	if !res.Namespaced && info.Namespace != "" && !namespaceItself(info) {
+		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
+		writeStatus(w, r, apierrors.NewNotFound(gr, info.Name),
+			fmt.Sprintf("%s is cluster-scoped: there is none in namespace %q (as the API server, this replica serves it only outside /namespaces/<name>/)", gr, truncate(info.Namespace, 253)))
+		return
+	}
+	if cluster == access.AllClusters {
 		s.serveAll(w, r, res, info)
 		return
 	}
@@ -119,6 +118,18 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	st := &storage{s: s, cluster: cluster, res: res, store: store, table: newTableConvertor(res, false)}
 	s.serveResource(w, r, st, res, info)
+}
+
+// namespaceItself reports whether info is a Namespace object's own path,
+// /api/v1/namespaces/<name> or its status or finalize, which RequestInfo
+// puts in namespace <name> although Namespaces are cluster-scoped; and not
+// /api/v1/namespaces/<ns>/namespaces/..., which it reads alike.
+func namespaceItself(info *request.RequestInfo) bool {
+	if info.APIGroup != "" || info.Resource != "namespaces" || info.Name != info.Namespace {
+		return false
+	}
+	own := "/api/" + info.APIVersion + "/namespaces/" + info.Namespace
+	return info.Path == own || info.Path == own+"/status" || info.Path == own+"/finalize"
 }
 
 // serveResource hands the request to the API server's own handlers.
@@ -160,14 +171,22 @@ func scopeOf(res wire.DiscoveredResource, tc rest.TableConvertor) *handlers.Requ
 	}
 }
 
-// readOnly answers a write: 405, naming the cluster's API server.
-func (s *Server) readOnly(w http.ResponseWriter, r *http.Request, cluster string, info *request.RequestInfo) {
+// notOnBus is the 404 of a cluster with no discovery document.
+func notOnBus(cluster string) error {
+	err := apierrors.NewNotFound(schema.GroupResource{Resource: "clusters"}, cluster)
+	err.ErrStatus.Message = fmt.Sprintf("cluster %q is not on the bus: no bridge has published its discovery", cluster)
+	return err
+}
+
+// readOnly answers a write: 405, naming the cluster's API server when
+// named is set.
+func (s *Server) readOnly(w http.ResponseWriter, r *http.Request, cluster string, info *request.RequestInfo, named bool) {
 	where := "its API server"
-	if doc, ok := s.disc.cluster(cluster); ok && doc.Server != "" {
+	if doc, ok := s.disc.cluster(cluster); ok && named && doc.Server != "" {
 		where = "its API server, " + doc.Server
 	}
 	msg := fmt.Sprintf("%s is not allowed: this is a read-only replica of cluster %q fed by the bus; send writes to %s", info.Verb, cluster, where)
-	if cluster == AllClusters {
+	if cluster == access.AllClusters {
 		msg = fmt.Sprintf("%s is not allowed: this is the read-only all-clusters view of the bus; send writes to each cluster's API server", info.Verb)
 	}
 	err := &apierrors.StatusError{ErrStatus: metav1.Status{
@@ -206,10 +225,6 @@ func truncate(s string, n int) string {
 // serveDiscovery answers /api, /apis, /apis/<group>, the group versions'
 // resource lists, and /version.
 func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, cluster string, info *request.RequestInfo) {
-	if info.Verb != "get" {
-		s.readOnly(w, r, cluster, info)
-		return
-	}
 	resources, _ := s.disc.resources(cluster)
 	parts := strings.Split(strings.Trim(info.Path, "/"), "/")
 	write := func(obj runtime.Object) {

@@ -3,14 +3,16 @@ package replica
 import (
 	"context"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	"k8s.io/apiserver/pkg/endpoints/request"
 
+	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/internal/replica/cache"
+	"github.com/kubebus/bridge/wire"
 )
 
 // metrics are the replica's Prometheus metrics.
@@ -18,7 +20,7 @@ type metrics struct {
 	requests *prometheus.CounterVec
 	watchers prometheus.Gauge
 	served   prometheus.Counter
-	denials  prometheus.Counter
+	denials  *prometheus.CounterVec
 	cut      prometheus.Counter
 }
 
@@ -36,10 +38,10 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "kubebus_replica_objects_served_total",
 			Help: "Objects served: by gets, in lists, and in watch events.",
 		}),
-		denials: prometheus.NewCounter(prometheus.CounterOpts{
+		denials: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kubebus_replica_authorization_denials_total",
-			Help: "Authorization decisions that denied a request, or a cluster's objects in the all-clusters view.",
-		}),
+			Help: "Requests the access rules denied, by cluster (\"*\" for the all-clusters view, \"other\" for a cluster not on the bus) and resource (\"none\" for discovery, \"other\" for one no cluster publishes).",
+		}, []string{"cluster", "resource"}),
 		cut: prometheus.NewCounter(prometheus.CounterOpts{
 			Name: "kubebus_replica_watchers_cut_total",
 			Help: "Watches ended because the client read slower than changes arrived (REPLICA_WATCH_QUEUE).",
@@ -78,18 +80,32 @@ func (c cacheCollector) Collect(ch chan<- prometheus.Metric) {
 	})
 }
 
-// countingAuthorizer counts the denials of the Authorizer it wraps.
-type countingAuthorizer struct {
-	authorizer.UnconditionalAuthorizer
-	denials prometheus.Counter
-}
-
-func (a countingAuthorizer) Authorize(ctx context.Context, attrs authorizer.Attributes) (authorizer.Decision, string, error) {
-	d, reason, err := a.UnconditionalAuthorizer.Authorize(ctx, attrs)
-	if d != authorizer.DecisionAllow {
-		a.denials.Inc()
+// Denied counts a request the access rules denied; it is the
+// access.RulesFileConfig.OnDeny of the rules the server is given. The
+// labels are bounded by what the bus publishes, whatever the request
+// says: a cluster with no discovery document is "other", and so is a
+// resource that its cluster (any cluster, for the all-clusters view)
+// does not publish.
+func (s *Server) Denied(cluster, resource string) {
+	cl := cluster
+	if cl != access.AllClusters {
+		if _, ok := s.disc.cluster(cl); !ok {
+			cl = "other"
+		}
 	}
-	return d, reason, err
+	res := "none"
+	if resource != "" {
+		res = "other"
+		lookIn := cluster
+		if cl == "other" {
+			lookIn = access.AllClusters
+		}
+		rs, _ := s.disc.resources(lookIn)
+		if slices.ContainsFunc(rs, func(r wire.DiscoveredResource) bool { return r.Resource == resource }) {
+			res = resource
+		}
+	}
+	s.m.denials.WithLabelValues(cl, res).Inc()
 }
 
 // counted counts the requests h answers, by verb and code.

@@ -12,10 +12,10 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apiserver/pkg/authentication/authenticator"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	clientcache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/internal/replica/cache"
 )
 
@@ -52,9 +52,12 @@ type Config struct {
 	NewListerWatcher ListerWatcherFunc
 	// Authenticator authenticates every request. Required.
 	Authenticator authenticator.Request
-	// Authorizer authorizes every request, with the cluster in the
-	// request's context. Required.
-	Authorizer authorizer.UnconditionalAuthorizer
+	// Rules authorize every request, with its cluster in the request's
+	// context (access.WithCluster, a cluster on the bus or
+	// access.AllClusters), and narrow the all-clusters view to the
+	// clusters of their Scope. Give them Server.Denied as OnDeny to count
+	// denials. Required.
+	Rules *access.RulesFile
 	// Cache shapes each cache (ring size, watcher queue length).
 	Cache cache.Options
 	// SyncTimeout: DefaultSyncTimeout when zero.
@@ -74,11 +77,10 @@ type Config struct {
 // Server is the replica: a read-only Kubernetes API of every cluster on
 // the bus. Handler serves it; Run keeps its discovery and caches current.
 type Server struct {
-	cfg       Config
-	log       *slog.Logger
-	disc      *discovery
-	m         *metrics
-	authorize authorizer.UnconditionalAuthorizer
+	cfg  Config
+	log  *slog.Logger
+	disc *discovery
+	m    *metrics
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's, nil before
@@ -109,8 +111,8 @@ func New(cfg Config) (*Server, error) {
 	if cfg.Authenticator == nil {
 		errs = append(errs, errors.New("replica: Config.Authenticator is nil: nothing is served unauthenticated"))
 	}
-	if cfg.Authorizer == nil {
-		errs = append(errs, errors.New("replica: Config.Authorizer is nil: nothing is served unauthorized"))
+	if cfg.Rules == nil {
+		errs = append(errs, errors.New("replica: Config.Rules is nil: nothing is served unauthorized"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return nil, err
@@ -137,7 +139,6 @@ func New(cfg Config) (*Server, error) {
 		return nil, err
 	}
 	s.m = m
-	s.authorize = countingAuthorizer{UnconditionalAuthorizer: cfg.Authorizer, denials: m.denials}
 	return s, nil
 }
 

@@ -7,21 +7,22 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime/schema"
-	"k8s.io/apiserver/pkg/authentication/request/bearertoken"
-	"k8s.io/apiserver/pkg/authentication/token/tokenfile"
-	"k8s.io/apiserver/pkg/authentication/user"
-	"k8s.io/apiserver/pkg/authorization/authorizer"
 	clientcache "k8s.io/client-go/tools/cache"
 
 	"github.com/kubebus/bridge/consumer"
 	consumernats "github.com/kubebus/bridge/consumer/nats"
+	"github.com/kubebus/bridge/internal/replica/access"
+	natssink "github.com/kubebus/bridge/sink/nats"
+	"github.com/kubebus/bridge/test/bustest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/wire"
 )
@@ -41,31 +42,79 @@ func (d testDiscovery) Follow(ctx context.Context, fn func(wire.Discovery) error
 
 const testToken = "test-token"
 
-// allowAll authorizes every authenticated request but bob's.
-var allowAll = authorizer.AuthorizerFunc(func(ctx context.Context, a authorizer.Attributes) (authorizer.Decision, string, error) {
-	if a.GetUser() != nil && a.GetUser().GetName() == "bob" {
-		return authorizer.DecisionNoOpinion, "not bob", nil
-	}
-	return authorizer.DecisionAllow, "", nil
-})
+// testTokens are the identities of the in-process tests: alice may read
+// every cluster, reader may get, list and watch configmaps of cluster
+// one, named may read the configmap "a" of cluster one alone, bob has no
+// grant.
+const testTokens = testToken + `,alice,uid-alice
+bob-token,bob,uid-bob
+reader-token,reader,uid-reader
+named-token,named,uid-named
+`
 
-// testServer runs a replica of srv's stream KUBE in process.
+const testRules = `apiVersion: replica.kubebus.io/v1
+kind: AccessRules
+grants:
+- subjects: [{kind: User, name: alice}]
+  clusters: ["*"]
+  rules:
+  - {apiGroups: ["*"], resources: ["*"], verbs: ["*"]}
+- subjects: [{kind: User, name: reader}]
+  clusters: [one]
+  rules:
+  - {apiGroups: [""], resources: [configmaps], verbs: [get, list, watch]}
+- subjects: [{kind: User, name: named}]
+  clusters: [one]
+  rules:
+  - {apiGroups: [""], resources: [configmaps], resourceNames: [a], verbs: [get, list, watch]}
+`
+
+// testServer runs a replica of srv's stream KUBE in process, with the
+// access package's authenticator and rules read from files.
 func testServer(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) *httptest.Server {
 	t.Helper()
+	hs, _, _ := testServerWith(t, srv, docs...)
+	return hs
+}
+
+func testServerWith(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) (*httptest.Server, *Server, *natssink.Sink) {
+	t.Helper()
+	return testServerConfig(t, srv, func(*Config) {}, docs...)
+}
+
+// testServerConfig is testServerWith, with the Config changed by mod.
+func testServerConfig(t *testing.T, srv *natstest.Server, mod func(*Config), docs ...wire.Discovery) (*httptest.Server, *Server, *natssink.Sink) {
+	t.Helper()
 	js := srv.JetStream(t)
-	if _, err := js.CreateStream(t.Context(), jetstream.StreamConfig{Name: "KUBE", Subjects: []string{"kube.>"}, MaxMsgsPerSubject: 1}); err != nil {
+	// The bridge's own sink makes the stream, as the bridge would.
+	vars := srv.Env()
+	vars["BRIDGE_NATS_LAYOUT"] = string(natssink.LayoutState)
+	bus := bustest.NATSSink(t, vars)
+	dir := t.TempDir()
+	writeTestFile(t, filepath.Join(dir, "tokens.csv"), testTokens)
+	writeTestFile(t, filepath.Join(dir, "rules.yaml"), testRules)
+	authn, err := access.NewAuthenticator(access.AuthnConfig{TokenFile: filepath.Join(dir, "tokens.csv")})
+	if err != nil {
 		t.Fatal(err)
 	}
-	tokens := tokenfile.New(map[string]*user.DefaultInfo{testToken: {Name: "alice"}, "bob-token": {Name: "bob"}})
-	s, err := New(Config{
+	var s *Server
+	rules, err := access.NewRulesFile(access.RulesFileConfig{Path: filepath.Join(dir, "rules.yaml"), OnDeny: func(c, r string) { s.Denied(c, r) }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := Config{
 		Discovery: testDiscovery(docs),
 		NewListerWatcher: func(cluster string, gr schema.GroupResource) (clientcache.ListerWatcher, error) {
 			return consumernats.NewListerWatcher(js, consumernats.Config{}, consumer.Options{Cluster: cluster, Resource: gr})
 		},
-		Authenticator: bearertoken.New(tokens),
-		Authorizer:    allowAll,
+		Authenticator: authn,
+		Rules:         rules,
+		Registerer:    prometheus.NewRegistry(),
 		Logger:        slog.New(slog.NewTextHandler(t.Output(), nil)),
-	})
+	}
+	mod(&cfg)
+	s, err = New(cfg)
+
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -75,7 +124,14 @@ func testServer(t *testing.T, srv *natstest.Server, docs ...wire.Discovery) *htt
 	t.Cleanup(func() { cancel(); <-done })
 	hs := httptest.NewTLSServer(s.Handler())
 	t.Cleanup(hs.Close)
-	return hs
+	return hs, s, bus
+}
+
+func writeTestFile(t *testing.T, path, content string) {
+	t.Helper()
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
 }
 
 func get(t *testing.T, hs *httptest.Server, path, token string) (int, string) {
@@ -133,7 +189,7 @@ func TestBadInput(t *testing.T) {
 		{"unknown cluster", "GET", "/clusters/two/api/v1/configmaps", testToken, 404, `cluster "two" is not on the bus`},
 		{"unknown resource", "GET", "/clusters/one/api/v1/widgets", testToken, 404, "no resource widgets"},
 		{"unknown group", "GET", "/clusters/one/apis/example.com", testToken, 404, "example.com"},
-		{"unknown path", "GET", "/clusters/one/healthz", testToken, 404, "no path"},
+		{"not discovery", "GET", "/clusters/one/healthz", testToken, 403, `cannot get path "/healthz"`},
 		{"field selector", "GET", "/clusters/one/api/v1/configmaps?fieldSelector=data.x%3Dy", testToken, 400, `"data.x"`},
 		{"label selector", "GET", "/clusters/one/api/v1/configmaps?labelSelector=%3D%3D%3D", testToken, 400, "expected"},
 		{"continue token", "GET", "/clusters/one/api/v1/configmaps?continue=garbage", testToken, 400, "continue token"},
@@ -144,6 +200,15 @@ func TestBadInput(t *testing.T) {
 		{"delete", "DELETE", "/clusters/one/api/v1/namespaces/x/configmaps/a", testToken, 405, `read-only replica of cluster "one" fed by the bus; send writes to its API server, https://api.example:6443`},
 		{"create", "POST", "/clusters/one/api/v1/namespaces/x/configmaps", testToken, 405, "read-only replica"},
 		{"all-clusters write", "PUT", "/clusters/*/api/v1/namespaces/x/configmaps/a", testToken, 405, "all-clusters view"},
+		// Writes are 405 before authorization, for whoever is
+		// authenticated; the API server is named to those with a grant.
+		{"delete, read-only rules", "DELETE", "/clusters/one/api/v1/namespaces/x/configmaps/a", "reader-token", 405, "send writes to its API server, https://api.example:6443"},
+		{"create, read-only rules", "POST", "/clusters/one/api/v1/namespaces/x/configmaps", "reader-token", 405, "create is not allowed: this is a read-only replica"},
+		{"patch, read-only rules", "PATCH", "/clusters/one/api/v1/namespaces/x/configmaps/a", "reader-token", 405, "patch is not allowed"},
+		{"deletecollection, read-only rules", "DELETE", "/clusters/one/api/v1/namespaces/x/configmaps", "reader-token", 405, "deletecollection is not allowed"},
+		{"post to discovery", "POST", "/clusters/one/api/v1", "reader-token", 405, "read-only replica"},
+		{"delete, no grant", "DELETE", "/clusters/one/api/v1/namespaces/x/configmaps/a", "bob-token", 405, `cluster "one" fed by the bus; send writes to its API server` + endOfMessage},
+		{"write, no credentials", "DELETE", "/clusters/one/api/v1/namespaces/x/configmaps/a", "", 401, "Unauthorized"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -152,7 +217,7 @@ func TestBadInput(t *testing.T) {
 			if err := json.Unmarshal([]byte(body), &st); err == nil && st.Message != "" {
 				body = st.Message
 			}
-			if code != c.code || !strings.Contains(body, c.says) {
+			if code != c.code || !strings.Contains(body+endOfMessage, c.says) {
 				t.Errorf("%s %s: %d %s; want %d saying %q", c.method, truncate(c.path, 60), code, body, c.code, c.says)
 			}
 		})
@@ -169,6 +234,10 @@ func TestBadInput(t *testing.T) {
 		}
 	}
 }
+
+// endOfMessage marks, in TestBadInput, that a message ends where says
+// does.
+const endOfMessage = "\x00"
 
 func do(t *testing.T, hs *httptest.Server, method, path, token string) (int, string) {
 	t.Helper()

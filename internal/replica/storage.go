@@ -79,13 +79,20 @@ func (st *storage) ConvertToTable(ctx context.Context, obj runtime.Object, opts 
 // selection is what a list or watch selects.
 type selection struct {
 	namespace string
-	labels    labels.Selector
-	fields    fields.Selector
+	// name, when set, is the one name served: the metadata.name field
+	// selector as the request's RequestInfo read it, which the access
+	// rules' resourceNames were checked against.
+	name   string
+	labels labels.Selector
+	fields fields.Selector
 }
 
 func selectionOf(ctx context.Context, opts *metainternalversion.ListOptions) selection {
 	ns, _ := request.NamespaceFrom(ctx)
 	sel := selection{namespace: ns, labels: labels.Everything(), fields: fields.Everything()}
+	if info, ok := request.RequestInfoFrom(ctx); ok && (info.Verb == "list" || info.Verb == "watch") {
+		sel.name = info.Name
+	}
 	if opts.LabelSelector != nil {
 		sel.labels = opts.LabelSelector
 	}
@@ -97,6 +104,9 @@ func selectionOf(ctx context.Context, opts *metainternalversion.ListOptions) sel
 
 func (sel selection) matches(u *unstructured.Unstructured) bool {
 	if sel.namespace != "" && u.GetNamespace() != sel.namespace {
+		return false
+	}
+	if sel.name != "" && u.GetName() != sel.name {
 		return false
 	}
 	if !sel.labels.Empty() && !sel.labels.Matches(labels.Set(u.GetLabels())) {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/authentication/user"
 	clientcache "k8s.io/client-go/tools/cache"
 
+	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/internal/replica/cache"
 )
 
@@ -36,13 +38,35 @@ func bareServer(t *testing.T, maxLimit int64) *Server {
 			return nil, errors.New("the test feeds its caches")
 		},
 		Authenticator: bearertoken.New(tokenfile.New(map[string]*user.DefaultInfo{})),
-		Authorizer:    allowAll,
+		Rules:         readAllRules(t),
 		MaxLimit:      maxLimit,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return s
+}
+
+// readAllRules are rules that let every authenticated identity read
+// everything but Secrets in every cluster.
+func readAllRules(t *testing.T) *access.RulesFile {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "rules.yaml")
+	writeTestFile(t, path, `apiVersion: replica.kubebus.io/v1
+kind: AccessRules
+grants:
+- subjects: [{kind: Group, name: system:authenticated}]
+  clusters: ["*"]
+  rules:
+  - apiGroups: ["*"]
+    resources: ["*"]
+    verbs: ["get", "list", "watch"]
+`)
+	rules, err := access.NewRulesFile(access.RulesFileConfig{Path: path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return rules
 }
 
 var cmResource = cmDiscovery("one").Resources[0]

@@ -55,6 +55,13 @@ func (s *Server) stream(ctx context.Context, src streamSource) watch.Interface {
 }
 
 func (s *Server) pump(ctx context.Context, w *watchStream, src streamSource) {
+	// ended counts and logs a cut.
+	ended := func() {
+		if src.watcher.Cut() {
+			s.m.cut.Inc()
+			s.log.Info("replica: watch cut: the client read slower than changes arrived", "kind", src.gvk.String(), "queue", s.cfg.Cache.QueueLength)
+		}
+	}
 	send := func(e watch.Event) bool {
 		select {
 		case w.result <- e:
@@ -62,6 +69,10 @@ func (s *Server) pump(ctx context.Context, w *watchStream, src streamSource) {
 				s.m.served.Inc()
 			}
 			return true
+		case <-src.watcher.Done():
+			// Cut while the client was not reading this event: the
+			// watch ends now, not once the client reads again.
+			ended()
 		case <-w.stop:
 		case <-ctx.Done():
 		}
@@ -94,10 +105,7 @@ func (s *Server) pump(ctx context.Context, w *watchStream, src streamSource) {
 		select {
 		case e, ok := <-src.watcher.Events():
 			if !ok {
-				if src.watcher.Cut() {
-					s.m.cut.Inc()
-					s.log.Info("replica: watch cut: the client read slower than changes arrived", "kind", src.gvk.String(), "queue", s.cfg.Cache.QueueLength)
-				}
+				ended()
 				return
 			}
 			if out, ok := src.sel.event(e); ok && !send(out) {

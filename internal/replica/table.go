@@ -7,20 +7,26 @@ import (
 	"reflect"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apiextensions-apiserver/pkg/registry/customresource/tableconvertor"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/duration"
+	"k8s.io/apiserver/pkg/registry/rest"
 	"k8s.io/client-go/util/jsonpath"
 
 	"github.com/kubebus/bridge/wire"
 )
 
-// The columns of a table (kubectl get): NAME and AGE for every kind,
-// then a CRD's additionalPrinterColumns as its bridge published them, or,
-// for a few built-in kinds, the short set builtinColumns names. A column
-// of priority 1 is shown by kubectl only with -o wide.
+// The columns of a table (kubectl get): a CRD's table is the API server's
+// own (apiextensions-apiserver's tableconvertor): NAME, then its
+// additionalPrinterColumns as its bridge published them, and no AGE
+// unless a column is one. Any other kind's table is NAME, the short set
+// builtinColumns names for a few built-in kinds, and AGE. A column of
+// priority 1 is shown by kubectl only with -o wide. The all-clusters view
+// adds a CLUSTER column first.
 
 // builtinColumns are the columns of the built-in kinds the replica knows,
 // by group/kind: each a JSONPath into the object. They are a short,
@@ -65,13 +71,53 @@ var builtinColumns = map[string][]wire.PrinterColumn{
 	},
 }
 
-// columnsOf are the extra columns of r.
-func columnsOf(r wire.DiscoveredResource) []wire.PrinterColumn {
-	if len(r.Columns) > 0 {
-		return r.Columns
+// newTableConvertor makes the tables of r's objects, with a CLUSTER
+// column first for the all-clusters view.
+func newTableConvertor(r wire.DiscoveredResource, allClusters bool) rest.TableConvertor {
+	if len(r.Columns) == 0 {
+		return newBuiltinTable(builtinColumns[r.Group+"/"+r.Kind], allClusters)
 	}
-	return builtinColumns[r.Group+"/"+r.Kind]
+	defs := make([]apiextensionsv1.CustomResourceColumnDefinition, 0, len(r.Columns))
+	for _, c := range r.Columns {
+		defs = append(defs, apiextensionsv1.CustomResourceColumnDefinition{
+			Name: c.Name, Type: c.Type, Format: c.Format, Description: c.Description, Priority: c.Priority, JSONPath: c.JSONPath,
+		})
+	}
+	tc, err := tableconvertor.New(defs)
+	if err != nil {
+		// A column that does not parse: the API server refuses such a
+		// CRD, so its bridge published it from an older API server;
+		// NAME and AGE rather than no table.
+		return newBuiltinTable(nil, allClusters)
+	}
+	if allClusters {
+		return clusterColumn{tc}
+	}
+	return tc
 }
+
+// clusterColumn adds the CLUSTER column to the tables of a convertor.
+type clusterColumn struct{ rest.TableConvertor }
+
+func (c clusterColumn) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	t, err := c.TableConvertor.ConvertToTable(ctx, obj, opts)
+	if err != nil {
+		return nil, err
+	}
+	if t.ColumnDefinitions != nil {
+		t.ColumnDefinitions = append([]metav1.TableColumnDefinition{clusterColumnDef}, t.ColumnDefinitions...)
+	}
+	for i := range t.Rows {
+		var cluster any
+		if m, err := meta.Accessor(t.Rows[i].Object.Object); err == nil {
+			cluster = m.GetAnnotations()[AnnotationCluster]
+		}
+		t.Rows[i].Cells = append([]any{cluster}, t.Rows[i].Cells...)
+	}
+	return t, nil
+}
+
+var clusterColumnDef = metav1.TableColumnDefinition{Name: "Cluster", Type: "string", Description: "The cluster the object is from."}
 
 // tableConvertor makes tables of one resource's objects.
 type tableConvertor struct {
@@ -82,13 +128,13 @@ type tableConvertor struct {
 	cluster bool
 }
 
-func newTableConvertor(r wire.DiscoveredResource, allClusters bool) *tableConvertor {
+func newBuiltinTable(columns []wire.PrinterColumn, allClusters bool) *tableConvertor {
 	t := &tableConvertor{cluster: allClusters}
 	if allClusters {
-		t.defs = append(t.defs, metav1.TableColumnDefinition{Name: "Cluster", Type: "string", Description: "The cluster the object is from."})
+		t.defs = append(t.defs, clusterColumnDef)
 	}
 	t.defs = append(t.defs, metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]})
-	for _, c := range columnsOf(r) {
+	for _, c := range columns {
 		if c.JSONPath == ".metadata.creationTimestamp" {
 			continue // AGE is always there
 		}

@@ -41,7 +41,6 @@ func TestReplicaAllClusters(t *testing.T) {
 		env := natsEnv(srv, ns, map[string]string{"BRIDGE_NATS_LAYOUT": "state", "BRIDGE_CHECKPOINT": "nats-kv:ckpt-" + cluster + "-" + ns, "BRIDGE_CLUSTER_NAME": cluster})
 		p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
 		t.Cleanup(func() { p.terminate(t) })
-		publishNATSDiscovery(t, srv, configMapsDiscovery(cluster))
 	}
 	r := startReplica(t, map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": srv.URL()})
 	labelledConfigMaps(t, nss["e2e"], 3)

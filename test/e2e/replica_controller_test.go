@@ -28,8 +28,11 @@ import (
 // held back, or showed at an older state, leaves its <name>-seen missing or
 // behind, and the test fails naming it.
 func TestReplicaController(t *testing.T) {
-	t.Parallel()
-	ns, r := replicaOfNATS(t)
+	forEachReplicaBus(t, testReplicaController)
+}
+
+func testReplicaController(t *testing.T, b bus) {
+	ns, r := replicaOf(t, b)
 	cms := kube(t).CoreV1().ConfigMaps(ns)
 	create := func(name string, labelled bool) {
 		t.Helper()

@@ -24,15 +24,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubebus/bridge/consumer"
 	"github.com/kubebus/bridge/test/controlplane"
-	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
-	"github.com/kubebus/bridge/wire"
 )
 
 // replicaBin is the replica binary, built once, beside the bridge's.
@@ -63,6 +60,22 @@ func buildReplica(t *testing.T) string {
 // read cluster e2e.
 const replicaToken = "replica-e2e-token-alice"
 
+// replicaRules are the replica's access rules (docs/replica-access.md):
+// alice may get, list and watch everything but secrets on cluster e2e,
+// carol on every cluster; bob has no grant.
+const replicaRules = `apiVersion: replica.kubebus.io/v1
+kind: AccessRules
+grants:
+- subjects: [{kind: User, name: alice}]
+  clusters: [e2e]
+  rules:
+  - {apiGroups: ["*"], resources: ["*"], verbs: [get, list, watch]}
+- subjects: [{kind: User, name: carol}]
+  clusters: ["*"]
+  rules:
+  - {apiGroups: ["*"], resources: ["*"], verbs: ["*"]}
+`
+
 // replicaProc is the replica running as a child process.
 type replicaProc struct {
 	addr   string // host:port of the API
@@ -91,7 +104,7 @@ func startReplica(t *testing.T, busEnv map[string]string) *replicaProc {
 	tokens := filepath.Join(dir, "tokens.csv")
 	writeFile(t, tokens, replicaToken+",alice,uid-alice,readers\nreplica-e2e-token-bob,bob,uid-bob,\nreplica-e2e-token-carol,carol,uid-carol,\n")
 	rules := filepath.Join(dir, "rules.yaml")
-	writeFile(t, rules, "rules:\n- users: [alice]\n  clusters: [e2e]\n- users: [carol]\n  clusters: [\"*\"]\n")
+	writeFile(t, rules, replicaRules)
 	env := []string{
 		"PATH=" + os.Getenv("PATH"),
 		"REPLICA_LISTEN=127.0.0.1:0",
@@ -227,35 +240,6 @@ func serverCert(t *testing.T, dir string) (certFile, keyFile string, certPEM []b
 	writeFile(t, certFile, string(certPEM))
 	writeFile(t, keyFile, string(pem.EncodeToMemory(&pem.Block{Type: "PRIVATE KEY", Bytes: kder})))
 	return certFile, keyFile, certPEM
-}
-
-// configMapsDiscovery is the discovery document of a bridge that publishes
-// ConfigMaps of cluster.
-func configMapsDiscovery(cluster string) wire.Discovery {
-	return wire.Discovery{
-		Cluster: cluster,
-		Server:  cp.APIServerURL(),
-		Time:    time.Now(),
-		Resources: []wire.DiscoveredResource{{
-			Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Singular: "configmap",
-			Namespaced: true, ShortNames: []string{"cm"},
-		}},
-	}
-}
-
-// publishNATSDiscovery publishes d on srv's stream, as a bridge does.
-func publishNATSDiscovery(t *testing.T, srv *natstest.Server, d wire.Discovery) {
-	t.Helper()
-	data, err := wire.MarshalDiscovery(d)
-	if err != nil {
-		t.Fatal(err)
-	}
-	js := srv.JetStream(t)
-	msg := &nats.Msg{Subject: wire.DiscoverySubject(wire.DefaultSubjectPrefix, d.Cluster), Data: data, Header: nats.Header{}}
-	msg.Header.Set("Content-Type", wire.DiscoveryContentType)
-	if _, err := js.PublishMsg(t.Context(), msg); err != nil {
-		t.Fatalf("publish discovery: %v", err)
-	}
 }
 
 // versions maps each name to the API server's resourceVersion of its

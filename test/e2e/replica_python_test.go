@@ -135,19 +135,6 @@ func pythonWithClient(t *testing.T) string {
 	return py
 }
 
-// replicaBusEnv configures a replica to read the bus b, where a bridge
-// configured by b.env(ns) publishes.
-func replicaBusEnv(b bus, ns string) map[string]string {
-	switch b := b.(type) {
-	case *natsBus:
-		return map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": b.srv.URL()}
-	case *kafkaBus:
-		return map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_BROKERS": strings.Join(b.c.Addrs(), ","),
-			"REPLICA_KAFKA_TOPIC_PREFIX": b.env(ns)["BRIDGE_KAFKA_TOPIC_PREFIX"]}
-	}
-	panic(fmt.Sprintf("replicaBusEnv: no replica for bus %s", b.name()))
-}
-
 // pyClientCert writes a CA to dir and returns its file, with a client
 // certificate it signed for user (as CN) and the certificate's key.
 func pyClientCert(t *testing.T, dir, user string) (caFile string, certPEM, keyPEM []byte) {

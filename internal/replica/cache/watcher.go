@@ -15,6 +15,7 @@ type Watcher struct {
 	// watcher has every change up to it.
 	Start string
 	queue chan Event
+	done  chan struct{} // closed with queue
 	// wasCut and stopped are guarded by s.mu.
 	wasCut, stopped bool
 }
@@ -63,7 +64,7 @@ func (s *Store) WatchFrom(pos string) (*Watcher, error) {
 
 // register adds a watcher at pos. Called with mu held.
 func (s *Store) register(pos string) *Watcher {
-	w := &Watcher{s: s, Start: pos, queue: make(chan Event, s.opts.QueueLength)}
+	w := &Watcher{s: s, Start: pos, queue: make(chan Event, s.opts.QueueLength), done: make(chan struct{})}
 	s.watchers[w] = struct{}{}
 	return w
 }
@@ -81,10 +82,16 @@ func (s *Store) drop(w *Watcher) {
 	}
 	delete(s.watchers, w)
 	close(w.queue)
+	close(w.done)
 }
 
 // Events are the live changes; closed when the watcher is stopped or cut.
 func (w *Watcher) Events() <-chan Event { return w.queue }
+
+// Done is closed when the watcher is stopped or cut, at once, while Events
+// may still hold changes: a reader blocked elsewhere (writing to a client
+// that does not read) learns of the cut from it.
+func (w *Watcher) Done() <-chan struct{} { return w.done }
 
 // Cut reports whether the watcher was cut for falling behind.
 func (w *Watcher) Cut() bool {
