@@ -1,6 +1,7 @@
 // Command bridge-image builds the bridge's container image without Docker,
-// from the static bridge and replica binaries, and writes it as an OCI layout (and, if
-// asked, as a tarball that `docker load` and `podman load` read). The
+// from the static bridge and replica binaries, and writes it as an OCI
+// layout (and, if asked, as a tarball that `docker load` and `podman load`
+// read). The
 // image is the one the Dockerfile builds: see internal/image for what it
 // holds and guarantees. `make image-oci` runs it.
 //
