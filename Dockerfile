@@ -1,8 +1,9 @@
 # The bridge as a container image: the static bridge and replica binaries on
 # distroless, run as a non-root user. The image runs the bridge; a pod runs
-# the replica by naming /replica as its command (the chart does). Build it with `make image` (needs Docker); `make image-oci`
-# builds the same image without Docker (cmd/bridge-image), and a test checks
-# that the two agree on the lines below the second FROM.
+# the replica by naming /replica as its command (the chart does). Build it
+# with `make image` (needs Docker); `make image-oci` builds the same image
+# without Docker (cmd/bridge-image), and a test checks that the two agree on
+# the lines below the second FROM.
 
 FROM golang:1.26 AS build
 WORKDIR /src
