@@ -1,7 +1,9 @@
-# The bridge as a container image: a static binary on distroless, run as a
-# non-root user. Build it with `make image` (needs Docker); `make image-oci`
-# builds the same image without Docker (cmd/bridge-image), and a test checks
-# that the two agree on the lines below the second FROM.
+# The bridge as a container image: the static bridge and replica binaries on
+# distroless, run as a non-root user. The image runs the bridge; a pod runs
+# the replica by naming /replica as its command (the chart does). Build it
+# with `make image` (needs Docker); `make image-oci` builds the same image
+# without Docker (cmd/bridge-image), and a test checks that the two agree on
+# the lines below the second FROM.
 
 FROM golang:1.26 AS build
 WORKDIR /src
@@ -9,13 +11,16 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY . .
-# The same command as `make build`: static (no cgo), no local paths, no
+# The same commands as `make build`: static (no cgo), no local paths, no
 # debug symbols.
 RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/bridge ./cmd/bridge
+RUN CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o /out/replica ./cmd/replica
 
 # static-debian12: CA certificates and tzdata, no shell, no libc.
 FROM gcr.io/distroless/static-debian12:nonroot
+# A layer per binary, in this order: the image builder makes the same.
 COPY --from=build /out/bridge /bridge
+COPY --from=build /out/replica /replica
 ARG VERSION
 ARG REVISION
 LABEL org.opencontainers.image.title="bridge" \

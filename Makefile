@@ -27,21 +27,23 @@ export BRIDGE_TEST_PYTHON ?= /usr/bin/python3
 
 all: build
 
-# A static binary, built exactly as the Dockerfile builds it.
+# Static binaries, built exactly as the Dockerfile builds them.
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/bridge ./cmd/bridge
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/replica ./cmd/replica
 
-# The container image (needs Docker): the static binary on distroless, as
-# a non-root user.
+# The container image (needs Docker): the static bridge and replica on
+# distroless, as a non-root user.
 image:
 	docker build --build-arg VERSION=$(VERSION) --build-arg REVISION=$(REVISION) -t $(IMAGE) .
 
-# The same image without Docker: the static binary for Linux, and the
-# files distroless gives it, written as an OCI layout in .bin/image and a
+# The same image without Docker: the static binaries for Linux, and the
+# files distroless gives them, written as an OCI layout in .bin/image and a
 # tarball for `docker load` or `podman load` in .bin/image.tar.
 image-oci:
 	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/linux/bridge ./cmd/bridge
-	$(GO) run ./cmd/bridge-image -binary $(BIN)/linux/bridge \
+	CGO_ENABLED=0 GOOS=linux GOARCH=$(IMAGE_ARCH) $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/linux/replica ./cmd/replica
+	$(GO) run ./cmd/bridge-image -binary $(BIN)/linux/bridge -replica $(BIN)/linux/replica \
 		-zoneinfo "$$($(GO) env GOROOT)/lib/time/zoneinfo.zip" \
 		-out $(BIN)/image -tar $(BIN)/image.tar -tag $(IMAGE) \
 		-version "$(VERSION)" -revision "$(REVISION)" -created "$(SOURCE_DATE_EPOCH)"

@@ -1,10 +1,12 @@
 // Command bridge-image builds the bridge's container image without Docker,
-// from a static bridge binary, and writes it as an OCI layout (and, if
-// asked, as a tarball that `docker load` and `podman load` read). The
+// from the static bridge and replica binaries, and writes it as an OCI
+// layout (and, if asked, as a tarball that `docker load` and `podman load`
+// read). The
 // image is the one the Dockerfile builds: see internal/image for what it
 // holds and guarantees. `make image-oci` runs it.
 //
-//	bridge-image -binary .bin/linux/bridge -zoneinfo $(go env GOROOT)/lib/time/zoneinfo.zip \
+//	bridge-image -binary .bin/linux/bridge -replica .bin/linux/replica \
+//	    -zoneinfo $(go env GOROOT)/lib/time/zoneinfo.zip \
 //	    -out .bin/image [-tar .bin/image.tar] [-tag ghcr.io/kubebus/bridge:dev] \
 //	    [-version v0.1.0] [-revision <commit>] [-created <unix seconds>]
 //
@@ -34,10 +36,10 @@ func main() {
 }
 
 type args struct {
-	binary, zoneinfo, out, tar string
-	tag                        name.Tag
-	version, revision          string
-	created                    time.Time
+	binary, replica, zoneinfo, out, tar string
+	tag                                 name.Tag
+	version, revision                   string
+	created                             time.Time
 }
 
 func parse(argv []string, stderr io.Writer) (args, error) {
@@ -45,6 +47,7 @@ func parse(argv []string, stderr io.Writer) (args, error) {
 	flags := flag.NewFlagSet("bridge-image", flag.ContinueOnError)
 	flags.SetOutput(stderr)
 	flags.StringVar(&a.binary, "binary", "", "the static bridge binary for Linux (required)")
+	flags.StringVar(&a.replica, "replica", "", "the static replica binary for Linux, cmd/replica, for the bridge's architecture (required)")
 	flags.StringVar(&a.zoneinfo, "zoneinfo", "", "the Go tree's lib/time/zoneinfo.zip (required)")
 	flags.StringVar(&a.out, "out", "", "the directory to write the OCI layout in (required); an earlier layout there is replaced")
 	flags.StringVar(&a.tar, "tar", "", "also write the image as a tarball for docker load or podman load")
@@ -59,7 +62,7 @@ func parse(argv []string, stderr io.Writer) (args, error) {
 	if flags.NArg() > 0 {
 		errs = append(errs, fmt.Errorf("unexpected arguments %q", flags.Args()))
 	}
-	for _, f := range []struct{ flag, value string }{{"-binary", a.binary}, {"-zoneinfo", a.zoneinfo}, {"-out", a.out}} {
+	for _, f := range []struct{ flag, value string }{{"-binary", a.binary}, {"-replica", a.replica}, {"-zoneinfo", a.zoneinfo}, {"-out", a.out}} {
 		if f.value == "" {
 			errs = append(errs, fmt.Errorf("%s is required", f.flag))
 		}
@@ -101,12 +104,16 @@ func build(a args) (string, error) {
 	if err != nil {
 		return "", fmt.Errorf("-binary: %w", err)
 	}
+	replica, err := os.ReadFile(a.replica)
+	if err != nil {
+		return "", fmt.Errorf("-replica: %w", err)
+	}
 	zi, err := os.ReadFile(a.zoneinfo)
 	if err != nil {
 		return "", fmt.Errorf("-zoneinfo: %w", err)
 	}
 	img, err := image.Build(image.Options{
-		Binary: bin, ZoneInfo: zi, Version: a.version, Revision: a.revision, Created: a.created,
+		Binary: bin, Replica: replica, ZoneInfo: zi, Version: a.version, Revision: a.revision, Created: a.created,
 	})
 	if err != nil {
 		return "", err

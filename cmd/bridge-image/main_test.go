@@ -11,13 +11,13 @@ import (
 // Every bad argument is reported at once, each naming its flag, with exit
 // code 2.
 func TestBadArgumentsNameTheFlag(t *testing.T) {
-	required := []string{"-binary", "b", "-zoneinfo", "z", "-out", "o"}
+	required := []string{"-binary", "b", "-replica", "r", "-zoneinfo", "z", "-out", "o"}
 	cases := []struct {
 		name string
 		args []string
 		want []string
 	}{
-		{"none", nil, []string{"-binary is required", "-zoneinfo is required", "-out is required"}},
+		{"none", nil, []string{"-binary is required", "-replica is required", "-zoneinfo is required", "-out is required"}},
 		{"bad time", append(required, "-created", "yesterday"), []string{`-created "yesterday"`}},
 		{"bad tag and time", append(required, "-tag", "Not A Name", "-created", "-1"), []string{`-tag "Not A Name"`, `-created "-1"`}},
 		{"stray argument", append(required, "extra"), []string{"unexpected arguments"}},
@@ -38,11 +38,28 @@ func TestBadArgumentsNameTheFlag(t *testing.T) {
 }
 
 func TestMissingInputIsNamed(t *testing.T) {
-	var stdout, stderr bytes.Buffer
 	dir := t.TempDir()
-	code := run([]string{"-binary", filepath.Join(dir, "nothing"), "-zoneinfo", "z", "-out", filepath.Join(dir, "image")}, &stdout, &stderr)
-	if code != 1 || !strings.Contains(stderr.String(), "-binary: ") {
-		t.Errorf("exit code %d, stderr %q; want 1 and a message naming -binary", code, stderr.String())
+	present := filepath.Join(dir, "present")
+	if err := os.WriteFile(present, []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	missing := filepath.Join(dir, "nothing")
+	for _, flag := range []string{"-binary", "-replica", "-zoneinfo"} {
+		t.Run(flag, func(t *testing.T) {
+			args := []string{"-out", filepath.Join(dir, "image")}
+			for _, f := range []string{"-binary", "-replica", "-zoneinfo"} {
+				file := present
+				if f == flag {
+					file = missing
+				}
+				args = append(args, f, file)
+			}
+			var stdout, stderr bytes.Buffer
+			code := run(args, &stdout, &stderr)
+			if code != 1 || !strings.Contains(stderr.String(), flag+": ") || !strings.Contains(stderr.String(), missing) {
+				t.Errorf("exit code %d, stderr %q; want 1 and a message naming %s and its file", code, stderr.String(), flag)
+			}
+		})
 	}
 }
 

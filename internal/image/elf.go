@@ -24,33 +24,42 @@ var goarch = map[elf.Machine]string{
 // ELF file, not for Linux, not an executable, a loader it asks for, or a
 // library it needs.
 func CheckStatic(r io.ReaderAt) (arch string, err error) {
+	arch, err = checkStatic(r)
+	if err != nil {
+		return "", fmt.Errorf("image: %w", err)
+	}
+	return arch, nil
+}
+
+// checkStatic is CheckStatic, its errors without the package's prefix.
+func checkStatic(r io.ReaderAt) (arch string, err error) {
 	f, err := elf.NewFile(r)
 	if err != nil {
-		return "", fmt.Errorf("image: the binary is not an ELF file: %w", err)
+		return "", fmt.Errorf("the binary is not an ELF file: %w", err)
 	}
 	defer f.Close()
 	if f.OSABI != elf.ELFOSABI_NONE && f.OSABI != elf.ELFOSABI_LINUX {
-		return "", fmt.Errorf("image: the binary is not a Linux executable (OS ABI %v); build it with GOOS=linux", f.OSABI)
+		return "", fmt.Errorf("the binary is not a Linux executable (OS ABI %v); build it with GOOS=linux", f.OSABI)
 	}
 	if f.Type != elf.ET_EXEC && f.Type != elf.ET_DYN {
-		return "", fmt.Errorf("image: the binary is not an executable (ELF type %v)", f.Type)
+		return "", fmt.Errorf("the binary is not an executable (ELF type %v)", f.Type)
 	}
 	for _, p := range f.Progs {
 		if p.Type == elf.PT_INTERP {
 			interp, _ := io.ReadAll(p.Open())
-			return "", fmt.Errorf("image: the binary is not static: it asks for the loader %q (build it with CGO_ENABLED=0)", bytes.TrimRight(interp, "\x00"))
+			return "", fmt.Errorf("the binary is not static: it asks for the loader %q (build it with CGO_ENABLED=0)", bytes.TrimRight(interp, "\x00"))
 		}
 	}
 	libs, err := f.ImportedLibraries()
 	if err != nil {
-		return "", fmt.Errorf("image: the binary's dynamic section: %w", err)
+		return "", fmt.Errorf("the binary's dynamic section: %w", err)
 	}
 	if len(libs) > 0 {
-		return "", fmt.Errorf("image: the binary is not static: it needs %v (build it with CGO_ENABLED=0)", libs)
+		return "", fmt.Errorf("the binary is not static: it needs %v (build it with CGO_ENABLED=0)", libs)
 	}
 	arch, ok := goarch[f.Machine]
 	if !ok || (f.Machine == elf.EM_PPC64 && f.Data != elf.ELFDATA2LSB) {
-		return "", fmt.Errorf("image: the binary is for %v, which this image builder does not know", f.Machine)
+		return "", fmt.Errorf("the binary is for %v, which this image builder does not know", f.Machine)
 	}
 	return arch, nil
 }

@@ -16,6 +16,9 @@ import (
 const (
 	// Entrypoint is the bridge binary's path in the image.
 	Entrypoint = "/bridge"
+	// ReplicaPath is the replica binary's path in the image; a pod that
+	// runs the replica names it as its command.
+	ReplicaPath = "/replica"
 	// NonRoot is the uid and gid of the user "nonroot".
 	NonRoot = 65532
 	// User is the image's user, by number so that Kubernetes can check
@@ -44,6 +47,9 @@ type Options struct {
 	// Binary is the bridge, a static Linux executable; its architecture is
 	// the image's.
 	Binary []byte
+	// Replica is the replica (cmd/replica), a static Linux executable for
+	// the bridge's architecture.
+	Replica []byte
 	// ZoneInfo is Go's time zone database, the Go tree's
 	// lib/time/zoneinfo.zip.
 	ZoneInfo []byte
@@ -75,14 +81,12 @@ func Labels(version, revision string) map[string]string {
 	return l
 }
 
-// Build returns the bridge's image: two layers, the base (accounts, CA
-// roots, time zones, directories) and the binary, so that a new binary
-// leaves the base layer as it was.
+// Build returns the bridge's image: three layers, the base (accounts, CA
+// roots, time zones, directories), the bridge and the replica, one layer
+// per binary as the Dockerfile's COPY lines make them, so that a new
+// binary leaves the layers before it as they were.
 func Build(o Options) (v1.Image, error) {
-	if len(o.Binary) == 0 {
-		return nil, errors.New("image: no bridge binary")
-	}
-	arch, err := CheckStatic(bytes.NewReader(o.Binary))
+	arch, err := checkBinaries(o)
 	if err != nil {
 		return nil, err
 	}
@@ -102,23 +106,27 @@ func Build(o Options) (v1.Image, error) {
 	if err != nil {
 		return nil, err
 	}
-	bin := newTree(created)
-	bin.file(Entrypoint[1:], 0o755, 0, o.Binary)
-	binLayer, err := bin.layer()
-	if err != nil {
-		return nil, err
+	when := v1.Time{Time: created}
+	adds := []mutate.Addendum{{Layer: baseLayer, MediaType: types.OCILayer, History: v1.History{
+		Created: when, CreatedBy: "accounts, CA roots, time zones, /home/nonroot and /tmp, as distroless static nonroot has them",
+	}}}
+	for _, b := range []struct {
+		path string
+		data []byte
+	}{{Entrypoint, o.Binary}, {ReplicaPath, o.Replica}} {
+		bin := newTree(created)
+		bin.file(b.path[1:], 0o755, 0, b.data)
+		l, err := bin.layer()
+		if err != nil {
+			return nil, err
+		}
+		adds = append(adds, mutate.Addendum{Layer: l, MediaType: types.OCILayer, History: v1.History{
+			Created: when, CreatedBy: "COPY " + b.path[1:] + " " + b.path,
+		}})
 	}
 
 	img := mutate.ConfigMediaType(mutate.MediaType(empty.Image, types.OCIManifestSchema1), types.OCIConfigJSON)
-	when := v1.Time{Time: created}
-	img, err = mutate.Append(img,
-		mutate.Addendum{Layer: baseLayer, MediaType: types.OCILayer, History: v1.History{
-			Created: when, CreatedBy: "accounts, CA roots, time zones, /home/nonroot and /tmp, as distroless static nonroot has them",
-		}},
-		mutate.Addendum{Layer: binLayer, MediaType: types.OCILayer, History: v1.History{
-			Created: when, CreatedBy: "COPY bridge " + Entrypoint,
-		}},
-	)
+	img, err = mutate.Append(img, adds...)
 	if err != nil {
 		return nil, fmt.Errorf("image: %w", err)
 	}
@@ -143,4 +151,27 @@ func Build(o Options) (v1.Image, error) {
 		return nil, fmt.Errorf("image: %w", err)
 	}
 	return img, nil
+}
+
+// checkBinaries returns the image's architecture, the bridge's, once both
+// binaries are static Linux executables for it.
+func checkBinaries(o Options) (arch string, err error) {
+	if len(o.Binary) == 0 {
+		return "", errors.New("image: no bridge binary")
+	}
+	if len(o.Replica) == 0 {
+		return "", errors.New("image: no replica binary (cmd/replica)")
+	}
+	arch, err = checkStatic(bytes.NewReader(o.Binary))
+	if err != nil {
+		return "", fmt.Errorf("image: %s: %w", Entrypoint, err)
+	}
+	replicaArch, err := checkStatic(bytes.NewReader(o.Replica))
+	if err != nil {
+		return "", fmt.Errorf("image: %s: %w", ReplicaPath, err)
+	}
+	if replicaArch != arch {
+		return "", fmt.Errorf("image: %s is for %s, %s for %s; build both with the same GOARCH", ReplicaPath, replicaArch, Entrypoint, arch)
+	}
+	return arch, nil
 }

@@ -5,10 +5,12 @@ import (
 	"crypto/x509"
 	"debug/elf"
 	"encoding/pem"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 
 	"golang.org/x/crypto/x509roots/fallback/bundle"
@@ -37,18 +39,32 @@ func TestCheckStaticRefuses(t *testing.T) {
 		name, want string
 		data       []byte
 	}{
-		{"a script", "not an ELF file", []byte("#!/bin/sh\necho hi\n")},
-		{"empty", "not an ELF file", nil},
+		{"a script", "is not an ELF file", []byte("#!/bin/sh\necho hi\n")},
+		{"empty", "is not an ELF file", nil},
 		{"a dynamic executable", "is not static", dynamic},
-		{"an executable for FreeBSD", "not a Linux executable", freebsd},
+		{"an executable for FreeBSD", "is not a Linux executable", freebsd},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := CheckStatic(bytes.NewReader(tc.data))
 			if err == nil || !strings.Contains(err.Error(), tc.want) {
 				t.Fatalf("CheckStatic: %v, want an error saying %q", err, tc.want)
 			}
-			if _, err := Build(Options{Binary: tc.data, ZoneInfo: []byte("x")}); err == nil {
-				t.Fatal("Build took it")
+			// As either binary of the image, beside one that passes: the
+			// error names which binary it is, and what is wrong.
+			for _, bin := range []struct{ path, missing string }{{"/bridge", "no bridge binary"}, {"/replica", "no replica binary"}} {
+				o := Options{Binary: static(t), Replica: static(t), ZoneInfo: []byte("x")}
+				if bin.path == "/bridge" {
+					o.Binary = tc.data
+				} else {
+					o.Replica = tc.data
+				}
+				want := bin.path + ": the binary " + tc.want
+				if len(tc.data) == 0 {
+					want = bin.missing
+				}
+				if _, err := Build(o); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("Build with it as %s: %v, want an error saying %q", bin.path, err, want)
+				}
 			}
 		})
 	}
@@ -88,7 +104,62 @@ func TestCABundleLeavesOutConstrainedRoots(t *testing.T) {
 }
 
 func TestBuildNamesWhatIsMissing(t *testing.T) {
-	if _, err := Build(Options{}); err == nil || !strings.Contains(err.Error(), "no bridge binary") {
-		t.Errorf("Build without a binary: %v", err)
+	if _, err := Build(Options{Replica: []byte("x")}); err == nil || !strings.Contains(err.Error(), "no bridge binary") {
+		t.Errorf("Build without a bridge: %v", err)
 	}
+	if _, err := Build(Options{Binary: []byte("x")}); err == nil || !strings.Contains(err.Error(), "no replica binary") {
+		t.Errorf("Build without a replica: %v", err)
+	}
+}
+
+// Both binaries must run on the image's one platform.
+func TestBuildRefusesTwoArchitectures(t *testing.T) {
+	amd64 := static(t)
+	arm64 := append([]byte(nil), amd64...)
+	// e_machine, little-endian at offset 18 of an ELF64 header.
+	arm64[18], arm64[19] = byte(elf.EM_AARCH64), byte(elf.EM_AARCH64>>8)
+	if arch, err := CheckStatic(bytes.NewReader(arm64)); err != nil || arch != "arm64" {
+		t.Fatalf("the edited binary: %q, %v; want arm64", arch, err)
+	}
+	_, err := Build(Options{Binary: amd64, Replica: arm64, ZoneInfo: []byte("x")})
+	if err == nil || !strings.Contains(err.Error(), "/replica is for arm64, /bridge for amd64") {
+		t.Errorf("Build with binaries for two architectures: %v", err)
+	}
+}
+
+// static is a static Linux executable for amd64, a program that does
+// nothing, built once.
+func static(t *testing.T) []byte {
+	t.Helper()
+	staticOnce.Do(func() { staticBin, staticErr = buildStatic() })
+	if staticErr != nil {
+		t.Fatal(staticErr)
+	}
+	return staticBin
+}
+
+var (
+	staticOnce sync.Once
+	staticBin  []byte
+	staticErr  error
+)
+
+func buildStatic() ([]byte, error) {
+	dir, err := os.MkdirTemp("", "image-static-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dir)
+	src := filepath.Join(dir, "main.go")
+	if err := os.WriteFile(src, []byte("package main\n\nfunc main() {}\n"), 0o644); err != nil {
+		return nil, err
+	}
+	out := filepath.Join(dir, "static")
+	cmd := exec.Command("go", "build", "-o", out, src)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux", "GOARCH=amd64", "GO111MODULE=off")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return nil, fmt.Errorf("building a static program: %v\n%s", err, msg)
+	}
+	return os.ReadFile(out)
 }

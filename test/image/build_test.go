@@ -28,7 +28,9 @@ const (
 	makefile   = root + "/Makefile"
 	// chartValues holds the pod's user and the metrics port.
 	chartValues = root + "/charts/bridge/values.yaml"
-	tag         = "ghcr.io/kubebus/bridge:test"
+	// chartReplica runs the replica from the image.
+	chartReplica = root + "/charts/bridge/templates/replica-deployment.yaml"
+	tag          = "ghcr.io/kubebus/bridge:test"
 	// What the test stamps the image with, as make passes git's values.
 	version  = "v0.0.0-test"
 	revision = "0123456789abcdef0123456789abcdef01234567"
@@ -41,23 +43,45 @@ type entry struct {
 	data []byte
 }
 
-// built is the image as the test built and read it back.
-type built struct {
-	binary string // the bridge as built, before it went into the image
-	tool   string // the image builder's command
-	goarch string // the binary's architecture, go env GOARCH
-	goroot string // where the time zone database comes from
-	layout string
-	tar    string
-	img    v1.Image
-	cfg    *v1.ConfigFile
-	files  map[string]entry // by absolute path
-	final  stage            // the Dockerfile's last stage
-	build  stage            // the Dockerfile's stage that builds the binary
+// binary is a program the Dockerfile copies into the image.
+type binary struct {
+	dest  string // its path in the image, as the Dockerfile's COPY says
+	pkg   string // the package the build stage builds it from
+	built string // the binary as the test built it, before it went into the image
 }
 
-// buildImage builds the bridge with the Dockerfile's flags and the image
-// with the builder's command, as `make image-oci` does, and reads it back.
+// built is the image as the test built and read it back.
+type built struct {
+	binaries []binary // in the order of the Dockerfile's COPY lines
+	tool     string   // the image builder's command
+	goarch   string   // the binary's architecture, go env GOARCH
+	goroot   string   // where the time zone database comes from
+	layout   string
+	tar      string
+	img      v1.Image
+	cfg      *v1.ConfigFile
+	files    map[string]entry // by absolute path
+	layers   [][]string       // each layer's files, by absolute path
+	final    stage            // the Dockerfile's last stage
+	build    stage            // the Dockerfile's stage that builds the binaries
+}
+
+// binary returns the image's binary at dest, failing t if the Dockerfile
+// copies none there.
+func (b *built) binary(t *testing.T, dest string) binary {
+	t.Helper()
+	for _, bin := range b.binaries {
+		if bin.dest == dest {
+			return bin
+		}
+	}
+	t.Fatalf("the Dockerfile copies nothing to %s", dest)
+	return binary{}
+}
+
+// buildImage builds the binaries the Dockerfile copies into the image with
+// the Dockerfile's flags, and the image with the builder's command, as
+// `make image-oci` does, and reads it back.
 func buildImage(t *testing.T) *built {
 	t.Helper()
 	stages, err := parseDockerfile(dockerfile)
@@ -68,44 +92,79 @@ func buildImage(t *testing.T) *built {
 		t.Fatalf("%s has %d stages, want a build stage and the image", dockerfile, len(stages))
 	}
 	b := &built{final: stages[len(stages)-1]}
+	if len(b.final.copies) == 0 {
+		t.Fatalf("%s copies nothing into the image", dockerfile)
+	}
+	from := b.final.copies[0].from
 	for _, s := range stages {
-		if s.name != "" && s.name == b.final.copyFrom {
+		if s.name != "" && s.name == from {
 			b.build = s
 		}
 	}
-	env, flags, _, pkg, ok := goBuild(strings.Join(b.build.runs, "\n"))
-	if !ok {
-		t.Fatalf("%s: no go build in the stage %q the image copies from", dockerfile, b.final.copyFrom)
+	builds := goBuilds(b.build.runs)
+	if len(builds) == 0 {
+		t.Fatalf("%s: no go build in the stage %q the image copies from", dockerfile, from)
 	}
-	// make builds the bridge with the same flags, for the host and for the
-	// image.
+	var env, flags []string
+	for _, c := range b.final.copies {
+		if c.from != from {
+			t.Fatalf("%s: COPY %s comes from %q, the other binaries from %q", dockerfile, c.dest, c.from, from)
+		}
+		if len(c.sources) != 1 {
+			t.Fatalf("%s: COPY %q %s: want one binary per COPY", dockerfile, c.sources, c.dest)
+		}
+		i := slices.IndexFunc(builds, func(g goBuildCmd) bool { return g.out == c.sources[0] })
+		if i < 0 {
+			t.Fatalf("%s: COPY %s %s: no go build in the stage %q writes %s", dockerfile, c.sources[0], c.dest, from, c.sources[0])
+		}
+		g := builds[i]
+		if flags == nil {
+			env, flags = g.env, g.flags
+		} else if !slices.Equal(g.flags, flags) || !slices.Equal(g.env, env) {
+			t.Errorf("%s: %s is built with %q %q, %s with %q %q", dockerfile, g.pkg, g.env, g.flags, b.binaries[0].pkg, env, flags)
+		}
+		b.binaries = append(b.binaries, binary{dest: c.dest, pkg: g.pkg})
+	}
+	// make builds each binary with the same flags, for the host and for
+	// the image.
 	for _, target := range []string{"build", "image-oci"} {
 		recipe, err := makeRecipe(makefile, target)
 		if err != nil {
 			t.Fatal(err)
 		}
-		_, mflags, _, mpkg, ok := goBuild(recipe[0])
-		if !ok || !slices.Equal(mflags, flags) || mpkg != pkg {
-			t.Errorf("make %s builds %s with %q, the Dockerfile %s with %q", target, mpkg, mflags, pkg, flags)
+		mbuilds := goBuilds(recipe)
+		for _, bin := range b.binaries {
+			i := slices.IndexFunc(mbuilds, func(g goBuildCmd) bool { return g.pkg == bin.pkg })
+			if i < 0 {
+				t.Errorf("make %s does not build %s", target, bin.pkg)
+			} else if !slices.Equal(mbuilds[i].flags, flags) {
+				t.Errorf("make %s builds %s with %q, the Dockerfile with %q", target, bin.pkg, mbuilds[i].flags, flags)
+			}
+		}
+		if len(mbuilds) != len(b.binaries) {
+			t.Errorf("make %s builds %d programs, the Dockerfile copies %d into the image", target, len(mbuilds), len(b.binaries))
 		}
 	}
 
 	dir := t.TempDir()
-	b.binary = filepath.Join(dir, "bridge")
-	args := append(append([]string{"build"}, flags...), "-o", b.binary, pkg)
 	goenv := strings.Fields(string(goCmd(t, nil, "env", "GOARCH", "GOROOT")))
 	if len(goenv) != 2 {
 		t.Fatalf("go env GOARCH GOROOT: %q", goenv)
 	}
 	b.goarch, b.goroot = goenv[0], goenv[1]
-	start := time.Now()
-	goCmd(t, append(env, "GOOS=linux"), args...)
-	t.Logf("bridge built in %v", time.Since(start).Round(time.Millisecond))
+	for i := range b.binaries {
+		bin := &b.binaries[i]
+		bin.built = filepath.Join(dir, path.Base(bin.dest))
+		args := append(append([]string{"build"}, flags...), "-o", bin.built, bin.pkg)
+		start := time.Now()
+		goCmd(t, append(env, "GOOS=linux"), args...)
+		t.Logf("%s built in %v", bin.pkg, time.Since(start).Round(time.Millisecond))
+	}
 
 	b.layout = filepath.Join(dir, "image")
 	b.tar = filepath.Join(dir, "image.tar")
 	b.tool = filepath.Join(dir, "bridge-image")
-	start = time.Now()
+	start := time.Now()
 	goCmd(t, nil, "build", "-o", b.tool, "./cmd/bridge-image")
 	t.Logf("image builder built in %v", time.Since(start).Round(time.Millisecond))
 	start = time.Now()
@@ -117,7 +176,7 @@ func buildImage(t *testing.T) *built {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.files = flatten(t, b.img)
+	b.files, b.layers = flatten(t, b.img)
 	t.Logf("image read back in %v", time.Since(start).Round(time.Millisecond))
 	return b
 }
@@ -126,7 +185,7 @@ func buildImage(t *testing.T) *built {
 func runTool(t *testing.T, b *built, out string, extra ...string) {
 	t.Helper()
 	args := append([]string{
-		"-binary", b.binary, "-zoneinfo", filepath.Join(b.goroot, "lib", "time", "zoneinfo.zip"),
+		"-binary", b.binary(t, bridgeimage.Entrypoint).built, "-replica", b.binary(t, bridgeimage.ReplicaPath).built, "-zoneinfo", filepath.Join(b.goroot, "lib", "time", "zoneinfo.zip"),
 		"-out", out, "-tag", tag, "-version", version, "-revision", revision, "-created", created,
 	}, extra...)
 	cmd := exec.Command(b.tool, args...)
@@ -178,13 +237,15 @@ func layoutImage(t *testing.T, dir string) v1.Image {
 // checks on the way that every layer has the digest the manifest says,
 // compressed, and the one the config says (the diff ID), uncompressed.
 // Each layer is read once: the race detector makes decompression slow.
-func flatten(t *testing.T, img v1.Image) map[string]entry {
+// It returns, too, the paths each layer holds.
+func flatten(t *testing.T, img v1.Image) (map[string]entry, [][]string) {
 	t.Helper()
 	layers, err := img.Layers()
 	if err != nil {
 		t.Fatal(err)
 	}
 	files := map[string]entry{}
+	names := make([][]string, len(layers))
 	for i, l := range layers {
 		rc, err := l.Compressed()
 		if err != nil {
@@ -212,6 +273,7 @@ func flatten(t *testing.T, img v1.Image) map[string]entry {
 				t.Fatal(err)
 			}
 			files[path.Clean("/"+h.Name)] = entry{hdr: h, data: data}
+			names[i] = append(names[i], path.Clean("/"+h.Name))
 		}
 		// The rest of the stream: the tar's padding, gzip's trailer.
 		if _, err := io.Copy(io.Discard, zr); err != nil {
@@ -230,7 +292,7 @@ func flatten(t *testing.T, img v1.Image) map[string]entry {
 			t.Errorf("layer %d: the config says diff ID %s, the layer is %s", i, diffID, got)
 		}
 	}
-	return files
+	return files, names
 }
 
 func mustDigest(t *testing.T, img v1.Image) v1.Hash {

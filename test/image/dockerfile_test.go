@@ -13,15 +13,20 @@ import (
 type stage struct {
 	from       string
 	name       string // FROM ... AS <name>
-	copyFrom   string // COPY --from=<stage>
-	copySource string
-	copyDest   string
+	copies     []copyInstr
 	args       []string
 	labels     map[string]string
 	user       string
 	expose     []string
 	entrypoint []string
 	runs       []string
+}
+
+// copyInstr is a COPY instruction: COPY [--from=<from>] <source>... <dest>.
+type copyInstr struct {
+	from    string
+	sources []string
+	dest    string
 }
 
 // parseDockerfile reads the instructions the image depends on, stage by
@@ -66,18 +71,20 @@ func parseDockerfile(path string) ([]stage, error) {
 		s := &stages[len(stages)-1]
 		switch instr {
 		case "COPY":
-			words := shellWords(rest)
+			var c copyInstr
 			var plain []string
-			for _, w := range words {
+			for _, w := range shellWords(rest) {
 				if v, ok := strings.CutPrefix(w, "--from="); ok {
-					s.copyFrom = v
+					c.from = v
 				} else if !strings.HasPrefix(w, "--") {
 					plain = append(plain, w)
 				}
 			}
-			if len(plain) >= 2 {
-				s.copySource, s.copyDest = plain[0], plain[len(plain)-1]
+			if len(plain) < 2 {
+				return nil, fmt.Errorf("%s: COPY %s: want a source and a destination", path, rest)
 			}
+			c.sources, c.dest = plain[:len(plain)-1], plain[len(plain)-1]
+			s.copies = append(s.copies, c)
 		case "ARG":
 			name, _, _ := strings.Cut(rest, "=")
 			s.args = append(s.args, name)
@@ -132,30 +139,48 @@ func shellWords(s string) []string {
 	return words
 }
 
+// goBuildCmd is a `go build <flags> -o <out> <package>` command.
+type goBuildCmd struct {
+	env, flags []string
+	out, pkg   string
+}
+
+// goBuilds finds each `go build <flags> -o <out> <package>` in lines, one
+// per line at most, and returns their parts.
+func goBuilds(lines []string) []goBuildCmd {
+	var builds []goBuildCmd
+	for _, line := range lines {
+		if b, ok := goBuild(line); ok {
+			builds = append(builds, b)
+		}
+	}
+	return builds
+}
+
 // goBuild finds `go build <flags> -o <out> <package>` in a command line
 // and returns its parts.
-func goBuild(cmd string) (env, flags []string, out, pkg string, ok bool) {
+func goBuild(cmd string) (b goBuildCmd, ok bool) {
 	words := shellWords(cmd)
 	for i := 0; i+1 < len(words); i++ {
 		if (words[i] == "go" || words[i] == "$(GO)") && words[i+1] == "build" {
-			env = words[:i]
+			b.env = words[:i]
 			rest := words[i+2:]
 			for j := 0; j < len(rest); j++ {
 				if rest[j] == "-o" && j+1 < len(rest) {
-					out = rest[j+1]
+					b.out = rest[j+1]
 					j++
 					continue
 				}
 				if j == len(rest)-1 && !strings.HasPrefix(rest[j], "-") {
-					pkg = rest[j]
+					b.pkg = rest[j]
 					continue
 				}
-				flags = append(flags, rest[j])
+				b.flags = append(b.flags, rest[j])
 			}
-			return env, flags, out, pkg, true
+			return b, true
 		}
 	}
-	return nil, nil, "", "", false
+	return goBuildCmd{}, false
 }
 
 // makeRecipe returns the command lines of a Makefile target.

@@ -4,14 +4,19 @@
 // What the tests establish, on the image read back from its OCI layout:
 //   - it is a valid OCI image whose layers match their digests, built the
 //     same byte for byte twice from the same inputs;
-//   - its entrypoint is the bridge, the very binary built with the
-//     Dockerfile's flags, which runs from the image and prints its usage;
+//   - it holds /bridge and /replica, the very binaries built with the
+//     Dockerfile's flags (which make uses too), each in a layer of its own
+//     after the base, in the order of the Dockerfile's COPY lines; both
+//     are static (no loader, no shared library), root's and 0755;
+//   - its entrypoint is the bridge; run from the image's filesystem
+//     (chrooted, as 65532:65532, with the image's environment and working
+//     directory) each binary prints its usage;
 //   - it runs as 65532:65532, a user that /etc/passwd names, from a home
 //     that user owns, and has no shell and no other executable;
-//   - the binary is static: no loader, no shared library;
 //   - its labels are the OCI ones the Dockerfile sets, and its user, port,
-//     entrypoint and binary path are the Dockerfile's; its user and port are
-//     the chart's defaults;
+//     entrypoint and binary paths are the Dockerfile's; its user and port
+//     are the chart's defaults, and the chart runs the replica by the path
+//     the image holds it at;
 //   - it carries CA roots that parse, /etc/passwd and /etc/group owned by
 //     root and readable by all, and a time zone database Go can load;
 //   - pushed to a registry and pulled back, it keeps its digest; the
@@ -23,13 +28,14 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"crypto/x509"
+	"encoding/json"
 	"encoding/pem"
 	"fmt"
 	"io"
 	"log"
 	"net/http/httptest"
 	"os"
-	"os/exec"
+	"path"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -38,6 +44,7 @@ import (
 
 	"github.com/google/go-containerregistry/pkg/name"
 	"github.com/google/go-containerregistry/pkg/registry"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/remote"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/validate"
@@ -75,49 +82,109 @@ func TestImage(t *testing.T) {
 		}
 	})
 
-	t.Run("entrypoint is the bridge, which runs", func(t *testing.T) {
+	t.Run("entrypoint is the bridge", func(t *testing.T) {
 		if !slices.Equal(b.cfg.Config.Entrypoint, []string{"/bridge"}) || len(b.cfg.Config.Cmd) != 0 {
 			t.Fatalf("entrypoint %q cmd %q, want [/bridge] and no cmd", b.cfg.Config.Entrypoint, b.cfg.Config.Cmd)
 		}
-		e, ok := b.files["/bridge"]
-		if !ok || e.hdr.Typeflag != tar.TypeReg {
-			t.Fatal("/bridge is not a regular file in the image")
+	})
+
+	dests := []string{"/bridge", "/replica"}
+	t.Run("the bridge and the replica, static, as built", func(t *testing.T) {
+		var got []string
+		for _, bin := range b.binaries {
+			got = append(got, bin.dest)
 		}
-		if e.hdr.Mode&0o7777 != 0o755 || e.hdr.Uid != 0 || e.hdr.Gid != 0 {
-			t.Errorf("/bridge mode %o owner %d:%d, want 755 root:root (nonroot may run it, not change it)", e.hdr.Mode, e.hdr.Uid, e.hdr.Gid)
+		if !slices.Equal(got, dests) {
+			t.Fatalf("the Dockerfile copies %q into the image, want %q", got, dests)
 		}
-		want, err := os.ReadFile(b.binary)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if sha256.Sum256(e.data) != sha256.Sum256(want) {
-			t.Error("/bridge in the image is not the binary that was built")
-		}
-		// Run the binary as it comes out of the image.
-		extracted := filepath.Join(t.TempDir(), "bridge")
-		if err := os.WriteFile(extracted, e.data, 0o755); err != nil {
-			t.Fatal(err)
-		}
-		cmd := exec.Command(extracted, "--help")
-		cmd.Env = []string{}
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			t.Fatalf("/bridge --help: %v\n%s", err, out)
-		}
-		for _, want := range []string{"configured only through environment variables", "BRIDGE_RESOURCES", "BRIDGE_CHECKPOINT"} {
-			if !bytes.Contains(out, []byte(want)) {
-				t.Errorf("/bridge --help does not print %q:\n%s", want, out)
-			}
+		for _, bin := range b.binaries {
+			t.Run(bin.dest, func(t *testing.T) {
+				e, ok := b.files[bin.dest]
+				if !ok || e.hdr.Typeflag != tar.TypeReg {
+					t.Fatalf("%s is not a regular file in the image", bin.dest)
+				}
+				// 0755 and root's: nonroot, neither owner nor in the group,
+				// runs it by the bits for others, and cannot change it.
+				if e.hdr.Mode&0o7777 != 0o755 || e.hdr.Uid != 0 || e.hdr.Gid != 0 {
+					t.Errorf("%s mode %o owner %d:%d, want 755 root:root (nonroot may run it, not change it)", bin.dest, e.hdr.Mode, e.hdr.Uid, e.hdr.Gid)
+				}
+				want, err := os.ReadFile(bin.built)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if sha256.Sum256(e.data) != sha256.Sum256(want) {
+					t.Errorf("%s in the image is not %s as built", bin.dest, bin.pkg)
+				}
+				arch, err := bridgeimage.CheckStatic(bytes.NewReader(e.data))
+				if err != nil {
+					t.Fatal(err)
+				}
+				if arch != b.cfg.Architecture {
+					t.Errorf("%s is for %s, the image says %s", bin.dest, arch, b.cfg.Architecture)
+				}
+				t.Logf("%s: %d bytes", bin.dest, len(e.data))
+			})
 		}
 	})
 
-	t.Run("static binary", func(t *testing.T) {
-		arch, err := bridgeimage.CheckStatic(bytes.NewReader(b.files["/bridge"].data))
+	t.Run("a layer per binary, after the base", func(t *testing.T) {
+		if len(b.layers) != 1+len(b.binaries) {
+			t.Fatalf("%d layers, want the base and one per binary the Dockerfile copies (%d)", len(b.layers), len(b.binaries))
+		}
+		layers, err := b.img.Layers()
 		if err != nil {
 			t.Fatal(err)
 		}
-		if arch != b.cfg.Architecture {
-			t.Errorf("the binary is for %s, the image says %s", arch, b.cfg.Architecture)
+		var history []v1.History
+		for _, h := range b.cfg.History {
+			if !h.EmptyLayer {
+				history = append(history, h)
+			}
+		}
+		if len(history) != len(layers) {
+			t.Fatalf("%d history entries with a layer, %d layers", len(history), len(layers))
+		}
+		for i, bin := range b.binaries {
+			l := i + 1
+			if !slices.Equal(b.layers[l], []string{bin.dest}) {
+				t.Errorf("layer %d holds %q, want %s alone", l, b.layers[l], bin.dest)
+			}
+			if want := "COPY " + path.Base(bin.dest) + " " + bin.dest; history[l].CreatedBy != want {
+				t.Errorf("layer %d was created by %q, want %q", l, history[l].CreatedBy, want)
+			}
+			size, err := layers[l].Size()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Logf("layer %d, %s: %d bytes compressed", l, bin.dest, size)
+		}
+		size, err := layers[0].Size()
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("layer 0, the base: %d bytes compressed", size)
+	})
+
+	t.Run("the binaries run from the image as nonroot", func(t *testing.T) {
+		rootfs := unpack(t, b.files)
+		for _, tc := range []struct {
+			dest string
+			want []string
+		}{
+			{"/bridge", []string{"configured only through environment variables", "BRIDGE_RESOURCES", "BRIDGE_CHECKPOINT"}},
+			{"/replica", []string{"configured only through environment variables", "REPLICA_BUS", "REPLICA_TLS_CERT_FILE", "REPLICA_RULES_FILE"}},
+		} {
+			t.Run(tc.dest, func(t *testing.T) {
+				out, err := runInImage(t, rootfs, b.cfg, tc.dest, "--help")
+				if err != nil {
+					t.Fatalf("%s --help: %v\n%s", tc.dest, err, out)
+				}
+				for _, want := range tc.want {
+					if !bytes.Contains(out, []byte(want)) {
+						t.Errorf("%s --help does not print %q:\n%s", tc.dest, want, out)
+					}
+				}
+			})
 		}
 	})
 
@@ -159,7 +226,7 @@ func TestImage(t *testing.T) {
 			if e.hdr.Typeflag == tar.TypeSymlink || e.hdr.Typeflag == tar.TypeLink {
 				t.Errorf("the image has a link %s -> %s", p, e.hdr.Linkname)
 			}
-			if e.hdr.Typeflag == tar.TypeReg && e.hdr.Mode&0o111 != 0 && p != "/bridge" {
+			if e.hdr.Typeflag == tar.TypeReg && e.hdr.Mode&0o111 != 0 && !slices.Contains(dests, p) {
 				t.Errorf("the image has another executable, %s", p)
 			}
 		}
@@ -247,11 +314,9 @@ func TestImage(t *testing.T) {
 		if !slices.Equal(d.entrypoint, b.cfg.Config.Entrypoint) {
 			t.Errorf("Dockerfile ENTRYPOINT %q, image %q", d.entrypoint, b.cfg.Config.Entrypoint)
 		}
-		if d.copyDest != b.cfg.Config.Entrypoint[0] {
-			t.Errorf("Dockerfile copies the binary to %s, the image runs %s", d.copyDest, b.cfg.Config.Entrypoint[0])
-		}
-		if _, _, out, _, _ := goBuild(strings.Join(b.build.runs, "\n")); d.copySource != out {
-			t.Errorf("Dockerfile copies %s, its build writes %s", d.copySource, out)
+		// buildImage found each COPY's source among the build's outputs.
+		if !slices.ContainsFunc(d.copies, func(c copyInstr) bool { return c.dest == b.cfg.Config.Entrypoint[0] }) {
+			t.Errorf("Dockerfile copies %+v, none to the entrypoint %s", d.copies, b.cfg.Config.Entrypoint[0])
 		}
 		var ports []string
 		for _, p := range d.expose {
@@ -336,6 +401,22 @@ func TestImage(t *testing.T) {
 		}
 		if _, ok := b.cfg.Config.ExposedPorts[fmt.Sprintf("%d/tcp", values.Metrics.Port)]; !ok {
 			t.Errorf("the chart serves metrics on %d, the image exposes %v", values.Metrics.Port, b.cfg.Config.ExposedPorts)
+		}
+		// The replica's pod runs the image with the replica as its command.
+		tmpl, err := os.ReadFile(chartReplica)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var command []string
+		for line := range strings.Lines(string(tmpl)) {
+			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "command:"); ok {
+				if err := json.Unmarshal([]byte(strings.TrimSpace(v)), &command); err != nil {
+					t.Fatalf("%s: command %s is not a JSON list: %v", chartReplica, v, err)
+				}
+			}
+		}
+		if len(command) != 1 || command[0] != bridgeimage.ReplicaPath {
+			t.Errorf("the chart runs the replica as %q, the image holds it at %s", command, bridgeimage.ReplicaPath)
 		}
 	})
 

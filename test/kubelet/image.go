@@ -33,9 +33,9 @@ var (
 )
 
 // BridgeImage builds the bridge's image, once per test binary, the way
-// `make image-oci` does: the static binary, built with the Dockerfile's
-// flags, on the image's base layer (internal/image). It fails t when the
-// build fails.
+// `make image-oci` does: the bridge and the replica, static binaries built
+// with the Dockerfile's flags, on the image's base layer (internal/image).
+// It fails t when the build fails.
 func BridgeImage(t testing.TB) *Image {
 	t.Helper()
 	bridgeOnce.Do(func() { bridgeImage, bridgeErr = buildBridgeImage() })
@@ -51,15 +51,17 @@ func buildBridgeImage() (*Image, error) {
 		return nil, err
 	}
 	defer os.RemoveAll(dir)
-	bin := filepath.Join(dir, "bridge")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/kubebus/bridge/cmd/bridge")
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return nil, fmt.Errorf("kubelet: building the bridge: %v\n%s", err, out)
-	}
-	binary, err := os.ReadFile(bin)
-	if err != nil {
-		return nil, err
+	bins := map[string][]byte{}
+	for _, cmdName := range []string{"bridge", "replica"} {
+		bin := filepath.Join(dir, cmdName)
+		cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", bin, "github.com/kubebus/bridge/cmd/"+cmdName)
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0", "GOOS=linux")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("kubelet: building the %s: %v\n%s", cmdName, err, out)
+		}
+		if bins[cmdName], err = os.ReadFile(bin); err != nil {
+			return nil, err
+		}
 	}
 	goroot, err := exec.Command("go", "env", "GOROOT").Output()
 	if err != nil {
@@ -69,7 +71,7 @@ func buildBridgeImage() (*Image, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubelet: the time zone database: %w", err)
 	}
-	img, err := bridgeimage.Build(bridgeimage.Options{Binary: binary, ZoneInfo: zoneinfo})
+	img, err := bridgeimage.Build(bridgeimage.Options{Binary: bins["bridge"], Replica: bins["replica"], ZoneInfo: zoneinfo})
 	if err != nil {
 		return nil, err
 	}

@@ -85,16 +85,24 @@ func install(t *testing.T, name, namespace string, valueFiles []string, override
 			helm(t, "uninstall", name, "--namespace", namespace)
 		}
 	})
+	return &release{name: name, namespace: namespace, deployment: releaseDeployment(t, name, namespace, "!=replica")}
+}
+
+// releaseDeployment is the one Deployment of release name whose
+// app.kubernetes.io/component label matches component: "!=replica" for
+// the bridge's, "=replica" for the replica's.
+func releaseDeployment(t testing.TB, name, namespace, component string) *appsv1.Deployment {
+	t.Helper()
 	ds, err := admin(t).AppsV1().Deployments(namespace).List(t.Context(), metav1.ListOptions{
-		LabelSelector: "app.kubernetes.io/instance=" + name,
+		LabelSelector: "app.kubernetes.io/instance=" + name + ",app.kubernetes.io/component" + component,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(ds.Items) != 1 {
-		t.Fatalf("release %s has %d Deployments, want 1", name, len(ds.Items))
+		t.Fatalf("release %s has %d Deployments with component%s, want 1", name, len(ds.Items), component)
 	}
-	return &release{name: name, namespace: namespace, deployment: &ds.Items[0]}
+	return &ds.Items[0]
 }
 
 // valueArgs are helm's -f arguments for valueFiles (relative to the

@@ -13,7 +13,13 @@
 //     changes made meanwhile are on the bus;
 //   - two replicas from the chart's values elect a leader; when the
 //     leader is killed the standby takes over, and the stream equals a
-//     LIST with no event stored twice.
+//     LIST with no event stored twice;
+//   - the replica, rendered with replica.enabled (ci/replica set) and run
+//     from the same image with /replica as its command beside the
+//     release's bridge, with the Secrets the chart generates and the
+//     tokens Secret it names, turns ready on /readyz and serves
+//     /clusters/<name>/api over its generated TLS to a token only, and
+//     the resources the bridge published under /clusters/<name>/api/v1.
 //
 // The pods share the host's network, so each pod gets a metrics port of
 // its own through the chart's metrics.port value.
