@@ -78,14 +78,13 @@ grants:
 
 // replicaProc is the replica running as a child process.
 type replicaProc struct {
-	addr   string // host:port of the API
-	caPEM  []byte
-	done   chan struct{}
-	mu     sync.Mutex
-	logs   bytes.Buffer
-	cmd    *exec.Cmd
-	ready  chan string
-	tokens string
+	addr  string // host:port of the API
+	caPEM []byte
+	done  chan struct{}
+	mu    sync.Mutex
+	logs  bytes.Buffer
+	cmd   *exec.Cmd
+	ready chan string
 }
 
 func (p *replicaProc) logText() string {
