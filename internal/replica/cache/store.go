@@ -1,0 +1,307 @@
+package cache
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+)
+
+// Defaults of Options.
+const (
+	// DefaultRingSize keeps the latest 4096 changes: a client whose watch
+	// ended resumes without a list while fewer changes than that happened
+	// since, which covers a reconnect at a few hundred changes a second.
+	DefaultRingSize = 4096
+	// DefaultQueueLength lets a watcher fall 1024 changes behind before it
+	// is cut: a burst of that size is absorbed, a reader that stopped is
+	// not kept.
+	DefaultQueueLength = 1024
+)
+
+// ErrExpired is returned by Watch and Known for a position the Store does
+// not hold: older than its ring, or not of this bus at all.
+var ErrExpired = errors.New("cache: position not held")
+
+// Event is one change of the Store, at the bus position Pos.
+type Event struct {
+	// Type is watch.Added, watch.Modified, watch.Deleted, or watch.Bookmark
+	// for a position the bus reached without a change of this resource.
+	Type watch.EventType
+	// Object is the new state; for Deleted, the last one; nil for
+	// Bookmark.
+	Object *unstructured.Unstructured
+	// Old is the state Object replaced, for Modified: a watch with a
+	// selector tells from it whether the object entered or left it.
+	Old *unstructured.Unstructured
+	// Pos is the bus position of the change.
+	Pos string
+}
+
+// Options shape a Store. A zero field takes its default.
+type Options struct {
+	// RingSize is how many changes the Store keeps for watches that resume
+	// from a position; DefaultRingSize when zero.
+	RingSize int
+	// QueueLength is how many changes a watcher may fall behind before it
+	// is cut; DefaultQueueLength when zero.
+	QueueLength int
+}
+
+// Store is the state of one resource of one cluster. It implements the
+// store a client-go Reflector fills (Add, Update, Delete, Replace, Resync,
+// Bookmark), and is read by Snapshot, Get and Watch. All methods may be
+// called concurrently.
+type Store struct {
+	opts Options
+
+	mu      sync.RWMutex
+	objects map[string]*unstructured.Unstructured
+	latest  string
+	synced  bool
+	// ring holds the latest changes: ring[(first+i)%len] for i < n.
+	ring     []Event
+	first, n int
+	watchers map[*Watcher]struct{}
+	// changed is closed, and replaced, at every change of latest.
+	changed  chan struct{}
+	syncedCh chan struct{}
+}
+
+// NewStore returns an empty Store, not synced until its first Replace.
+func NewStore(opts Options) *Store {
+	if opts.RingSize <= 0 {
+		opts.RingSize = DefaultRingSize
+	}
+	if opts.QueueLength <= 0 {
+		opts.QueueLength = DefaultQueueLength
+	}
+	return &Store{
+		opts:     opts,
+		objects:  map[string]*unstructured.Unstructured{},
+		ring:     make([]Event, opts.RingSize),
+		watchers: map[*Watcher]struct{}{},
+		changed:  make(chan struct{}),
+		syncedCh: make(chan struct{}),
+	}
+}
+
+var _ cache.ReflectorStore = (*Store)(nil)
+
+// Key is the key of an object in a Store: "namespace/name", or "name" for
+// a cluster-scoped object.
+func Key(namespace, name string) string {
+	if namespace == "" {
+		return name
+	}
+	return namespace + "/" + name
+}
+
+func keyOf(u *unstructured.Unstructured) string { return Key(u.GetNamespace(), u.GetName()) }
+
+func asObject(obj any) (*unstructured.Unstructured, error) {
+	switch o := obj.(type) {
+	case *unstructured.Unstructured:
+		return o, nil
+	case cache.DeletedFinalStateUnknown:
+		return asObject(o.Obj)
+	}
+	return nil, fmt.Errorf("cache: %T is not an *unstructured.Unstructured", obj)
+}
+
+// Add implements cache.ReflectorStore.
+func (s *Store) Add(obj any) error { return s.put(obj) }
+
+// Update implements cache.ReflectorStore.
+func (s *Store) Update(obj any) error { return s.put(obj) }
+
+func (s *Store) put(obj any) error {
+	u, err := asObject(obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := keyOf(u)
+	old := s.objects[k]
+	s.objects[k] = u
+	e := Event{Type: watch.Added, Object: u, Pos: u.GetResourceVersion()}
+	if old != nil {
+		e.Type, e.Old = watch.Modified, old
+	}
+	s.record(e)
+	return nil
+}
+
+// Delete implements cache.ReflectorStore.
+func (s *Store) Delete(obj any) error {
+	u, err := asObject(obj)
+	if err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	k := keyOf(u)
+	if _, ok := s.objects[k]; !ok {
+		return nil
+	}
+	delete(s.objects, k)
+	s.record(Event{Type: watch.Deleted, Object: u, Pos: u.GetResourceVersion()})
+	return nil
+}
+
+// Replace implements cache.ReflectorStore: the Store becomes list, at
+// position pos. Watchers are told the difference (objects gone as
+// Deleted, new ones as Added, changed ones as Modified), all at pos.
+func (s *Store) Replace(list []any, pos string) error {
+	next := make(map[string]*unstructured.Unstructured, len(list))
+	for _, o := range list {
+		u, err := asObject(o)
+		if err != nil {
+			return err
+		}
+		next[keyOf(u)] = u
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for k, old := range s.objects {
+		if _, ok := next[k]; !ok {
+			s.record(Event{Type: watch.Deleted, Object: old, Pos: pos})
+		}
+	}
+	for k, u := range next {
+		old, ok := s.objects[k]
+		switch {
+		case !ok:
+			s.record(Event{Type: watch.Added, Object: u, Pos: pos})
+		case sameState(old, u):
+			next[k] = old // the held state, so that the ring's pointers stay shared
+		default:
+			s.record(Event{Type: watch.Modified, Object: u, Old: old, Pos: pos})
+		}
+	}
+	s.objects = next
+	s.record(Event{Type: watch.Bookmark, Pos: pos})
+	if !s.synced {
+		s.synced = true
+		close(s.syncedCh)
+	}
+	return nil
+}
+
+// sameState reports whether a and b are the same state of one object: the
+// same uid at the same API resourceVersion.
+func sameState(a, b *unstructured.Unstructured) bool {
+	return a.GetUID() == b.GetUID() && a.GetAnnotations()[annotationResourceVersion] == b.GetAnnotations()[annotationResourceVersion]
+}
+
+// annotationResourceVersion is consumer.AnnotationResourceVersion, named
+// here so that the package needs nothing of the consumer.
+const annotationResourceVersion = "kubebus.io/resource-version"
+
+// Resync implements cache.ReflectorStore; a Store has nothing to resync.
+func (s *Store) Resync() error { return nil }
+
+// Bookmark records that the bus reached pos with no change of this
+// resource (cache.ReflectorBookmarkStore).
+func (s *Store) Bookmark(pos string) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if pos != "" && pos != s.latest {
+		s.record(Event{Type: watch.Bookmark, Pos: pos})
+	}
+	return nil
+}
+
+// record appends e to the ring, makes its position the latest and hands
+// it to every watcher. Called with mu held.
+func (s *Store) record(e Event) {
+	i := (s.first + s.n) % len(s.ring)
+	s.ring[i] = e
+	if s.n < len(s.ring) {
+		s.n++
+	} else {
+		s.first = (s.first + 1) % len(s.ring)
+	}
+	if e.Pos != s.latest {
+		s.latest = e.Pos
+		close(s.changed)
+		s.changed = make(chan struct{})
+	}
+	for w := range s.watchers {
+		select {
+		case w.queue <- e:
+		default:
+			s.cut(w)
+		}
+	}
+}
+
+// Synced is closed once the Store holds a whole list.
+func (s *Store) Synced() <-chan struct{} { return s.syncedCh }
+
+// Len is how many objects the Store holds.
+func (s *Store) Len() int {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return len(s.objects)
+}
+
+// Latest is the position of the Store's state.
+func (s *Store) Latest() string {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	return s.latest
+}
+
+// Snapshot returns every object whose key is after from ("" for all), in
+// key order, and the position of that state.
+func (s *Store) Snapshot(after string) ([]*unstructured.Unstructured, string) {
+	s.mu.RLock()
+	out := make([]*unstructured.Unstructured, 0, len(s.objects))
+	for k, u := range s.objects {
+		if after == "" || k > after {
+			out = append(out, u)
+		}
+	}
+	pos := s.latest
+	s.mu.RUnlock()
+	slices.SortFunc(out, func(a, b *unstructured.Unstructured) int { return strings.Compare(keyOf(a), keyOf(b)) })
+	return out, pos
+}
+
+// Get returns the object of key, and the position of the Store's state.
+func (s *Store) Get(key string) (*unstructured.Unstructured, string, bool) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	u, ok := s.objects[key]
+	return u, s.latest, ok
+}
+
+// Known reports whether pos is the Store's latest position or one its ring
+// holds, and returns a channel closed at the next change of position, for
+// a caller that waits for pos to arrive.
+func (s *Store) Known(pos string) (bool, <-chan struct{}) {
+	s.mu.RLock()
+	defer s.mu.RUnlock()
+	if pos == s.latest {
+		return true, s.changed
+	}
+	return s.find(pos) >= 0, s.changed
+}
+
+// find returns the ring index i (0 oldest) of the last event at pos, or
+// -1. Called with mu held.
+func (s *Store) find(pos string) int {
+	for i := s.n - 1; i >= 0; i-- {
+		if s.ring[(s.first+i)%len(s.ring)].Pos == pos {
+			return i
+		}
+	}
+	return -1
+}

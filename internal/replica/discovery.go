@@ -1,0 +1,85 @@
+package replica
+
+import (
+	"context"
+	"slices"
+	"sort"
+	"sync"
+
+	"github.com/kubebus/bridge/consumer"
+	"github.com/kubebus/bridge/wire"
+)
+
+// discovery holds the latest discovery document of every cluster on the
+// bus. All methods may be called concurrently.
+type discovery struct {
+	mu   sync.RWMutex
+	docs map[string]wire.Discovery
+}
+
+func newDiscovery() *discovery { return &discovery{docs: map[string]wire.Discovery{}} }
+
+// run follows log until ctx ends.
+func (d *discovery) run(ctx context.Context, log consumer.DiscoveryLog) error {
+	return log.Follow(ctx, func(doc wire.Discovery) error {
+		d.mu.Lock()
+		d.docs[doc.Cluster] = doc
+		d.mu.Unlock()
+		return nil
+	})
+}
+
+// cluster returns the document of name.
+func (d *discovery) cluster(name string) (wire.Discovery, bool) {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	doc, ok := d.docs[name]
+	return doc, ok
+}
+
+// clusters lists the clusters with a document, sorted.
+func (d *discovery) clusters() []string {
+	d.mu.RLock()
+	defer d.mu.RUnlock()
+	out := make([]string, 0, len(d.docs))
+	for name := range d.docs {
+		out = append(out, name)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// resources are the resources of cluster, or of every cluster (the first
+// cluster in name order that publishes a group and resource names its
+// version) for AllClusters. ok is false for a cluster with no document.
+func (d *discovery) resources(cluster string) ([]wire.DiscoveredResource, bool) {
+	if cluster != AllClusters {
+		doc, ok := d.cluster(cluster)
+		return doc.Resources, ok
+	}
+	var out []wire.DiscoveredResource
+	seen := map[[2]string]bool{}
+	for _, name := range d.clusters() {
+		doc, _ := d.cluster(name)
+		for _, r := range doc.Resources {
+			k := [2]string{r.Group, r.Resource}
+			if !seen[k] {
+				seen[k] = true
+				out = append(out, r)
+			}
+		}
+	}
+	return out, true
+}
+
+// resource finds the resource group/version/resource of cluster.
+func (d *discovery) resource(cluster, group, version, resource string) (wire.DiscoveredResource, bool) {
+	rs, _ := d.resources(cluster)
+	i := slices.IndexFunc(rs, func(r wire.DiscoveredResource) bool {
+		return r.Group == group && r.Version == version && r.Resource == resource
+	})
+	if i < 0 {
+		return wire.DiscoveredResource{}, false
+	}
+	return rs[i], true
+}
