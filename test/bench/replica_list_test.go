@@ -1,12 +1,15 @@
 package bench
 
 import (
+	"crypto/tls"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -43,6 +46,9 @@ type listClient struct {
 	side replicaSide
 	rest rest.Interface
 	read byteCount
+	// conn is the protocol and TLS version of the last answer, as
+	// negotiated, for the notes.
+	conn atomic.Value
 }
 
 func newListClient(b *testing.B, side replicaSide) *listClient {
@@ -51,6 +57,7 @@ func newListClient(b *testing.B, side replicaSide) *listClient {
 	rc := rest.CopyConfig(side.rc)
 	rc.QPS = -1
 	rc.Dial = c.read.dial
+	rc.Wrap(func(rt http.RoundTripper) http.RoundTripper { return connNoter{rt, &c.conn} })
 	kc, err := kubernetes.NewForConfig(rc)
 	if err != nil {
 		b.Fatal(err)
@@ -59,12 +66,39 @@ func newListClient(b *testing.B, side replicaSide) *listClient {
 	return c
 }
 
+// connNoter notes the protocol and TLS version of every answer.
+type connNoter struct {
+	next http.RoundTripper
+	conn *atomic.Value
+}
+
+func (n connNoter) RoundTrip(req *http.Request) (*http.Response, error) {
+	resp, err := n.next.RoundTrip(req)
+	if err == nil {
+		v := resp.Proto + " without TLS"
+		if resp.TLS != nil {
+			v = resp.Proto + " over " + tls.VersionName(resp.TLS.Version)
+		}
+		n.conn.Store(v)
+	}
+	return resp, err
+}
+
+// negotiated is the protocol and TLS version of c's last answer.
+func (c *listClient) negotiated() string {
+	v, _ := c.conn.Load().(string)
+	return v
+}
+
 // lists runs the list part: it checks that both sides answer with every
 // ConfigMap, then times them, and returns each side's times per round
 // (index 0 the kube-apiserver's, 1 the replica's).
 func (r *replicaRun) lists() [2][]listTimes {
 	b := r.b
 	clients := [2]*listClient{newListClient(b, r.sides[0]), newListClient(b, r.sides[1])}
+	defer func() {
+		r.negotiated = fmt.Sprintf("as negotiated: kube-apiserver %s, replica %s", clients[0].negotiated(), clients[1].negotiated())
+	}()
 	for _, c := range clients {
 		r.checkList(c.side)
 		for range replicaListWarmUp {

@@ -11,7 +11,7 @@ import (
 // kube-apiserver's (or the bare informer's, for memory), from the same run.
 const (
 	replicaBaseline     = "kube-apiserver, same client"
-	replicaClient       = "client-go's REST client, JSON, HTTP/2 over TLS 1.3 with the same certificate, key and bearer token on both sides (the replica serves the API server's own certificate), gzip offered as Go's transport offers it"
+	replicaClient       = "client-go's REST client, JSON, TLS with the same certificate, key and bearer token on both sides (the replica serves the API server's own certificate), gzip offered as Go's transport offers it"
 	replicaMemScenario  = "Replica: memory per object held"
 	replicaListScenario = "Replica: list latency"
 	replicaWatchScen    = "Replica: watch fan-out"
@@ -20,9 +20,9 @@ const (
 func (r *replicaRun) recordMemory(m replicaMemory) {
 	b := r.b
 	held := float64(r.held)
-	note := fmt.Sprintf("read from /proc/<pid>/status %s after the cache synced, with no forced GC; %s ConfigMaps held (%s). The replica's cache filled on its first request (a LIST with limit=1), which was answered after %s; the bare client-go dynamic informer (all namespaces, objects cached whole, no transform) synced from the API server in %s. Whole: replica %.0f MiB VmHWM, %.0f MiB VmRSS; bare informer %.0f MiB VmHWM, %.0f MiB VmRSS. The baseline is the least a Go client holding the same objects to answer reads from memory needs; the kube-apiserver's share of its memory for them cannot be told apart from the rest (its watch cache holds every resource). The process's fixed memory is counted in, on both sides",
+	note := fmt.Sprintf("read from /proc/<pid>/status %s after the cache synced, with no forced GC; %s ConfigMaps held (%s). The replica's cache filled on its first request (a LIST with limit=1), which was answered after %s; the bare client-go dynamic informer (all namespaces, objects cached whole, no transform) synced from the API server in %s. Whole: replica %.0f MiB VmHWM, %.0f MiB VmRSS (%.0f MiB VmRSS before its first request, its cache empty); bare informer %.0f MiB VmHWM, %.0f MiB VmRSS. The baseline is the least a Go client holding the same objects to answer reads from memory needs; the kube-apiserver's share of its memory for them cannot be told apart from the rest (its watch cache holds every resource). The process's fixed memory is counted in, on both sides",
 		memorySeenAfter, thousands(r.held), r.objectsShape(), m.replicaSync.Round(time.Millisecond), m.bareSync.Round(time.Millisecond),
-		mib(m.replica.Peak), mib(m.replica.RSS), mib(m.bare.Peak), mib(m.bare.RSS))
+		mib(m.replica.Peak), mib(m.replica.RSS), mib(m.before), mib(m.bare.Peak), mib(m.bare.RSS))
 	record(b, Figure{
 		Scenario: replicaMemScenario, Name: fmt.Sprintf("RSS %s after sync ÷ ConfigMaps held", memorySeenAfter), Unit: "B/object",
 		Bridge: m.replica.RSS / held, Baseline: m.bare.RSS / held, BaselineName: "bare client-go dynamic informer",
@@ -65,8 +65,8 @@ func (r *replicaRun) recordLists(lists [2][]listTimes) {
 			f := Figure{
 				Scenario: replicaListScenario, Name: fmt.Sprintf("%s of %s ConfigMaps, p%.0f", kind.name, thousands(len(r.refs)), q*100), Unit: "ms",
 				Bridge: latencyMillis(latencyPercentile(pooled(rep), q)), Baseline: latencyMillis(latencyPercentile(pooled(api), q)), BaselineName: replicaBaseline,
-				Note: fmt.Sprintf("%d lists per side (%d rounds of %d, alternating which side goes first, after %d unmeasured), each timed from its request until the last byte of its last answer was read (only the list's metadata decoded); %s; one connection per side, kept. p%.0f per round, ms: replica %s; kube-apiserver %s. Bytes on the wire per list: replica %.1f MiB, kube-apiserver %.1f MiB. %s.",
-					replicaListRounds*replicaListsPerRound, replicaListRounds, replicaListsPerRound, replicaListWarmUp, replicaClient, q*100,
+				Note: fmt.Sprintf("%d lists per side (%d rounds of %d, alternating which side goes first, after %d unmeasured), each timed from its request until the last byte of its last answer was read (only the list's metadata decoded); %s (%s); one connection per side, kept. p%.0f per round, ms: replica %s; kube-apiserver %s. Bytes on the wire per list: replica %.1f MiB, kube-apiserver %.1f MiB. %s.",
+					replicaListRounds*replicaListsPerRound, replicaListRounds, replicaListsPerRound, replicaListWarmUp, replicaClient, r.negotiated, q*100,
 					rounds(rep), rounds(api), wire(rep), wire(api), r.objectsShape()),
 			}
 			if q == 0.5 {
@@ -102,8 +102,8 @@ func (r *replicaRun) recordFanOut(runs []watchRun, counts []int) {
 	}
 	api := func(w watchRun) time.Duration { return w.api }
 	lo, hi := counts[0], counts[len(counts)-1]
-	how := fmt.Sprintf("N watches of the namespace's ConfigMaps in one child process (cmd/watchers), each with its own client and connection (%s), all from one LIST's resourceVersion; once all were watching and %s had passed, %d changes (a merge patch of one annotation on one ConfigMap in turn) one every %s; a change's delay runs from its write's start to the moment the last of the N watchers read its event. %d rounds, each running every N on both sides, alternating which side goes first. Through the replica the path is kube-apiserver → bridge → NATS JetStream → replica → watchers; the bridge runs only during the replica's runs. %s",
-		replicaClient, replicaWatchSettle, replicaChanges, replicaChangeEvery, replicaWatchRounds, r.objectsShape())
+	how := fmt.Sprintf("N watches of the namespace's ConfigMaps in one child process (cmd/watchers), each with its own client and connection (%s; the list clients' %s), all from one LIST's resourceVersion; once all were watching and %s had passed, %d changes (a merge patch of one annotation on one ConfigMap in turn) one every %s; a change's delay runs from its write's start to the moment the last of the N watchers read its event. %d rounds, each running every N on both sides, alternating which side goes first. Through the replica the path is kube-apiserver → bridge → NATS JetStream → replica → watchers; the bridge runs only during the replica's runs. %s",
+		replicaClient, r.negotiated, replicaWatchSettle, replicaChanges, replicaChangeEvery, replicaWatchRounds, r.objectsShape())
 	var extended []string
 	for _, w := range runs {
 		if w.extended {

@@ -155,9 +155,13 @@ type replicaRun struct {
 	bridgeBin, watchersBin string
 	bridgeEnv              []string
 	bridge                 *child // running, or nil
+	bridgeStarted          bool   // once
 	replica                *child
 	busWatch               *busWatch
 	sides                  [2]replicaSide // the kube-apiserver's, the replica's
+
+	// negotiated says how the list clients spoke to each side.
+	negotiated string
 
 	// changes numbers the fan-out's changes across runs, and last is the
 	// latest one written and the object it went to.
@@ -165,14 +169,20 @@ type replicaRun struct {
 	last    objectRef
 }
 
-// startBridge starts the bridge and waits until it has published every
-// ConfigMap and checkpointed them.
+// startBridge starts the bridge. Its first start waits until it has
+// published every ConfigMap and checkpointed them; a restart, until it is
+// ready (it publishes what changed while it was stopped, and the replica
+// shows it: see waitReplicaCurrent).
 func (r *replicaRun) startBridge() {
 	b := r.b
+	first := !r.bridgeStarted
+	r.bridgeStarted = true
 	r.bridge = startChild(b, "bridge", r.bridgeBin, r.bridgeEnv)
 	r.bridge.waitLog(b, "ready", 10*time.Minute)
-	r.busWatch.waitStored(b, r.held, 5*time.Minute)
-	waitSettled(b, r.bridge, 5*time.Minute)
+	if first {
+		r.busWatch.waitStored(b, r.held, 5*time.Minute)
+		waitSettled(b, r.bridge, 5*time.Minute)
+	}
 }
 
 // stopBridge stops the bridge.
@@ -187,6 +197,9 @@ type replicaMemory struct {
 	// replicaSync is the time from the replica's first request until its
 	// answer: how long its cache took to read the state from the bus.
 	replicaSync, bareSync time.Duration
+	// before is the replica's VmRSS before its first request, with its
+	// cache empty.
+	before float64
 }
 
 // memory reads the replica's memory once its ConfigMap cache holds the
@@ -195,6 +208,7 @@ type replicaMemory struct {
 func (r *replicaRun) memory(bareBin string) replicaMemory {
 	b := r.b
 	var m replicaMemory
+	m.before = procStatus(r.replica.cmd.Process.Pid)["VmRSS"]
 	t0 := time.Now()
 	r.listOne(r.sides[1])
 	m.replicaSync = time.Since(t0)
