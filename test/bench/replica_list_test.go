@@ -46,6 +46,8 @@ type listClient struct {
 	side replicaSide
 	rest rest.Interface
 	read byteCount
+	// wholeParts is the most answers a whole LIST came in.
+	wholeParts int
 	// conn is the protocol and TLS version of the last answer, as
 	// negotiated, for the notes.
 	conn atomic.Value
@@ -98,6 +100,7 @@ func (r *replicaRun) lists() [2][]listTimes {
 	clients := [2]*listClient{newListClient(b, r.sides[0]), newListClient(b, r.sides[1])}
 	defer func() {
 		r.negotiated = fmt.Sprintf("as negotiated: kube-apiserver %s, replica %s", clients[0].negotiated(), clients[1].negotiated())
+		r.wholeParts = [2]int{clients[0].wholeParts, clients[1].wholeParts}
 	}()
 	for _, c := range clients {
 		r.checkList(c.side)
@@ -173,11 +176,21 @@ func (r *replicaRun) checkList(side replicaSide) {
 
 // whole times one LIST of the namespace's ConfigMaps, until the last byte
 // of its answer is read.
+//
+// A whole LIST is one answer on the API server. A server that answers it
+// in parts, with a continue token (the replica caps a list at its
+// MaxLimit), is followed to the end, so that both sides are timed on every
+// object; c.wholeParts counts the answers, for the notes.
 func (c *listClient) whole(b *testing.B) time.Duration {
 	b.Helper()
 	t0 := time.Now()
-	c.get(b, false, "")
-	return time.Since(t0)
+	parts := 1
+	for next := c.get(b, false, ""); next != ""; parts++ {
+		next = c.get(b, false, next)
+	}
+	took := time.Since(t0)
+	c.wholeParts = max(c.wholeParts, parts)
+	return took
 }
 
 // paged times a LIST in pages of replicaPageSize, each asked once the one
@@ -203,9 +216,9 @@ func (c *listClient) get(b *testing.B, paged bool, cont string) string {
 	req := c.rest.Get().Namespace(replicaNamespace).Resource("configmaps").SetHeader("Accept", "application/json")
 	if paged {
 		req = req.Param("limit", strconv.Itoa(replicaPageSize))
-		if cont != "" {
-			req = req.Param("continue", cont)
-		}
+	}
+	if cont != "" {
+		req = req.Param("continue", cont)
 	}
 	body, err := req.Stream(b.Context())
 	if err != nil {

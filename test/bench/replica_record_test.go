@@ -74,6 +74,12 @@ func (r *replicaRun) recordLists(lists [2][]listTimes) {
 			} else {
 				f.Note += fmt.Sprintf(" No target: the p99 of %d lists on a shared machine is close to their slowest.", replicaListRounds*replicaListsPerRound)
 			}
+			if parts := r.wholeParts[1]; kind.name == "whole LIST" && parts > 1 {
+				// A client that asks once, as client-go's List and kubectl
+				// get without --chunk-size do, gets part of the objects.
+				f.Met = false
+				f.Note += fmt.Sprintf(" The replica answered a LIST without limit in %d parts, with a continue token (the kube-apiserver in %d): a client that asks once, as client-go's List does, would get only the first part; the time is the whole, every part followed, and the target is held missed until it answers in one.", parts, r.wholeParts[0])
+			}
 			record(b, f)
 		}
 	}

@@ -162,6 +162,9 @@ type replicaRun struct {
 
 	// negotiated says how the list clients spoke to each side.
 	negotiated string
+	// wholeParts is, per side, the most answers a LIST without limit
+	// came in: 1 on the API server.
+	wholeParts [2]int
 
 	// changes numbers the fan-out's changes across runs, and last is the
 	// latest one written and the object it went to.

@@ -43,7 +43,7 @@ import (
 	"syscall"
 	"time"
 
-	"k8s.io/client-go/kubernetes"
+	corev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 )
@@ -128,11 +128,11 @@ func run(ctx context.Context, kubeconfig, namespace string, n int, marker string
 func client(rc *rest.Config) (rest.Interface, error) {
 	rc = rest.CopyConfig(rc)
 	rc.Dial = (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext
-	kc, err := kubernetes.NewForConfig(rc)
+	kc, err := corev1.NewForConfig(rc)
 	if err != nil {
 		return nil, err
 	}
-	return kc.CoreV1().RESTClient(), nil
+	return kc.RESTClient(), nil
 }
 
 // listPosition is the resourceVersion of a LIST of the namespace's
