@@ -91,7 +91,9 @@ func (r *rules) Authorize(ctx context.Context, a authorizer.Attributes) (authori
 	}
 	for _, rl := range r.Rules {
 		who := slices.Contains(rl.Users, u.GetName()) || slices.ContainsFunc(u.GetGroups(), func(g string) bool { return slices.Contains(rl.Groups, g) })
-		where := slices.Contains(rl.Clusters, "*") || slices.Contains(rl.Clusters, cluster)
+		// The all-clusters view is open to anyone with a rule: it
+		// shows each cluster's objects only to those its rules let read.
+		where := cluster == "*" || slices.Contains(rl.Clusters, "*") || slices.Contains(rl.Clusters, cluster)
 		if who && where {
 			return authorizer.DecisionAllow, "", nil
 		}

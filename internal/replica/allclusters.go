@@ -1,14 +1,379 @@
 package replica
 
 import (
+	"context"
+	"encoding/base64"
+	"encoding/json"
+	"fmt"
 	"net/http"
+	"strings"
+	"sync"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metainternalversion "k8s.io/apimachinery/pkg/apis/meta/internalversion"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/apiserver/pkg/authorization/authorizer"
+	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
+	"k8s.io/apiserver/pkg/registry/rest"
 
+	"github.com/kubebus/bridge/internal/replica/cache"
 	"github.com/kubebus/bridge/wire"
 )
 
+// The all-clusters view (/clusters/*/...) merges the caches of every
+// cluster whose discovery names the resource and that the identity may
+// read (the authorizer is asked per cluster, with that cluster in the
+// context; a cluster it may not read is left out, never an error). Each
+// object is a copy carrying AnnotationCluster.
+//
+// Its resourceVersion is composite: "m1." and the base64url of a JSON
+// object from cluster name to that cluster's bus position. A list is at
+// the composite of the positions its clusters' caches were at; a watch
+// event's object is at the composite after it, so that a client that
+// watches again from it resumes every cluster where it was. A cluster the
+// composite does not name (it appeared since) is watched from its current
+// state, as Added. A composite any of whose positions a cache no longer
+// holds is answered 410 Gone.
+
+const compositePrefix = "m1."
+
+func encodeComposite(pos map[string]string) string {
+	b, _ := json.Marshal(pos)
+	return compositePrefix + base64.RawURLEncoding.EncodeToString(b)
+}
+
+func decodeComposite(rv string) (map[string]string, error) {
+	rest, ok := strings.CutPrefix(rv, compositePrefix)
+	if !ok {
+		return nil, fmt.Errorf("resourceVersion %q is not one of the all-clusters view (they start with %q)", truncate(rv, 80), compositePrefix)
+	}
+	b, err := base64.RawURLEncoding.DecodeString(rest)
+	var m map[string]string
+	if err == nil {
+		err = json.Unmarshal(b, &m)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("resourceVersion %q of the all-clusters view does not decode: %v", truncate(rv, 80), err)
+	}
+	return m, nil
+}
+
+// member is one cluster's cache in the all-clusters view.
+type member struct {
+	cluster string
+	store   *cache.Store
+}
+
+// allStorage serves one resource of every readable cluster.
+type allStorage struct {
+	s       *Server
+	res     wire.DiscoveredResource
+	members []member // in cluster name order
+	table   rest.TableConvertor
+}
+
 func (s *Server) serveAll(w http.ResponseWriter, r *http.Request, res wire.DiscoveredResource, info *request.RequestInfo) {
-	writeStatus(w, r, apierrors.NewServiceUnavailable("not yet"), "")
+	ctx := r.Context()
+	attrs, err := filters.GetAuthorizerAttributes(ctx)
+	if err != nil {
+		writeStatus(w, r, apierrors.NewInternalError(err), "")
+		return
+	}
+	gvr := res.GroupVersionResource()
+	st := &allStorage{s: s, res: res, table: newTableConvertor(res, true)}
+	for _, c := range s.disc.clusters() {
+		if _, ok := s.disc.resource(c, res.Group, res.Version, res.Resource); !ok {
+			continue
+		}
+		d, _, err := s.authorize.Authorize(WithCluster(ctx, c), attrs)
+		if err != nil || d != authorizer.DecisionAllow {
+			continue
+		}
+		store, err := s.store(ctx, c, gvr)
+		if err != nil {
+			writeStatus(w, r, storeError(err, c, gvr), "")
+			return
+		}
+		st.members = append(st.members, member{cluster: c, store: store})
+	}
+	s.serveResource(w, r, st, res, info)
+}
+
+var (
+	_ rest.Getter  = (*allStorage)(nil)
+	_ rest.Lister  = (*allStorage)(nil)
+	_ rest.Watcher = (*allStorage)(nil)
+)
+
+func (st *allStorage) gvk() schema.GroupVersionKind {
+	return schema.GroupVersionKind{Group: st.res.Group, Version: st.res.Version, Kind: st.res.Kind}
+}
+
+// tagged is a copy of u carrying its cluster, at rv.
+func tagged(u *unstructured.Unstructured, cluster, rv string) *unstructured.Unstructured {
+	c := u.DeepCopy()
+	a := c.GetAnnotations()
+	if a == nil {
+		a = map[string]string{}
+	}
+	a[AnnotationCluster] = cluster
+	c.SetAnnotations(a)
+	c.SetResourceVersion(rv)
+	return c
+}
+
+// Get serves the object of that name from the first cluster, in name
+// order, that holds it.
+func (st *allStorage) Get(ctx context.Context, name string, _ *metav1.GetOptions) (runtime.Object, error) {
+	ns, _ := request.NamespaceFrom(ctx)
+	pos := map[string]string{}
+	for _, m := range st.members {
+		pos[m.cluster] = m.store.Latest()
+	}
+	for _, m := range st.members {
+		if u, _, ok := m.store.Get(cache.Key(ns, name)); ok {
+			st.s.m.served.Inc()
+			return tagged(u, m.cluster, encodeComposite(pos)), nil
+		}
+	}
+	return nil, apierrors.NewNotFound(schema.GroupResource{Group: st.res.Group, Resource: st.res.Resource}, name)
+}
+
+func (st *allStorage) NewList() runtime.Object {
+	l := &unstructured.UnstructuredList{}
+	l.SetGroupVersionKind(st.gvk().GroupVersion().WithKind(st.res.Kind + "List"))
+	return l
+}
+
+func (st *allStorage) ConvertToTable(ctx context.Context, obj runtime.Object, opts runtime.Object) (*metav1.Table, error) {
+	return st.table.ConvertToTable(ctx, obj, opts)
+}
+
+// List merges the clusters' current states, in cluster then key order.
+// Any resourceVersion is served the current state (it is never older).
+func (st *allStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	sel := selectionOf(ctx, opts)
+	after := ""
+	if opts.Continue != "" {
+		t, err := decodeContinue(opts.Continue)
+		if err != nil {
+			return nil, err
+		}
+		after = t.After
+	}
+	limit := opts.Limit
+	if limit <= 0 || limit > st.s.cfg.MaxLimit {
+		limit = st.s.cfg.MaxLimit
+	}
+	type item struct {
+		cluster string
+		u       *unstructured.Unstructured
+	}
+	var items []item
+	pos := map[string]string{}
+	for _, m := range st.members {
+		objs, p := m.store.Snapshot("")
+		pos[m.cluster] = p
+		for _, u := range objs {
+			if sel.matches(u) && (after == "" || m.cluster+"\x00"+cache.Key(u.GetNamespace(), u.GetName()) > after) {
+				items = append(items, item{m.cluster, u})
+			}
+		}
+	}
+	rv := encodeComposite(pos)
+	list := st.NewList().(*unstructured.UnstructuredList)
+	list.SetResourceVersion(rv)
+	for i, it := range items {
+		if int64(i) == limit {
+			remaining := int64(len(items) - i)
+			last := items[i-1]
+			list.SetContinue(encodeContinue(continueToken{V: 1, After: last.cluster + "\x00" + cache.Key(last.u.GetNamespace(), last.u.GetName()), Pos: rv}))
+			list.SetRemainingItemCount(&remaining)
+			break
+		}
+		list.Items = append(list.Items, *tagged(it.u, it.cluster, rv))
+	}
+	st.s.m.served.Add(float64(len(list.Items)))
+	return list, nil
+}
+
+// mergedEvent is one cluster's event, or the end of its initial events
+// (initialDone).
+type mergedEvent struct {
+	cluster     string
+	e           cache.Event
+	initialDone bool
+	cut         bool
+}
+
+// Watch merges the clusters' watches.
+func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListOptions) (watch.Interface, error) {
+	rv := opts.ResourceVersion
+	state := (opts.SendInitialEvents != nil && *opts.SendInitialEvents) || ((rv == "" || rv == "0") && opts.SendInitialEvents == nil)
+	var from map[string]string
+	if rv != "" && rv != "0" {
+		m, err := decodeComposite(rv)
+		if err != nil {
+			return nil, apierrors.NewResourceExpired(err.Error() + ": list again")
+		}
+		from = m
+	}
+	var watchers []*cache.Watcher
+	stopAll := func() {
+		for _, w := range watchers {
+			w.Stop()
+		}
+	}
+	pos := map[string]string{}
+	for _, m := range st.members {
+		var w *cache.Watcher
+		p, named := from[m.cluster]
+		switch {
+		case state || (from != nil && !named):
+			w = m.store.WatchState()
+		case from == nil: // sendInitialEvents=false from "" or "0"
+			var err error
+			if w, err = m.store.WatchFrom(m.store.Latest()); err != nil {
+				w = m.store.WatchState()
+			}
+		default:
+			var err error
+			if w, err = m.store.WatchFrom(p); err != nil {
+				stopAll()
+				return nil, apierrors.NewResourceExpired(fmt.Sprintf("the position of cluster %q in resourceVersion %q is not held by this replica: list again", m.cluster, truncate(rv, 80)))
+			}
+		}
+		watchers = append(watchers, w)
+		pos[m.cluster] = w.Start
+		if !state && from != nil && named {
+			pos[m.cluster] = p
+		}
+	}
+	sel := selectionOf(ctx, opts)
+	out := &watchStream{result: make(chan watch.Event), stop: make(chan struct{})}
+	ctx, cancel := context.WithCancel(ctx)
+	merged := make(chan mergedEvent)
+	var wg sync.WaitGroup
+	for i, w := range watchers {
+		cluster := st.members[i].cluster
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			feed(ctx, cluster, w, merged)
+		}()
+	}
+	st.s.m.watchers.Inc()
+	go func() {
+		defer st.s.m.watchers.Dec()
+		defer close(out.result)
+		defer wg.Wait()
+		defer cancel()
+		defer stopAll()
+		st.pumpMerged(ctx, sel, out, merged, pos, len(watchers), opts.AllowWatchBookmarks, state && opts.AllowWatchBookmarks && opts.SendInitialEvents != nil)
+	}()
+	return out, nil
+}
+
+// feed sends w's initial events, a marker, then its live events to out.
+func feed(ctx context.Context, cluster string, w *cache.Watcher, out chan<- mergedEvent) {
+	send := func(m mergedEvent) bool {
+		select {
+		case out <- m:
+			return true
+		case <-ctx.Done():
+			return false
+		}
+	}
+	initial := w.Initial
+	w.Initial = nil
+	for i, e := range initial {
+		initial[i] = cache.Event{}
+		if !send(mergedEvent{cluster: cluster, e: e}) {
+			return
+		}
+	}
+	if !send(mergedEvent{cluster: cluster, e: cache.Event{Pos: w.Start}, initialDone: true}) {
+		return
+	}
+	for e := range w.Events() {
+		if !send(mergedEvent{cluster: cluster, e: e}) {
+			return
+		}
+	}
+	send(mergedEvent{cluster: cluster, cut: w.Cut()})
+}
+
+func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStream, in <-chan mergedEvent, pos map[string]string, members int, bookmarks, initialEnd bool) {
+	send := func(e watch.Event) bool {
+		select {
+		case w.result <- e:
+			return true
+		case <-w.stop:
+		case <-ctx.Done():
+		}
+		return false
+	}
+	pending := members
+	if pending == 0 && initialEnd {
+		b := bookmarkObject(st.gvk(), encodeComposite(pos))
+		b.SetAnnotations(map[string]string{annotationInitialEventsEnd: "true"})
+		if !send(watch.Event{Type: watch.Bookmark, Object: b}) {
+			return
+		}
+	}
+	bookmarked := encodeComposite(pos)
+	tick := time.NewTicker(st.s.cfg.BookmarkInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case m := <-in:
+			switch {
+			case m.initialDone:
+				pos[m.cluster] = m.e.Pos
+				pending--
+				if pending == 0 && initialEnd {
+					b := bookmarkObject(st.gvk(), encodeComposite(pos))
+					b.SetAnnotations(map[string]string{annotationInitialEventsEnd: "true"})
+					if !send(watch.Event{Type: watch.Bookmark, Object: b}) {
+						return
+					}
+				}
+				continue
+			case m.e.Type == "": // the cluster's watch ended
+				if m.cut {
+					st.s.m.cut.Inc()
+				}
+				return
+			}
+			if m.e.Pos != "" {
+				pos[m.cluster] = m.e.Pos
+			}
+			out, ok := sel.event(m.e)
+			if !ok {
+				continue
+			}
+			out.Object = tagged(out.Object.(*unstructured.Unstructured), m.cluster, encodeComposite(pos))
+			if !send(out) {
+				return
+			}
+			st.s.m.served.Inc()
+		case <-tick.C:
+			if cur := encodeComposite(pos); bookmarks && pending == 0 && cur != bookmarked {
+				if !send(watch.Event{Type: watch.Bookmark, Object: bookmarkObject(st.gvk(), cur)}) {
+					return
+				}
+				bookmarked = cur
+			}
+		case <-w.stop:
+			return
+		case <-ctx.Done():
+			return
+		}
+	}
 }

@@ -40,13 +40,14 @@ func (s *Server) Handler() http.Handler {
 	var h http.Handler = http.HandlerFunc(s.serve)
 	h = filters.WithAuthorization(h, s.authorize, serializers)
 	h = filters.WithAuthentication(h, s.cfg.Authenticator, filters.Unauthorized(serializers), nil, nil)
+	authed := h
 	h = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		noteVerb(r)
-		h.ServeHTTP(w, r)
+		authed.ServeHTTP(w, r)
 	})
-	h = filters.WithRequestInfo(h, requestInfo)
+	withInfo := filters.WithRequestInfo(h, requestInfo)
 	return s.m.counted(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.clusterPrefix(h, w, r)
+		s.clusterPrefix(withInfo, w, r)
 	}))
 }
 
