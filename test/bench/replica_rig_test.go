@@ -6,7 +6,6 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
 
@@ -54,25 +53,9 @@ func startReplica(b *testing.B, bin string, cp *controlplane.ControlPlane, natsU
 		"REPLICA_TOKEN_FILE=" + tokens,
 		"REPLICA_METRICS_ADDR=127.0.0.1:0",
 	}
-	// The rules as docs/replica-access.md writes them; a replica that
-	// refuses them still reads the stand-in format of cmd/replica/auth.go
-	// (until internal/replica/access replaces it there), so it is started
-	// again on those.
-	var c *child
-	for i, rules := range []string{replicaRules(cluster), replicaStandInRules(cluster)} {
-		path := filepath.Join(dir, fmt.Sprintf("replica-rules-%d.yaml", i))
-		writeFile(b, path, rules)
-		c = startChild(b, "replica", bin, append(env, "REPLICA_RULES_FILE="+path))
-		if ready, refused := replicaStarted(c); !refused {
-			if !ready {
-				b.Fatalf("replica did not start:\n%s", c.tail(40))
-			}
-			break
-		}
-		if i == 1 {
-			b.Fatalf("replica refused both rules formats:\n%s", c.tail(40))
-		}
-	}
+	rules := filepath.Join(dir, "replica-rules.yaml")
+	writeFile(b, rules, replicaRules(cluster))
+	c := startChild(b, "replica", bin, append(env, "REPLICA_RULES_FILE="+rules))
 	line := c.waitLog(b, "replica: ready", time.Minute)
 	var ready struct{ Listen string }
 	if err := json.Unmarshal(line.Raw, &ready); err != nil || ready.Listen == "" {
@@ -81,29 +64,6 @@ func startReplica(b *testing.B, bin string, cp *controlplane.ControlPlane, natsU
 	rc := rest.CopyConfig(admin)
 	rc.Host = (&url.URL{Scheme: "https", Host: ready.Listen, Path: "/clusters/" + cluster}).String()
 	return c, replicaSide{name: "replica", rc: rc, kubeconfig: writeKubeconfig(b, filepath.Join(dir, "replica.kubeconfig"), rc)}
-}
-
-// replicaStarted waits until c reports ready or exits; refused says it
-// exited over its rules file.
-func replicaStarted(c *child) (ready, refused bool) {
-	deadline := time.After(time.Minute)
-	for {
-		c.mu.Lock()
-		_, ready = c.seen["replica: ready"]
-		changed := c.changed
-		c.mu.Unlock()
-		if ready {
-			return true, false
-		}
-		select {
-		case <-changed:
-		case <-c.done:
-			_ = c.cmd.Wait()
-			return false, strings.Contains(c.tail(40), "REPLICA_RULES_FILE")
-		case <-deadline:
-			return false, false
-		}
-	}
 }
 
 // replicaRules lets replicaUser read ConfigMaps of cluster, in
@@ -120,11 +80,6 @@ grants:
     resources: ["configmaps"]
     verbs: ["get", "list", "watch"]
 `, replicaUser, cluster)
-}
-
-// replicaStandInRules is replicaRules in the stand-in format.
-func replicaStandInRules(cluster string) string {
-	return fmt.Sprintf("rules:\n- users: [%s]\n  clusters: [%q]\n", replicaUser, cluster)
 }
 
 // apiServerSide is the side that asks the kube-apiserver directly.
