@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -236,5 +237,122 @@ func benchFanout(b *testing.B, n int) {
 	b.ReportMetric(float64(wire.Load())/per, "wireB/event")
 	if store.Watchers() != n {
 		b.Fatalf("%d watchers left of %d: some were cut", store.Watchers(), n)
+	}
+}
+
+// A change encoded once and shared is what each watcher would have been
+// sent alone: watchers of one cache, in JSON and as Tables, with and
+// without a selector (one change is MODIFIED to one, DELETED to another),
+// one that starts late (its first Table has headers, the others' second
+// has none), each get the frames that the same watch, alone on a cache
+// fed the same changes (so that nothing is shared), gets, byte for byte.
+func TestSharedEncodingsPerWatcher(t *testing.T) {
+	const table = "application/json;as=Table;v=v1;g=meta.k8s.io"
+	watches := []struct {
+		name, query, accept string
+		late                bool // starts after the first change
+		frames              int
+	}{
+		{name: "json", query: "watch=1", frames: 4},
+		{name: "json again", query: "watch=1", frames: 4},
+		{name: "json selected", query: "watch=1&labelSelector=app%3Dbench", frames: 4},
+		{name: "table", query: "watch=1", accept: table, frames: 4},
+		{name: "table late", query: "watch=1", accept: table, late: true, frames: 3},
+	}
+	data := map[string]any{"k": "v"}
+	moved := fanoutConfigMap(1, 3, data)
+	moved.SetLabels(map[string]string{"app": "other"})
+	changes := []func(*cache.Store) error{
+		func(s *cache.Store) error { return s.Update(fanoutConfigMap(0, 1, data)) },
+		func(s *cache.Store) error { return s.Add(fanoutConfigMap(fanoutObjects, 2, data)) },
+		func(s *cache.Store) error { return s.Update(moved) },
+		func(s *cache.Store) error { return s.Delete(fanoutConfigMap(2, 4, data)) },
+	}
+	// run serves the watches picked on one cache fed changes, and returns
+	// each one's frames.
+	run := func(picked ...int) [][][]byte {
+		t.Helper()
+		s := fanoutServer(t)
+		store := fanoutStore(t, data)
+		st := &storage{s: s, cluster: "one", res: cmResource, store: store, table: newTableConvertor(cmResource, false)}
+		ctx, cancel := context.WithCancel(t.Context())
+		var served sync.WaitGroup
+		defer func() { cancel(); served.Wait() }()
+		frames := make([][][]byte, len(picked))
+		var mu sync.Mutex
+		var complete sync.WaitGroup
+		start := func(late bool) {
+			for i, k := range picked {
+				if watches[k].late != late {
+					continue
+				}
+				started := make(chan struct{})
+				complete.Add(1)
+				w := &frameWriter{header: http.Header{}, started: func() { close(started) }, frame: func(b []byte) {
+					mu.Lock()
+					defer mu.Unlock()
+					frames[i] = append(frames[i], bytes.Clone(b))
+					if len(frames[i]) == watches[k].frames {
+						complete.Done()
+					}
+				}}
+				from := fanoutStart
+				if late {
+					from = "p1"
+				}
+				served.Add(1)
+				go func() {
+					defer served.Done()
+					serveWatch(ctx, s, st, watches[k].query+"&resourceVersion="+from, watches[k].accept, w)
+				}()
+				<-started
+			}
+		}
+		start(false)
+		for i, change := range changes {
+			if err := change(store); err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				start(true)
+			}
+		}
+		all := make(chan struct{})
+		go func() { complete.Wait(); close(all) }()
+		select {
+		case <-all:
+		case <-time.After(10 * time.Second):
+			mu.Lock()
+			defer mu.Unlock()
+			t.Fatalf("frames after 10 s: %d", frames)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return frames
+	}
+
+	picked := make([]int, len(watches))
+	for k := range watches {
+		picked[k] = k
+	}
+	shared := run(picked...)
+	for k, w := range watches {
+		alone := run(k)[0]
+		for i := range alone {
+			if !bytes.Equal(shared[k][i], alone[i]) {
+				t.Errorf("%s, frame %d:\nshared %s\nalone  %s", w.name, i, shared[k][i], alone[i])
+			}
+		}
+		if len(shared[k]) != len(alone) {
+			t.Errorf("%s: %d frames shared, %d alone", w.name, len(shared[k]), len(alone))
+		}
+	}
+	// The watches differ where they should: the test would not see an
+	// encoding shared where it must not be.
+	if !strings.Contains(string(shared[2][2]), `"type":"DELETED"`) || !strings.Contains(string(shared[0][2]), `"type":"MODIFIED"`) {
+		t.Errorf("the moved object: %s to the selected watch, %s to the other", shared[2][2], shared[0][2])
+	}
+	if !strings.Contains(string(shared[4][0]), `"columnDefinitions":[{`) || strings.Contains(string(shared[3][1]), `"columnDefinitions":[{`) {
+		t.Errorf("change 2: %s to the late Table watch, %s to the other", shared[4][0], shared[3][1])
 	}
 }
