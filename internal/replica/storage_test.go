@@ -104,13 +104,16 @@ func cm(name string, pos int, apiRV string, kv ...string) *unstructured.Unstruct
 	return u
 }
 
-// next is w's next event, or a failure after 5 s.
+// next is w's next event, its object unshared, or a failure after 5 s.
 func next(t *testing.T, w watch.Interface) watch.Event {
 	t.Helper()
 	select {
 	case e, ok := <-w.ResultChan():
 		if !ok {
 			t.Fatal("the watch ended")
+		}
+		if sh, ok := e.Object.(*cache.Shared); ok {
+			e.Object = sh.Object()
 		}
 		return e
 	case <-time.After(5 * time.Second):

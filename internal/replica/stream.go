@@ -83,7 +83,7 @@ func (s *Server) pump(ctx context.Context, w *watchStream, src streamSource) {
 	src.watcher.Initial = nil
 	for i, e := range initial {
 		initial[i] = cache.Event{} // release as sent
-		if out, ok := src.sel.event(e); ok && !send(out) {
+		if out, ok := src.sel.sharedEvent(e); ok && !send(out) {
 			return
 		}
 		if e.Pos != "" {
@@ -108,7 +108,7 @@ func (s *Server) pump(ctx context.Context, w *watchStream, src streamSource) {
 				ended()
 				return
 			}
-			if out, ok := src.sel.event(e); ok && !send(out) {
+			if out, ok := src.sel.sharedEvent(e); ok && !send(out) {
 				return
 			}
 			pos = e.Pos
@@ -155,6 +155,17 @@ func (sel selection) event(e cache.Event) (watch.Event, bool) {
 		return watch.Event{}, false
 	}
 	return watch.Event{Type: e.Type, Object: e.Object}, true
+}
+
+// sharedEvent is sel.event(e), whose object is e.Shared when the cache
+// shares it: the API server's watch handler then encodes it once for
+// every watcher that encodes it alike.
+func (sel selection) sharedEvent(e cache.Event) (watch.Event, bool) {
+	out, ok := sel.event(e)
+	if ok && e.Shared != nil {
+		out.Object = e.Shared
+	}
+	return out, ok
 }
 
 // bookmarkObject is the object of a BOOKMARK event at pos.

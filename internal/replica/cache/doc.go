@@ -36,4 +36,15 @@
 // QueueLength events of about 80 bytes (the objects are shared), and for a
 // watch that starts with the current state, one pointer per object until
 // those events are sent.
+//
+// The events handed to watchers live carry their object as a Shared,
+// which keeps the encodings watchers made of it (at most MaxEncodings,
+// each about the size of the encoded object) so that a change is encoded
+// once per encoder rather than once per watcher. A Shared lives while a
+// watcher's queue holds its event or a watcher is writing it, and the
+// ring keeps none: since a watcher more than QueueLength changes behind
+// is cut, the encodings alive are those of at most the latest QueueLength
+// changes (plus the one each watcher is writing), whatever the number of
+// watchers. The events of Initial (a watch of the state, or one that
+// resumes from the ring) share no encoding: each watcher encodes them.
 package cache

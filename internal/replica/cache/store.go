@@ -42,6 +42,11 @@ type Event struct {
 	Old *unstructured.Unstructured
 	// Pos is the bus position of the change.
 	Pos string
+	// Shared is Object as the watchers fed live share it: encoded once per
+	// encoder, whatever their number. Set on the events a Store hands to
+	// its watchers' queues when it feeds more than one; nil on those of
+	// Initial (see Memory in the package's doc).
+	Shared *Shared
 }
 
 // Options shape a Store. A zero field takes its default.
@@ -252,7 +257,9 @@ func (s *Store) Bookmark(pos string) error {
 }
 
 // record appends e to the ring, makes its position the latest and hands
-// it to every watcher. Called with mu held.
+// it, with its object shared, to every watcher; the ring keeps no Shared,
+// so that encodings live only as long as a watcher's queue holds them.
+// Called with mu held.
 func (s *Store) record(e Event) {
 	i := (s.first + s.n) % len(s.ring)
 	s.ring[i] = e
@@ -265,6 +272,9 @@ func (s *Store) record(e Event) {
 		s.latest = e.Pos
 		close(s.changed)
 		s.changed = make(chan struct{})
+	}
+	if e.Object != nil && len(s.watchers) > 1 { // one watcher shares with nobody
+		e.Shared = NewShared(e.Object)
 	}
 	for w := range s.watchers {
 		select {
