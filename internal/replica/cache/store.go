@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -306,15 +305,9 @@ func (s *Store) Latest() string {
 // key order, and the position of that state.
 func (s *Store) Snapshot(after string) ([]*unstructured.Unstructured, string) {
 	s.mu.RLock()
-	out := make([]*unstructured.Unstructured, 0, len(s.objects))
-	for k, u := range s.objects {
-		if after == "" || k > after {
-			out = append(out, u)
-		}
-	}
+	out := inKeyOrder(s.objects, after)
 	pos := s.latest
 	s.mu.RUnlock()
-	sortByKey(out)
 	return out, pos
 }
 
@@ -355,16 +348,25 @@ func (s *Store) SnapshotAt(after, pos string) ([]*unstructured.Unstructured, err
 		}
 	}
 	s.mu.RUnlock()
-	out := make([]*unstructured.Unstructured, 0, len(state))
-	for _, u := range state {
-		out = append(out, u)
-	}
-	sortByKey(out)
-	return out, nil
+	return inKeyOrder(state, ""), nil
 }
 
-func sortByKey(objs []*unstructured.Unstructured) {
-	slices.SortFunc(objs, func(a, b *unstructured.Unstructured) int { return strings.Compare(keyOf(a), keyOf(b)) })
+// inKeyOrder returns the objects of byKey whose key is after after ("" for
+// all), in key order. It sorts the map's own keys: a list of 10,000
+// objects must not build each object's key again at every comparison.
+func inKeyOrder(byKey map[string]*unstructured.Unstructured, after string) []*unstructured.Unstructured {
+	keys := make([]string, 0, len(byKey))
+	for k := range byKey {
+		if after == "" || k > after {
+			keys = append(keys, k)
+		}
+	}
+	slices.Sort(keys)
+	out := make([]*unstructured.Unstructured, len(keys))
+	for i, k := range keys {
+		out[i] = byKey[k]
+	}
+	return out
 }
 
 // Get returns the object of key, and the position of the Store's state.
