@@ -130,6 +130,16 @@ func TestAccessRequirements(t *testing.T) {
 		t.Errorf("named: watch: %d %s; want ADDED a alone", code, body)
 	}
 
+	// The legacy /watch/ path is authorized as a watch, and served as
+	// one: a user who may only watch gets events, never a list.
+	code, body = get(t, hs, "/clusters/one/api/v1/watch/namespaces/x/configmaps?timeoutSeconds=1", "watcher-token")
+	if code != 200 || !strings.Contains(body, `"type":"ADDED"`) || strings.Contains(body, `"kind":"ConfigMapList"`) {
+		t.Errorf("watcher: /watch/ path: %d %s; want a watch's events", code, body)
+	}
+	if code, _ := get(t, hs, "/clusters/one/api/v1/namespaces/x/configmaps", "watcher-token"); code != 403 {
+		t.Errorf("watcher: list: %d, want 403", code)
+	}
+
 	// Denials are counted by cluster and resource, bounded by the bus:
 	// an unknown cluster and a resource no cluster publishes are "other".
 	before := counterValue(t, s.m.denials.WithLabelValues("other", "other"))

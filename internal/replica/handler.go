@@ -139,7 +139,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, st resour
 		handlers.GetResource(st, scope).ServeHTTP(w, r)
 		return
 	}
-	handlers.ListResource(st, st, scope, false, s.cfg.MinRequestTimeout).ServeHTTP(w, r)
+	// The legacy /watch/ path carries no ?watch=true: RequestInfo reads
+	// it as a watch, and it was authorized as one, so it is served as one.
+	handlers.ListResource(st, st, scope, info.Verb == "watch", s.cfg.MinRequestTimeout).ServeHTTP(w, r)
 }
 
 // resourceStorage is what serveResource serves from.
