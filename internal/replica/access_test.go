@@ -187,3 +187,31 @@ func mustJSON(v any) []byte {
 	}
 	return b
 }
+
+// The all-clusters discovery is the union of the clusters the identity
+// may read, not of the bus: it tells nobody of a resource, or a group,
+// only a cluster beyond their grants publishes.
+func TestAllClustersDiscoveryScope(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	two := cmDiscovery("two")
+	two.Resources = append(two.Resources, wire.DiscoveredResource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Singular: "widget", Namespaced: true})
+	hs := testServer(t, srv, cmDiscovery("one"), two)
+	for _, c := range []struct {
+		name, path, token string
+		code              int
+		widgets           bool
+	}{
+		{"alice: groups", "/clusters/*/apis", testToken, 200, true},
+		{"alice: group version", "/clusters/*/apis/example.com/v1", testToken, 200, true},
+		{"reader: groups", "/clusters/*/apis", "reader-token", 200, false},
+		{"reader: group", "/clusters/*/apis/example.com", "reader-token", 404, false},
+		{"reader: group version", "/clusters/*/apis/example.com/v1", "reader-token", 404, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := get(t, hs, c.path, c.token)
+			if code != c.code || strings.Contains(body, `"groupVersion":"example.com/v1"`) != c.widgets {
+				t.Errorf("GET %s: %d %s; want %d, example.com shown %v", c.path, code, body, c.code, c.widgets)
+			}
+		})
+	}
+}

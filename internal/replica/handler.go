@@ -84,8 +84,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, r, apierrors.NewInternalError(fmt.Errorf("no request info")), "")
 		return
 	}
+	var resources []wire.DiscoveredResource
+	if cluster == access.AllClusters {
+		attrs, err := filters.GetAuthorizerAttributes(ctx)
+		if err != nil {
+			writeStatus(w, r, apierrors.NewInternalError(err), "")
+			return
+		}
+		// The clusters this very request is allowed on, from one version
+		// of the rules.
+		resources = s.disc.merged(s.cfg.Rules.Current().Scope(attrs).Has)
+	} else {
+		resources, _ = s.disc.resources(cluster)
+	}
 	if !info.IsResourceRequest {
-		s.serveDiscovery(w, r, cluster, info)
+		s.serveDiscovery(w, r, cluster, resources, info)
 		return
 	}
 	if info.Subresource != "" {
@@ -93,7 +106,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("this read-only replica serves no subresource (%q of %s)", info.Subresource, info.Resource))
 		return
 	}
-	res, ok := s.disc.resource(cluster, info.APIGroup, info.APIVersion, info.Resource)
+	res, ok := findResource(resources, info.APIGroup, info.APIVersion, info.Resource)
 	if !ok {
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
 		writeStatus(w, r, apierrors.NewNotFound(gr, ""),
@@ -226,8 +239,7 @@ func truncate(s string, n int) string {
 
 // serveDiscovery answers /api, /apis, /apis/<group>, the group versions'
 // resource lists, and /version.
-func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, cluster string, info *request.RequestInfo) {
-	resources, _ := s.disc.resources(cluster)
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, cluster string, resources []wire.DiscoveredResource, info *request.RequestInfo) {
 	parts := strings.Split(strings.Trim(info.Path, "/"), "/")
 	write := func(obj runtime.Object) {
 		responsewriters.WriteObjectNegotiated(serializers, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{Version: "v1"}, w, r, http.StatusOK, obj, false)
