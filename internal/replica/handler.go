@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 		gated.ServeHTTP(w, r)
 	})
 	h = filters.WithAuthentication(h, s.cfg.Authenticator, filters.Unauthorized(serializers), nil, nil)
+	h = filters.WithWarningRecorder(h)
 	withInfo := filters.WithRequestInfo(h, requestInfo)
 	return s.m.counted(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.clusterPrefix(withInfo, w, r)
