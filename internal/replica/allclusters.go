@@ -325,6 +325,24 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 			feed(ctx, cluster, w, initial, merged)
 		}()
 	}
+	// cut is closed when the cache cuts any of the watchers: the merged
+	// watch ends then, even while its send waits on a client that does
+	// not read.
+	cut := make(chan struct{})
+	var cutOnce sync.Once
+	for _, w := range watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-w.Done():
+				if w.Cut() {
+					cutOnce.Do(func() { close(cut) })
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
 	st.s.m.watchers.Inc()
 	go func() {
 		defer st.s.m.watchers.Dec()
@@ -332,7 +350,7 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 		defer wg.Wait()
 		defer cancel()
 		defer stopAll()
-		st.pumpMerged(ctx, sel, out, merged, pos, len(watchers), opts.AllowWatchBookmarks, state && opts.AllowWatchBookmarks && opts.SendInitialEvents != nil)
+		st.pumpMerged(ctx, sel, out, merged, cut, pos, len(watchers), opts.AllowWatchBookmarks, state && opts.AllowWatchBookmarks && opts.SendInitialEvents != nil)
 	}()
 	return out, nil
 }
@@ -365,11 +383,21 @@ func feed(ctx context.Context, cluster string, w *cache.Watcher, initial []cache
 	send(mergedEvent{cluster: cluster, cut: w.Cut()})
 }
 
-func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStream, in <-chan mergedEvent, pos map[string]string, members int, bookmarks, initialEnd bool) {
+// pumpMerged sends the merged events to w until w stops, ctx ends, or a
+// cluster's watch ends; cut closes when the cache cut one of them.
+func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStream, in <-chan mergedEvent, cut <-chan struct{}, pos map[string]string, members int, bookmarks, initialEnd bool) {
+	ended := func() {
+		st.s.m.cut.Inc()
+		st.s.log.Info("replica: all-clusters watch cut: the client read slower than changes arrived", "kind", st.gvk().String(), "queue", st.s.cfg.Cache.QueueLength)
+	}
 	send := func(e watch.Event) bool {
 		select {
 		case w.result <- e:
 			return true
+		case <-cut:
+			// Cut while the client was not reading this event: the
+			// watch ends now, not once the client reads again.
+			ended()
 		case <-w.stop:
 		case <-ctx.Done():
 		}
@@ -403,7 +431,7 @@ func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStr
 				continue
 			case m.e.Type == "": // the cluster's watch ended
 				if m.cut {
-					st.s.m.cut.Inc()
+					ended()
 				}
 				return
 			}
