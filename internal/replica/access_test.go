@@ -130,6 +130,16 @@ func TestAccessRequirements(t *testing.T) {
 		t.Errorf("named: watch: %d %s; want ADDED a alone", code, body)
 	}
 
+	// The legacy /watch/ path is authorized as a watch, and served as
+	// one: a user who may only watch gets events, never a list.
+	code, body = get(t, hs, "/clusters/one/api/v1/watch/namespaces/x/configmaps?timeoutSeconds=1", "watcher-token")
+	if code != 200 || !strings.Contains(body, `"type":"ADDED"`) || strings.Contains(body, `"kind":"ConfigMapList"`) {
+		t.Errorf("watcher: /watch/ path: %d %s; want a watch's events", code, body)
+	}
+	if code, _ := get(t, hs, "/clusters/one/api/v1/namespaces/x/configmaps", "watcher-token"); code != 403 {
+		t.Errorf("watcher: list: %d, want 403", code)
+	}
+
 	// Denials are counted by cluster and resource, bounded by the bus:
 	// an unknown cluster and a resource no cluster publishes are "other".
 	before := counterValue(t, s.m.denials.WithLabelValues("other", "other"))
@@ -176,4 +186,32 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// The all-clusters discovery is the union of the clusters the identity
+// may read, not of the bus: it tells nobody of a resource, or a group,
+// only a cluster beyond their grants publishes.
+func TestAllClustersDiscoveryScope(t *testing.T) {
+	srv := natstest.Start(t, natstest.Options{})
+	two := cmDiscovery("two")
+	two.Resources = append(two.Resources, wire.DiscoveredResource{Group: "example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Singular: "widget", Namespaced: true})
+	hs := testServer(t, srv, cmDiscovery("one"), two)
+	for _, c := range []struct {
+		name, path, token string
+		code              int
+		widgets           bool
+	}{
+		{"alice: groups", "/clusters/*/apis", testToken, 200, true},
+		{"alice: group version", "/clusters/*/apis/example.com/v1", testToken, 200, true},
+		{"reader: groups", "/clusters/*/apis", "reader-token", 200, false},
+		{"reader: group", "/clusters/*/apis/example.com", "reader-token", 404, false},
+		{"reader: group version", "/clusters/*/apis/example.com/v1", "reader-token", 404, false},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			code, body := get(t, hs, c.path, c.token)
+			if code != c.code || strings.Contains(body, `"groupVersion":"example.com/v1"`) != c.widgets {
+				t.Errorf("GET %s: %d %s; want %d, example.com shown %v", c.path, code, body, c.code, c.widgets)
+			}
+		})
+	}
 }

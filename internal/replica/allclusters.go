@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"cmp"
 	"context"
 	"encoding/base64"
 	"encoding/json"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apiserver/pkg/endpoints/filters"
 	"k8s.io/apiserver/pkg/endpoints/request"
 	"k8s.io/apiserver/pkg/registry/rest"
+	"k8s.io/apiserver/pkg/warning"
 
 	"github.com/kubebus/bridge/internal/replica/cache"
 	"github.com/kubebus/bridge/wire"
@@ -29,7 +31,10 @@ import (
 // The all-clusters view (/clusters/*/...) merges the caches of every
 // cluster whose discovery names the resource and that the identity may
 // read (the rules' Scope of the request; a cluster it may not read is
-// left out, never an error). Each object is a copy carrying
+// left out, never an error). A cluster whose cache has not synced within
+// SyncTimeout (the caches start together) is left out too, logged, and
+// named in a Warning header; the request fails only when every cluster
+// is left out so. Each object is a copy carrying
 // AnnotationCluster.
 //
 // Its resourceVersion is composite: "m1." and the base64url of a JSON
@@ -93,6 +98,7 @@ func (s *Server) serveAll(w http.ResponseWriter, r *http.Request, res wire.Disco
 	scope := s.cfg.Rules.Current().Scope(attrs)
 	gvr := res.GroupVersionResource()
 	st := &allStorage{s: s, res: res, table: newTableConvertor(res, true)}
+	var clusters []string
 	for _, c := range s.disc.clusters() {
 		if !scope.Has(c) {
 			continue
@@ -100,12 +106,39 @@ func (s *Server) serveAll(w http.ResponseWriter, r *http.Request, res wire.Disco
 		if _, ok := s.disc.resource(c, res.Group, res.Version, res.Resource); !ok {
 			continue
 		}
-		store, err := s.store(ctx, c, gvr)
-		if err != nil {
-			writeStatus(w, r, storeError(err, c, gvr), "")
-			return
+		clusters = append(clusters, c)
+	}
+	// The members' caches start together, under the one SyncTimeout of
+	// store: a cluster that never syncs costs the view one deadline, not
+	// one per cluster, and is left out rather than failing it.
+	stores := make([]*cache.Store, len(clusters))
+	errs := make([]error, len(clusters))
+	var wg sync.WaitGroup
+	for i, c := range clusters {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			stores[i], errs[i] = s.store(ctx, c, gvr)
+		}()
+	}
+	wg.Wait()
+	if err := ctx.Err(); err != nil {
+		writeStatus(w, r, apierrors.NewTimeoutError(err.Error(), 1), "")
+		return
+	}
+	var firstErr error
+	for i, c := range clusters {
+		if errs[i] != nil {
+			firstErr = cmp.Or(firstErr, storeError(errs[i], c, gvr))
+			s.log.Warn("replica: all-clusters view: a cluster is left out", "cluster", c, "resource", gvr.GroupResource().String(), "err", errs[i])
+			warning.AddWarning(ctx, "", fmt.Sprintf("cluster %q is left out of this all-clusters view: %v", c, storeError(errs[i], c, gvr)))
+			continue
 		}
-		st.members = append(st.members, member{cluster: c, store: store})
+		st.members = append(st.members, member{cluster: c, store: stores[i]})
+	}
+	if len(st.members) == 0 && firstErr != nil {
+		writeStatus(w, r, firstErr, "")
+		return
 	}
 	s.serveResource(w, r, st, res, info)
 }
@@ -292,6 +325,24 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 			feed(ctx, cluster, w, initial, merged)
 		}()
 	}
+	// cut is closed when the cache cuts any of the watchers: the merged
+	// watch ends then, even while its send waits on a client that does
+	// not read.
+	cut := make(chan struct{})
+	var cutOnce sync.Once
+	for _, w := range watchers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			select {
+			case <-w.Done():
+				if w.Cut() {
+					cutOnce.Do(func() { close(cut) })
+				}
+			case <-ctx.Done():
+			}
+		}()
+	}
 	st.s.m.watchers.Inc()
 	go func() {
 		defer st.s.m.watchers.Dec()
@@ -299,7 +350,7 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 		defer wg.Wait()
 		defer cancel()
 		defer stopAll()
-		st.pumpMerged(ctx, sel, out, merged, pos, len(watchers), opts.AllowWatchBookmarks, state && opts.AllowWatchBookmarks && opts.SendInitialEvents != nil)
+		st.pumpMerged(ctx, sel, out, merged, cut, pos, len(watchers), opts.AllowWatchBookmarks, state && opts.AllowWatchBookmarks && opts.SendInitialEvents != nil)
 	}()
 	return out, nil
 }
@@ -332,11 +383,21 @@ func feed(ctx context.Context, cluster string, w *cache.Watcher, initial []cache
 	send(mergedEvent{cluster: cluster, cut: w.Cut()})
 }
 
-func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStream, in <-chan mergedEvent, pos map[string]string, members int, bookmarks, initialEnd bool) {
+// pumpMerged sends the merged events to w until w stops, ctx ends, or a
+// cluster's watch ends; cut closes when the cache cut one of them.
+func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStream, in <-chan mergedEvent, cut <-chan struct{}, pos map[string]string, members int, bookmarks, initialEnd bool) {
+	ended := func() {
+		st.s.m.cut.Inc()
+		st.s.log.Info("replica: all-clusters watch cut: the client read slower than changes arrived", "kind", st.gvk().String(), "queue", st.s.cfg.Cache.QueueLength)
+	}
 	send := func(e watch.Event) bool {
 		select {
 		case w.result <- e:
 			return true
+		case <-cut:
+			// Cut while the client was not reading this event: the
+			// watch ends now, not once the client reads again.
+			ended()
 		case <-w.stop:
 		case <-ctx.Done():
 		}
@@ -370,7 +431,7 @@ func (st *allStorage) pumpMerged(ctx context.Context, sel selection, w *watchStr
 				continue
 			case m.e.Type == "": // the cluster's watch ended
 				if m.cut {
-					st.s.m.cut.Inc()
+					ended()
 				}
 				return
 			}

@@ -7,7 +7,6 @@ import (
 	"sync"
 
 	"github.com/kubebus/bridge/consumer"
-	"github.com/kubebus/bridge/internal/replica/access"
 	"github.com/kubebus/bridge/wire"
 )
 
@@ -50,17 +49,24 @@ func (d *discovery) clusters() []string {
 	return out
 }
 
-// resources are the resources of cluster, or of every cluster (the first
-// cluster in name order that publishes a group and resource names its
-// version) for AllClusters. ok is false for a cluster with no document.
+// resources are the resources of cluster; ok is false for a cluster with
+// no document. For AllClusters, see merged.
 func (d *discovery) resources(cluster string) ([]wire.DiscoveredResource, bool) {
-	if cluster != access.AllClusters {
-		doc, ok := d.cluster(cluster)
-		return doc.Resources, ok
-	}
+	doc, ok := d.cluster(cluster)
+	return doc.Resources, ok
+}
+
+// merged are the resources of every cluster in, in name order: for each
+// group and resource, the version the first cluster that publishes it
+// names. The all-clusters view of an identity is merged(its Scope), so
+// that it learns of no resource only other clusters publish.
+func (d *discovery) merged(in func(cluster string) bool) []wire.DiscoveredResource {
 	var out []wire.DiscoveredResource
 	seen := map[[2]string]bool{}
 	for _, name := range d.clusters() {
+		if !in(name) {
+			continue
+		}
 		doc, _ := d.cluster(name)
 		for _, r := range doc.Resources {
 			k := [2]string{r.Group, r.Resource}
@@ -70,12 +76,11 @@ func (d *discovery) resources(cluster string) ([]wire.DiscoveredResource, bool) 
 			}
 		}
 	}
-	return out, true
+	return out
 }
 
-// resource finds the resource group/version/resource of cluster.
-func (d *discovery) resource(cluster, group, version, resource string) (wire.DiscoveredResource, bool) {
-	rs, _ := d.resources(cluster)
+// findResource finds group/version/resource in rs.
+func findResource(rs []wire.DiscoveredResource, group, version, resource string) (wire.DiscoveredResource, bool) {
 	i := slices.IndexFunc(rs, func(r wire.DiscoveredResource) bool {
 		return r.Group == group && r.Version == version && r.Resource == resource
 	})
@@ -83,4 +88,10 @@ func (d *discovery) resource(cluster, group, version, resource string) (wire.Dis
 		return wire.DiscoveredResource{}, false
 	}
 	return rs[i], true
+}
+
+// resource finds the resource group/version/resource of cluster.
+func (d *discovery) resource(cluster, group, version, resource string) (wire.DiscoveredResource, bool) {
+	rs, _ := d.resources(cluster)
+	return findResource(rs, group, version, resource)
 }

@@ -47,6 +47,7 @@ func (s *Server) Handler() http.Handler {
 		gated.ServeHTTP(w, r)
 	})
 	h = filters.WithAuthentication(h, s.cfg.Authenticator, filters.Unauthorized(serializers), nil, nil)
+	h = filters.WithWarningRecorder(h)
 	withInfo := filters.WithRequestInfo(h, requestInfo)
 	return s.m.counted(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		s.clusterPrefix(withInfo, w, r)
@@ -84,8 +85,21 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		writeStatus(w, r, apierrors.NewInternalError(fmt.Errorf("no request info")), "")
 		return
 	}
+	var resources []wire.DiscoveredResource
+	if cluster == access.AllClusters {
+		attrs, err := filters.GetAuthorizerAttributes(ctx)
+		if err != nil {
+			writeStatus(w, r, apierrors.NewInternalError(err), "")
+			return
+		}
+		// The clusters this very request is allowed on, from one version
+		// of the rules.
+		resources = s.disc.merged(s.cfg.Rules.Current().Scope(attrs).Has)
+	} else {
+		resources, _ = s.disc.resources(cluster)
+	}
 	if !info.IsResourceRequest {
-		s.serveDiscovery(w, r, cluster, info)
+		s.serveDiscovery(w, r, cluster, resources, info)
 		return
 	}
 	if info.Subresource != "" {
@@ -93,7 +107,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			fmt.Sprintf("this read-only replica serves no subresource (%q of %s)", info.Subresource, info.Resource))
 		return
 	}
-	res, ok := s.disc.resource(cluster, info.APIGroup, info.APIVersion, info.Resource)
+	res, ok := findResource(resources, info.APIGroup, info.APIVersion, info.Resource)
 	if !ok {
 		gr := schema.GroupResource{Group: info.APIGroup, Resource: info.Resource}
 		writeStatus(w, r, apierrors.NewNotFound(gr, ""),
@@ -139,7 +153,9 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, st resour
 		handlers.GetResource(st, scope).ServeHTTP(w, r)
 		return
 	}
-	handlers.ListResource(st, st, scope, false, s.cfg.MinRequestTimeout).ServeHTTP(w, r)
+	// The legacy /watch/ path carries no ?watch=true: RequestInfo reads
+	// it as a watch, and it was authorized as one, so it is served as one.
+	handlers.ListResource(st, st, scope, info.Verb == "watch", s.cfg.MinRequestTimeout).ServeHTTP(w, r)
 }
 
 // resourceStorage is what serveResource serves from.
@@ -224,8 +240,7 @@ func truncate(s string, n int) string {
 
 // serveDiscovery answers /api, /apis, /apis/<group>, the group versions'
 // resource lists, and /version.
-func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, cluster string, info *request.RequestInfo) {
-	resources, _ := s.disc.resources(cluster)
+func (s *Server) serveDiscovery(w http.ResponseWriter, r *http.Request, cluster string, resources []wire.DiscoveredResource, info *request.RequestInfo) {
 	parts := strings.Split(strings.Trim(info.Path, "/"), "/")
 	write := func(obj runtime.Object) {
 		responsewriters.WriteObjectNegotiated(serializers, negotiation.DefaultEndpointRestrictions, schema.GroupVersion{Version: "v1"}, w, r, http.StatusOK, obj, false)

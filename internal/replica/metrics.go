@@ -96,11 +96,11 @@ func (s *Server) Denied(cluster, resource string) {
 	res := "none"
 	if resource != "" {
 		res = "other"
-		lookIn := cluster
-		if cl == "other" {
-			lookIn = access.AllClusters
+		// The label is bounded by the bus's resources, of every cluster.
+		rs, _ := s.disc.resources(cluster)
+		if cl == "other" || cl == access.AllClusters {
+			rs = s.disc.merged(func(string) bool { return true })
 		}
-		rs, _ := s.disc.resources(lookIn)
 		if slices.ContainsFunc(rs, func(r wire.DiscoveredResource) bool { return r.Resource == resource }) {
 			res = resource
 		}

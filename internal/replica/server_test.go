@@ -44,12 +44,13 @@ const testToken = "test-token"
 
 // testTokens are the identities of the in-process tests: alice may read
 // every cluster, reader may get, list and watch configmaps of cluster
-// one, named may read the configmap "a" of cluster one alone, bob has no
-// grant.
+// one, named may read the configmap "a" of cluster one alone, watcher may
+// only watch configmaps of cluster one, bob has no grant.
 const testTokens = testToken + `,alice,uid-alice
 bob-token,bob,uid-bob
 reader-token,reader,uid-reader
 named-token,named,uid-named
+watcher-token,watcher,uid-watcher
 `
 
 const testRules = `apiVersion: replica.kubebus.io/v1
@@ -67,6 +68,10 @@ grants:
   clusters: [one]
   rules:
   - {apiGroups: [""], resources: [configmaps], resourceNames: [a], verbs: [get, list, watch]}
+- subjects: [{kind: User, name: watcher}]
+  clusters: [one]
+  rules:
+  - {apiGroups: [""], resources: [configmaps], verbs: [watch]}
 `
 
 // testServer runs a replica of srv's stream KUBE in process, with the

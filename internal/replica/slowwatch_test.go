@@ -21,8 +21,15 @@ import (
 // cuts it (kubebus_replica_watchers_cut_total), the watch is no longer
 // served (kubebus_replica_watchers back to 0), and the cache no longer
 // feeds a queue for it (kubebus_replica_cache_watchers 0), all while the
-// client still reads nothing.
+// client still reads nothing. The same of an all-clusters watch, cut when
+// one of its clusters' watchers is.
 func TestSlowWatcherCut(t *testing.T) {
+	for _, view := range []string{"one", "*"} {
+		t.Run(view, func(t *testing.T) { testSlowWatcherCut(t, view) })
+	}
+}
+
+func testSlowWatcherCut(t *testing.T, view string) {
 	const queue = 64
 	srv := natstest.Start(t, natstest.Options{})
 	hs, s, bus := testServerConfig(t, srv, func(c *Config) { c.Cache = cache.Options{QueueLength: queue} }, cmDiscovery("one"))
@@ -47,7 +54,7 @@ func TestSlowWatcherCut(t *testing.T) {
 	})
 
 	// The stalled client: it reads the response's headers, never its body.
-	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, hs.URL+"/clusters/one/api/v1/namespaces/x/configmaps?watch=1", nil)
+	req, err := http.NewRequestWithContext(t.Context(), http.MethodGet, hs.URL+"/clusters/"+view+"/api/v1/namespaces/x/configmaps?watch=1", nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -391,3 +391,46 @@ func TestUnservablePositions(t *testing.T) {
 		t.Errorf("sendInitialEvents from p1: %s, want ADDED", e.Type)
 	}
 }
+
+// A watch from a list's resourceVersion sends only the changes after the
+// list: the list holds the whole state at its position, even when that
+// position is a relist's, whose changes share it. In the all-clusters
+// view, the same for each cluster its composite names.
+func TestWatchFromListSendsOnlyLaterChanges(t *testing.T) {
+	for _, tc := range []struct {
+		view   string
+		relist bool
+	}{{"one", false}, {"one", true}, {"all", false}, {"all", true}} {
+		view := tc.view
+		t.Run(fmt.Sprintf("%s, relist %v", view, tc.relist), func(t *testing.T) {
+			s := bareServer(t, 0)
+			stores := map[string]*cache.Store{"one": cache.NewStore(cache.Options{}), "two": cache.NewStore(cache.Options{})}
+			for _, store := range stores {
+				_ = store.Replace([]any{cm("a", 1, "10"), cm("b", 1, "11"), cm("c", 1, "12")}, "p1")
+				if tc.relist { // a relist of changes: they share p2
+					_ = store.Replace([]any{cm("a", 2, "20"), cm("b", 2, "21"), cm("c", 2, "22")}, "p2")
+				}
+			}
+			var l interface {
+				List(context.Context, *metainternalversion.ListOptions) (runtime.Object, error)
+				Watch(context.Context, *metainternalversion.ListOptions) (watch.Interface, error)
+			} = oneStorage(s, stores["one"])
+			if view == "all" {
+				l = allOf(s, stores)
+			}
+			_, rv, _, err := list(t, l, 0, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			w, err := l.Watch(t.Context(), &metainternalversion.ListOptions{ResourceVersion: rv})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.Stop()
+			_ = stores["one"].Add(cm("fresh", 3, "30"))
+			if e := next(t, w); e.Type != watch.Added || e.Object.(*unstructured.Unstructured).GetName() != "fresh" {
+				t.Errorf("watch from the list's %s: %s %s, want only ADDED fresh", rv, e.Type, e.Object.(*unstructured.Unstructured).GetName())
+			}
+		})
+	}
+}

@@ -43,6 +43,8 @@ func TestReplicaAllClusters(t *testing.T) {
 		t.Cleanup(func() { p.terminate(t) })
 	}
 	r := startReplica(t, map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": srv.URL()})
+	r.untilServed(t, "e2e", replicaToken, configMapsGVR)
+	r.untilServed(t, "e2e-two", "replica-e2e-token-carol", configMapsGVR)
 	labelledConfigMaps(t, nss["e2e"], 3)
 	labelledConfigMaps(t, nss["e2e-two"], 2)
 	const ns = "" // every namespace

@@ -11,6 +11,8 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/ptr"
+	"sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -57,6 +59,9 @@ func testReplicaController(t *testing.T, b bus) {
 	mgr, err := mirror.NewManager(replica, cp.RESTConfig(), manager.Options{
 		Logger:  logr.FromSlogHandler(log.Handler()),
 		Metrics: metricsserver.Options{BindAddress: "0"},
+		// The controller's name is unique per manager, not per process:
+		// this test starts one manager per bus.
+		Controller: config.Controller{SkipNameValidation: ptr.To(true)},
 	})
 	if err != nil {
 		t.Fatal(err)

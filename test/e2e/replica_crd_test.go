@@ -83,6 +83,7 @@ func TestReplicaCRDColumns(t *testing.T) {
 	p := startProc(t, procEnv(env), filepath.Join(t.TempDir(), "stdout"))
 	t.Cleanup(func() { p.terminate(t) })
 	r := startReplica(t, map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": srv.URL()})
+	r.untilServed(t, "e2e", replicaToken, gvr)
 	kc := r.kubeconfig(t, "e2e")
 
 	for _, args := range [][]string{{"-o", "wide"}, {}} {

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -25,6 +26,8 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 
 	"github.com/kubebus/bridge/consumer"
@@ -171,6 +174,30 @@ func (p *replicaProc) restConfig(cluster, token string) *rest.Config {
 		QPS:             -1,
 		Timeout:         10 * time.Second,
 	}
+}
+
+// untilServed polls, as token, until the replica serves the discovery of
+// cluster (or "*") with every resource of gvrs: the bridge publishes its
+// discovery document about a second after it starts, and until the
+// replica reads it the cluster is not on the bus (404).
+func (p *replicaProc) untilServed(t *testing.T, cluster, token string, gvrs ...schema.GroupVersionResource) {
+	t.Helper()
+	dc, err := discovery.NewDiscoveryClientForConfig(p.restConfig(cluster, token))
+	if err != nil {
+		t.Fatal(err)
+	}
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		for _, gvr := range gvrs {
+			l, err := dc.ServerResourcesForGroupVersion(gvr.GroupVersion().String())
+			if err != nil {
+				return false, fmt.Sprintf("discovery of cluster %q: %v", cluster, err)
+			}
+			if !slices.ContainsFunc(l.APIResources, func(r metav1.APIResource) bool { return r.Name == gvr.Resource }) {
+				return false, fmt.Sprintf("discovery of cluster %q: no %s in %s", cluster, gvr.Resource, gvr.GroupVersion())
+			}
+		}
+		return true, ""
+	})
 }
 
 // kubeconfig writes a kubeconfig for cluster on the replica, as alice.

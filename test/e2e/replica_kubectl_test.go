@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
@@ -29,15 +30,20 @@ func forEachReplicaBus(t *testing.T, f func(t *testing.T, b bus)) {
 
 // replicaOf runs a bridge that publishes the ConfigMaps of a new namespace
 // to b, with the discovery document of its cluster "e2e", and a replica
-// of that bus. It returns the namespace and the replica.
+// of that bus. It returns the namespace and the replica once the replica
+// serves the cluster's ConfigMaps in its discovery.
 func replicaOf(t *testing.T, b bus) (string, *replicaProc) {
 	t.Helper()
 	ns := namespace(t, "replica")
 	p := startProc(t, procEnv(b.env(ns)), filepath.Join(t.TempDir(), "stdout"))
 	t.Cleanup(func() { p.terminate(t) })
 	r := startReplica(t, replicaBusEnv(b, ns))
+	r.untilServed(t, "e2e", replicaToken, configMapsGVR)
 	return ns, r
 }
+
+// configMapsGVR is the resource the bridges of the replica's tests watch.
+var configMapsGVR = schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}
 
 // replicaBusEnv configures a replica to read what a bridge configured
 // with b.env(ns) publishes.

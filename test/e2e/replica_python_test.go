@@ -58,6 +58,7 @@ func TestReplicaPython(t *testing.T) {
 		env := replicaBusEnv(b, ns)
 		env["REPLICA_CLIENT_CA_FILE"] = caFile
 		r := startReplica(t, env)
+		r.untilServed(t, "e2e", replicaToken, configMapsGVR)
 		kc := pyKubeconfig(t, r, certPEM, keyPEM)
 
 		// The replica has caught up when the client's list equals the API

@@ -92,34 +92,40 @@ func TestDeleteOfStubCarriesHeldState(t *testing.T) {
 	}
 }
 
-// A relist records several changes at one position. A client that got the
-// first of them and resumes from its position gets them all again (a
-// repeat is harmless; a lost DELETED leaves a ghost).
+// A relist's changes each have a position of their own, its last the
+// relist's: a client that got the first and resumes from its object gets
+// the others (a lost DELETED leaves a ghost), and one at the relist's
+// position (a list, a bookmark) gets none again.
 func TestWatchFromReplaysEveryChangeAtItsPosition(t *testing.T) {
 	s := NewStore(Options{})
 	_ = s.Replace([]any{object("a", 1, "10"), object("b", 1, "11")}, "p1")
 	_ = s.Replace(nil, "p2")
 	all, _ := s.WatchFrom("p1")
-	var first string // the delete the client got
-	for _, e := range all.Initial {
-		if e.Type == watch.Deleted && first == "" {
-			first = e.Object.GetName()
-		}
+	if len(all.Initial) != 3 || all.Initial[0].Type != watch.Deleted {
+		t.Fatalf("a watch from p1: %v, want two deletes and a bookmark", all.Initial)
 	}
-	w, err := s.WatchFrom("p2")
+	// The client got the first delete and resumes from its object.
+	first := all.Initial[0].Object
+	w, err := s.WatchFrom(first.GetResourceVersion())
 	if err != nil {
 		t.Fatal(err)
 	}
-	deleted := map[string]bool{first: true}
+	deleted := map[string]bool{first.GetName(): true}
 	for _, e := range w.Initial {
 		if e.Type == watch.Deleted {
+			if deleted[e.Object.GetName()] {
+				t.Errorf("a watch from %s repeats the delete of %s", first.GetResourceVersion(), e.Object.GetName())
+			}
 			deleted[e.Object.GetName()] = true
 		}
 	}
 	if !deleted["a"] || !deleted["b"] {
-		t.Errorf("after the delete of %s, a watch from p2 leaves out a delete: got %v", first, deleted)
+		t.Errorf("after the delete of %s, a watch from its %s leaves out a delete: got %v", first.GetName(), first.GetResourceVersion(), deleted)
 	}
-	// A single change at a position is not sent again.
+	// The relist's own position has all of its changes: none is sent again.
+	if w, _ := s.WatchFrom("p2"); len(w.Initial) != 0 {
+		t.Errorf("a watch from p2, the relist's position, replays %d events", len(w.Initial))
+	}
 	_ = s.Add(object("c", 3, "12"))
 	if w, _ := s.WatchFrom("p3"); len(w.Initial) != 0 {
 		t.Errorf("a watch from p3, the latest, replays %d events", len(w.Initial))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"sync"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -182,7 +183,10 @@ func at(u *unstructured.Unstructured, pos string) *unstructured.Unstructured {
 
 // Replace implements cache.ReflectorStore: the Store becomes list, at
 // position pos. Watchers are told the difference (objects gone as
-// Deleted, new ones as Added, changed ones as Modified), all at pos.
+// Deleted, new ones as Added, changed ones as Modified). Each change has
+// a position of its own, so that a client resumes exactly after the last
+// one it got: the last change is at pos, the others at relistPosition(pos,
+// i). The first list, which no watcher saw, is all at pos.
 func (s *Store) Replace(list []any, pos string) error {
 	next := make(map[string]*unstructured.Unstructured, len(list))
 	for _, o := range list {
@@ -194,9 +198,10 @@ func (s *Store) Replace(list []any, pos string) error {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var changes []Event // Object the new state, nil for a delete
 	for k, old := range s.objects {
 		if _, ok := next[k]; !ok {
-			s.record(Event{Type: watch.Deleted, Object: at(old, pos), Old: old, Pos: pos})
+			changes = append(changes, Event{Type: watch.Deleted, Old: old})
 		}
 	}
 	for k, u := range next {
@@ -204,18 +209,28 @@ func (s *Store) Replace(list []any, pos string) error {
 		switch {
 		case ok && sameState(old, u):
 			next[k] = old // the held state, so that the ring's pointers stay shared
-			continue
-		case u.GetResourceVersion() != pos:
-			// A change the Store learns at pos: a client that resumes
-			// from its event's object resumes from pos.
-			u = at(u, pos)
-			next[k] = u
+		case ok:
+			changes = append(changes, Event{Type: watch.Modified, Object: u, Old: old})
+		default:
+			changes = append(changes, Event{Type: watch.Added, Object: u})
 		}
-		if ok {
-			s.record(Event{Type: watch.Modified, Object: u, Old: old, Pos: pos})
+	}
+	for i, e := range changes {
+		e.Pos = pos
+		if s.synced && i < len(changes)-1 {
+			e.Pos = relistPosition(pos, i+1)
+		}
+		if e.Type == watch.Deleted {
+			e.Object = at(e.Old, e.Pos)
 		} else {
-			s.record(Event{Type: watch.Added, Object: u, Pos: pos})
+			if e.Object.GetResourceVersion() != e.Pos {
+				// A change the Store learns at e.Pos: a client that
+				// resumes from its event's object resumes from there.
+				e.Object = at(e.Object, e.Pos)
+			}
+			next[keyOf(e.Object)] = e.Object
 		}
+		s.record(e)
 	}
 	s.objects = next
 	s.record(Event{Type: watch.Bookmark, Pos: pos})
@@ -224,6 +239,12 @@ func (s *Store) Replace(list []any, pos string) error {
 		close(s.syncedCh)
 	}
 	return nil
+}
+
+// relistPosition is the position of the i-th change (from 1) of a relist
+// at pos, before its last: pos and "~i", a form no bus position takes.
+func relistPosition(pos string, i int) string {
+	return pos + "~" + strconv.Itoa(i)
 }
 
 // sameState reports whether a and b are the same state of one object: the

@@ -35,12 +35,9 @@ func (s *Store) WatchState() *Watcher {
 
 // WatchFrom starts a watch of every change after pos. It fails with
 // ErrExpired when pos is neither the latest position nor in the ring.
-//
-// A relist records several changes at one position. A client at pos has
-// been sent at least the first of them (an event's object, and a
-// bookmark, are at the position of a change sent), perhaps not the
-// others: they are sent again after the first, a repeat the client
-// applies as a no-op rather than a change it never gets.
+// Every change has a position of its own (a relist's too, see Replace),
+// so a client at pos has every change up to it and gets each later one
+// once.
 func (s *Store) WatchFrom(pos string) (*Watcher, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -50,9 +47,6 @@ func (s *Store) WatchFrom(pos string) (*Watcher, error) {
 	}
 	var replay []Event
 	if i >= 0 {
-		for i > 0 && s.ring[(s.first+i-1)%len(s.ring)].Pos == pos {
-			i--
-		}
 		for j := i + 1; j < s.n; j++ {
 			replay = append(replay, s.ring[(s.first+j)%len(s.ring)])
 		}
