@@ -173,7 +173,7 @@ func TestServeEmpty(t *testing.T) {
 	}
 }
 
-// Issue 27, point 2: bad input gets a clear 4xx naming what is wrong,
+// Bad input gets a clear 4xx naming what is wrong,
 // never a crash; nothing is served before authentication and
 // authorization; writes are 405.
 func TestBadInput(t *testing.T) {

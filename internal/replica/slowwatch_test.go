@@ -15,7 +15,7 @@ import (
 	"github.com/kubebus/bridge/wire"
 )
 
-// Issue 27, point 2: a watcher that stops reading is cut and its memory
+// A watcher that stops reading is cut and its memory
 // released. A real watch over the replica's HTTPS that never reads its
 // body, while thousands of changes flow through the cache: the replica
 // cuts it (kubebus_replica_watchers_cut_total), the watch is no longer

@@ -244,6 +244,11 @@ func TestReplicaRender(t *testing.T) {
 		gotPorts = append(gotPorts, fmt.Sprintf("%v %v->%v", m["name"], m["port"], m["targetPort"]))
 	}
 	want(t, "Service ports", gotPorts, []string{"https 6443->https", "metrics 9090->metrics"})
+	// Two replicas name one state with different positions: a client
+	// kept on one resumes its watches without a relist.
+	if aff, _, _ := unstructured.NestedString(svc.Object, "spec", "sessionAffinity"); aff != "ClientIP" {
+		t.Errorf("Service sessionAffinity %q, want ClientIP", aff)
+	}
 
 	checkReplicaSelectors(t, objs, d, bridge)
 	checkReplicaRules(t, objs)

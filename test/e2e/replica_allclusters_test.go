@@ -26,7 +26,7 @@ func clusterVersions(l *corev1.ConfigMapList) versions {
 	return out
 }
 
-// Issue 27, point 1: the all-clusters view merges every cluster's objects,
+// The all-clusters view merges every cluster's objects,
 // each tagged with its cluster, and shows an identity only the clusters
 // its rules let it read; a watch from the merged list's resourceVersion
 // sees changes of every cluster.

@@ -27,7 +27,7 @@ var printerColumns = []any{
 	map[string]any{"name": "Ratio", "type": "number", "jsonPath": ".spec.ratio", "priority": int64(1)},
 }
 
-// Issue 27, point 1: a CRD's additionalPrinterColumns, published by the
+// A CRD's additionalPrinterColumns, published by the
 // real bridge in its discovery document, make the replica's table:
 // kubectl get (-o wide) through the replica prints exactly what it prints
 // against the API server: header, names and every column's values, and

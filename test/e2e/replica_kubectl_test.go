@@ -106,7 +106,7 @@ func untilSame(t *testing.T, what string, want func() versions, got func() (vers
 	})
 }
 
-// Issue 27, point 4: kubectl against the replica shows what LIST on the
+// Kubectl against the replica shows what LIST on the
 // API server shows, in each of the forms kubectl asks for.
 func TestReplicaKubectl(t *testing.T) {
 	forEachReplicaBus(t, func(t *testing.T, b bus) {
@@ -190,7 +190,7 @@ func (v versions) names() []string {
 	return out
 }
 
-// Issue 27, point 4: kubectl get -w through the replica sees a create, an
+// Kubectl get -w through the replica sees a create, an
 // update and a delete.
 func TestReplicaKubectlWatch(t *testing.T) {
 	forEachReplicaBus(t, func(t *testing.T, b bus) {
@@ -240,7 +240,7 @@ func TestReplicaKubectlWatch(t *testing.T) {
 	})
 }
 
-// Issue 27, point 4: client-go's typed clientset and a SharedInformerFactory
+// Client-go's typed clientset and a SharedInformerFactory
 // pointed at the replica see what LIST on the API server shows.
 func TestReplicaClientGo(t *testing.T) {
 	forEachReplicaBus(t, func(t *testing.T, b bus) {

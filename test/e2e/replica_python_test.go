@@ -35,7 +35,7 @@ import (
 // the ConfigMaps of a namespace with the Python kubernetes client.
 const pyScript = "testdata/replica_client.py"
 
-// Issue 27, point 4: the Python kubernetes client (Debian's
+// The Python kubernetes client (Debian's
 // python3-kubernetes, which the project did not write) lists and watches
 // ConfigMaps through the replica, with a bearer token and with a client
 // certificate, and sees exactly what the API server has: the same objects

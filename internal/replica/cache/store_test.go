@@ -76,7 +76,7 @@ func TestReplaceDiff(t *testing.T) {
 	}
 }
 
-// Issue 27, point 2: a watcher that stops reading is cut once its queue
+// A watcher that stops reading is cut once its queue
 // is full, and its memory released, while thousands of changes flow; the
 // Store never blocks on it, and a reading watcher gets every change.
 func TestNonReadingWatcherIsCut(t *testing.T) {
