@@ -11,6 +11,8 @@ import (
 	"github.com/segmentio/kafka-go/sasl/plain"
 	"github.com/segmentio/kafka-go/sasl/scram"
 
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
+
 	"github.com/kubebus/bridge/envvar"
 )
 
@@ -48,13 +50,19 @@ const (
 	SASLScramSHA512 = "scram-sha-512"
 )
 
-// prefix starts the name of every variable of the connection.
-const prefix = "BRIDGE_KAFKA_"
+// bridgePrefix starts the name of every variable of Config.
+const bridgePrefix = "BRIDGE_KAFKA_"
 
 // Parse checks c and makes its Conn: the TLS files read, the SASL
 // mechanism made. It reports every problem, joined, each an *envvar.Error
 // naming its variable; none quotes the SASL password.
-func (c *Config) Parse() (*Conn, error) {
+func (c *Config) Parse() (*Conn, error) { return c.ParseAs(bridgePrefix) }
+
+// ParseAs is Parse for a program that reads the same settings from
+// variables of its own: each *envvar.Error names its variable with prefix
+// (such as "REPLICA_KAFKA_") in place of BRIDGE_KAFKA_, the rest of the name
+// unchanged (BROKERS, TLS_CA_FILE, SASL_MECHANISM...).
+func (c *Config) ParseAs(prefix string) (*Conn, error) {
 	var p envvar.Problems
 	conn := &Conn{clientID: c.ClientID, mechanism: strings.ToLower(strings.TrimSpace(c.SASLMechanism))}
 	for _, b := range c.Brokers {
@@ -63,11 +71,11 @@ func (c *Config) Parse() (*Conn, error) {
 		}
 	}
 	if len(conn.brokers) == 0 {
-		p.Add("BRIDGE_KAFKA_BROKERS", "required: name at least one broker, for example kafka-0.kafka:9092")
+		p.Add(prefix+"BROKERS", "required: name at least one broker, for example kafka-0.kafka:9092")
 	}
 	for _, b := range conn.brokers {
 		if err := checkBroker(b); err != nil {
-			p.Add("BRIDGE_KAFKA_BROKERS", "%q: %v", b, err)
+			p.Add(prefix+"BROKERS", "%q: %v", b, err)
 		}
 	}
 	if c.TLS || c.TLSFiles.Set() || c.TLSServerName != "" {
@@ -75,9 +83,9 @@ func (c *Config) Parse() (*Conn, error) {
 		p.Join(err)
 		conn.tls = tc
 	}
-	m, err := c.sasl(conn.mechanism)
+	m, km, err := c.sasl(prefix, conn.mechanism)
 	p.Join(err)
-	conn.sasl = m
+	conn.sasl, conn.kgoSASL = m, km
 	if err := p.Err(); err != nil {
 		return nil, err
 	}
@@ -98,42 +106,43 @@ func checkBroker(b string) error {
 	return nil
 }
 
-// sasl makes the SASL mechanism of c, or nil when none is configured.
-func (c *Config) sasl(mechanism string) (sasl.Mechanism, error) {
+// sasl makes the SASL mechanism of c for kafka-go and for franz-go, or
+// nils when none is configured.
+func (c *Config) sasl(prefix, mechanism string) (sasl.Mechanism, kgosasl.Mechanism, error) {
 	var p envvar.Problems
 	const mechanisms = "use plain, scram-sha-256 or scram-sha-512"
 	var algo scram.Algorithm
 	switch mechanism {
 	case "":
 		if c.SASLUsername != "" || c.SASLPassword != "" {
-			p.Add("BRIDGE_KAFKA_SASL_MECHANISM", "required when a SASL user or password is set; %s", mechanisms)
+			p.Add(prefix+"SASL_MECHANISM", "required when a SASL user or password is set; %s", mechanisms)
 		}
-		return nil, p.Err()
+		return nil, nil, p.Err()
 	case SASLPlain:
 	case SASLScramSHA256:
 		algo = scram.SHA256
 	case SASLScramSHA512:
 		algo = scram.SHA512
 	default:
-		p.Add("BRIDGE_KAFKA_SASL_MECHANISM", "%q is not a mechanism; %s", c.SASLMechanism, mechanisms)
+		p.Add(prefix+"SASL_MECHANISM", "%q is not a mechanism; %s", c.SASLMechanism, mechanisms)
 	}
 	if c.SASLUsername == "" {
-		p.Add("BRIDGE_KAFKA_SASL_USERNAME", "required with BRIDGE_KAFKA_SASL_MECHANISM")
+		p.Add(prefix+"SASL_USERNAME", "required with %sSASL_MECHANISM", prefix)
 	}
 	if c.SASLPassword == "" {
-		p.Add("BRIDGE_KAFKA_SASL_PASSWORD", "required with BRIDGE_KAFKA_SASL_MECHANISM")
+		p.Add(prefix+"SASL_PASSWORD", "required with %sSASL_MECHANISM", prefix)
 	}
 	if len(p) > 0 {
-		return nil, p.Err()
+		return nil, nil, p.Err()
 	}
 	if mechanism == SASLPlain {
-		return redacted{plain.Mechanism{Username: c.SASLUsername, Password: string(c.SASLPassword)}}, nil
+		return redacted{plain.Mechanism{Username: c.SASLUsername, Password: string(c.SASLPassword)}}, kgoSASL(mechanism, c.SASLUsername, c.SASLPassword), nil
 	}
 	m, err := scram.Mechanism(algo, c.SASLUsername, string(c.SASLPassword))
 	if err != nil {
 		// The SCRAM library's error may quote what it rejected.
-		p.Add("BRIDGE_KAFKA_SASL_USERNAME", "the user name or password is not valid for SCRAM (SASLprep rejects it)")
-		return nil, p.Err()
+		p.Add(prefix+"SASL_USERNAME", "the user name or password is not valid for SCRAM (SASLprep rejects it)")
+		return nil, nil, p.Err()
 	}
-	return redacted{m}, nil
+	return redacted{m}, kgoSASL(mechanism, c.SASLUsername, c.SASLPassword), nil
 }

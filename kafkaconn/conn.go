@@ -15,6 +15,7 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/segmentio/kafka-go/sasl"
+	kgosasl "github.com/twmb/franz-go/pkg/sasl"
 )
 
 // Connection timings, the same for every client of the bridge.
@@ -38,7 +39,8 @@ type Conn struct {
 	clientID  string
 	tls       *tls.Config // nil: plaintext
 	sasl      sasl.Mechanism
-	mechanism string // BRIDGE_KAFKA_SASL_MECHANISM in lower case; "" for none
+	kgoSASL   kgosasl.Mechanism // sasl's twin, for franz-go
+	mechanism string            // BRIDGE_KAFKA_SASL_MECHANISM in lower case; "" for none
 }
 
 // Brokers is the bootstrap brokers, without blanks.

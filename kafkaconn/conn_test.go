@@ -1,8 +1,10 @@
 package kafkaconn
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 
@@ -95,7 +97,7 @@ func TestClientsNeverPrintThePassword(t *testing.T) {
 			t.Fatal(err)
 		}
 		tr := conn.Transport(t.Context(), nil)
-		for _, v := range []any{conn, *conn, conn.Dialer(), *conn.Dialer(), tr} {
+		for _, v := range []any{conn, *conn, conn.Dialer(), *conn.Dialer(), tr, conn.KgoOpts()} {
 			for _, verb := range []string{"%v", "%+v", "%#v", "%s"} {
 				if out := fmt.Sprintf(verb, v); strings.Contains(out, "hunter2") {
 					t.Errorf("%s: %s of %T prints the password: %s", mech, verb, v, out)
@@ -111,5 +113,24 @@ func TestClientsNeverPrintThePassword(t *testing.T) {
 		if got := conn.Dialer().SASLMechanism.Name(); !strings.EqualFold(got, mech) {
 			t.Errorf("mechanism %q, want %s", got, mech)
 		}
+	}
+}
+
+// ParseAs names the variables with the caller's prefix, in the variable
+// at fault and in the message.
+func TestParseAsNamesTheCallersVariables(t *testing.T) {
+	cfg := Config{Brokers: []string{"nohost"}, SASLMechanism: "gssapi", TLSFiles: envvar.TLSFiles{CertFile: "c.pem"}}
+	_, err := cfg.ParseAs("REPLICA_KAFKA_")
+	var names []string
+	for _, e := range envvar.Split(err) {
+		var v *envvar.Error
+		if !errors.As(e, &v) {
+			t.Fatalf("%v is not an *envvar.Error", e)
+		}
+		names = append(names, v.Var)
+	}
+	want := []string{"REPLICA_KAFKA_BROKERS", "REPLICA_KAFKA_TLS_KEY_FILE", "REPLICA_KAFKA_SASL_MECHANISM", "REPLICA_KAFKA_SASL_USERNAME", "REPLICA_KAFKA_SASL_PASSWORD"}
+	if !slices.Equal(names, want) || strings.Contains(err.Error(), "BRIDGE_") {
+		t.Errorf("ParseAs named %v, want %v:\n%v", names, want, err)
 	}
 }
