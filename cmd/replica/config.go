@@ -28,6 +28,22 @@ type Config struct {
 	KafkaBrokers     []string `env:"REPLICA_KAFKA_BROKERS" help:"comma-separated Kafka brokers (host:port); required with REPLICA_BUS=kafka"`
 	KafkaTopicPrefix string   `env:"REPLICA_KAFKA_TOPIC_PREFIX" envDefault:"kube" help:"the bridges' BRIDGE_KAFKA_TOPIC_PREFIX"`
 
+	// The bus's credentials and TLS, meaning what the bridges'
+	// BRIDGE_NATS_* and BRIDGE_KAFKA_* variables of the same names mean
+	// (bus.go). None is set by default: a plain, open bus.
+	NATSUser           string          `env:"REPLICA_NATS_USER" help:"user name, with REPLICA_NATS_PASSWORD"`
+	NATSPassword       envvar.Secret   `env:"REPLICA_NATS_PASSWORD" help:"password, with REPLICA_NATS_USER (never logged)"`
+	NATSToken          envvar.Secret   `env:"REPLICA_NATS_TOKEN" help:"authentication token (never logged)"`
+	NATSNKeySeedFile   string          `env:"REPLICA_NATS_NKEY_SEED_FILE" help:"file holding an NKey seed to authenticate with"`
+	NATSCredsFile      string          `env:"REPLICA_NATS_CREDS_FILE" help:"credentials file (user JWT and NKey seed) to authenticate with"`
+	NATSTLSFiles       envvar.TLSFiles `envPrefix:"REPLICA_NATS_"`
+	KafkaTLS           bool            `env:"REPLICA_KAFKA_TLS" envDefault:"false" help:"connect with TLS; on as well when any other REPLICA_KAFKA_TLS_* variable is set"`
+	KafkaTLSFiles      envvar.TLSFiles `envPrefix:"REPLICA_KAFKA_"`
+	KafkaTLSServerName string          `env:"REPLICA_KAFKA_TLS_SERVER_NAME" help:"name the brokers' certificates must carry; the broker's host when unset"`
+	KafkaSASLMechanism string          `env:"REPLICA_KAFKA_SASL_MECHANISM" help:"SASL authentication: plain, scram-sha-256 or scram-sha-512; none when unset"`
+	KafkaSASLUsername  string          `env:"REPLICA_KAFKA_SASL_USERNAME" help:"SASL user"`
+	KafkaSASLPassword  envvar.Secret   `env:"REPLICA_KAFKA_SASL_PASSWORD" help:"SASL password (never logged)"`
+
 	// 6443, the API server's own port, so that kubeconfigs look familiar.
 	Listen       string `env:"REPLICA_LISTEN" envDefault:":6443" help:"address the API is served on, always over TLS"`
 	TLSCertFile  string `env:"REPLICA_TLS_CERT_FILE" help:"required; PEM certificate the API is served with"`
@@ -67,9 +83,14 @@ func parseConfig(environ []string) (Config, error) {
 		if c.NATSURL == "" {
 			p.Add("REPLICA_NATS_URL", "required with REPLICA_BUS=nats")
 		}
+		_, err := c.natsAuth()
+		p.Join(err)
 	case "kafka":
 		if len(c.KafkaBrokers) == 0 {
 			p.Add("REPLICA_KAFKA_BROKERS", "required with REPLICA_BUS=kafka")
+		} else {
+			_, err := c.kafkaConn()
+			p.Join(err)
 		}
 	case "":
 		p.Add("REPLICA_BUS", "required: nats or kafka")
@@ -103,14 +124,23 @@ func parseConfig(environ []string) (Config, error) {
 func help(w io.Writer) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "VARIABLE\tDEFAULT\tMEANING")
-	t := reflect.TypeFor[Config]()
+	helpRows(tw, reflect.TypeFor[Config](), "")
+	return tw.Flush()
+}
+
+// helpRows writes the variables of t, descending into the structs it
+// holds (envvar.TLSFiles) with the prefix of their envPrefix tags.
+func helpRows(w io.Writer, t reflect.Type, prefix string) {
 	for i := range t.NumField() {
 		f := t.Field(i)
+		if p, ok := f.Tag.Lookup("envPrefix"); ok && f.Type.Kind() == reflect.Struct {
+			helpRows(w, f.Type, prefix+p)
+			continue
+		}
 		def := f.Tag.Get("envDefault")
 		if def == "" {
 			def = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\n", f.Tag.Get("env"), def, f.Tag.Get("help"))
+		fmt.Fprintf(w, "%s\t%s\t%s\n", prefix+f.Tag.Get("env"), def, f.Tag.Get("help"))
 	}
-	return tw.Flush()
 }

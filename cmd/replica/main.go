@@ -23,11 +23,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	clientcache "k8s.io/client-go/tools/cache"
 
@@ -114,9 +112,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	var newLW replica.ListerWatcherFunc
 	switch cfg.Bus {
 	case "nats":
-		nc, err := nats.Connect(cfg.NATSURL, nats.Name("kubebus-replica"), nats.MaxReconnects(-1))
+		nc, err := connectNATS(cfg)
 		if err != nil {
-			return fmt.Errorf("REPLICA_NATS_URL: %w", err)
+			return err
 		}
 		defer nc.Close()
 		js, err := jetstream.New(nc)
@@ -131,9 +129,9 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 			return consumernats.NewListerWatcher(js, ncfg, lwOptions(cluster, gr, log))
 		}
 	case "kafka":
-		cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.KafkaBrokers...))
+		cl, err := newKafkaClient(cfg, log)
 		if err != nil {
-			return fmt.Errorf("REPLICA_KAFKA_BROKERS: %w", err)
+			return err
 		}
 		defer cl.Close()
 		kcfg := consumerkafka.Config{TopicPrefix: cfg.KafkaTopicPrefix}
