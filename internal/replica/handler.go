@@ -54,8 +54,9 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// clusterPrefix takes /clusters/<name> off the path, notes the name for
-// gate, and hands the request to h.
+// clusterPrefix takes /clusters/<name> off the path, puts the name in the
+// request's context (access.WithCluster) for gate, and hands the request
+// to h.
 func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
 	rest, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
@@ -70,7 +71,7 @@ func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Re
 			return
 		}
 	}
-	r = r.Clone(withPathCluster(ctx, name))
+	r = r.Clone(access.WithCluster(ctx, name))
 	r.URL.Path = "/" + path
 	r.URL.RawPath = ""
 	h.ServeHTTP(w, r)
