@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubebus/bridge/consumer"
 )
 
 // Defaults of Options.
@@ -164,7 +166,7 @@ func (s *Store) Delete(obj any) error {
 		return err
 	}
 	_, unknown := obj.(cache.DeletedFinalStateUnknown)
-	unknown = unknown || u.GetAnnotations()[annotationFinalStateUnknown] == "true"
+	unknown = unknown || u.GetAnnotations()[consumer.AnnotationFinalStateUnknown] == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(u)
@@ -281,17 +283,8 @@ func (s *Store) bookmark(pos string) {
 // sameState reports whether a and b are the same state of one object: the
 // same uid at the same API resourceVersion.
 func sameState(a, b *unstructured.Unstructured) bool {
-	return a.GetUID() == b.GetUID() && a.GetAnnotations()[annotationResourceVersion] == b.GetAnnotations()[annotationResourceVersion]
+	return a.GetUID() == b.GetUID() && a.GetAnnotations()[consumer.AnnotationResourceVersion] == b.GetAnnotations()[consumer.AnnotationResourceVersion]
 }
-
-// annotationResourceVersion and annotationFinalStateUnknown are
-// consumer.AnnotationResourceVersion and
-// consumer.AnnotationFinalStateUnknown, named here so that the package
-// needs nothing of the consumer.
-const (
-	annotationResourceVersion   = "kubebus.io/resource-version"
-	annotationFinalStateUnknown = "kubebus.io/final-state-unknown"
-)
 
 // Resync implements cache.ReflectorStore; a Store has nothing to resync.
 func (s *Store) Resync() error { return nil }

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubebus/bridge/consumer"
 )
 
 func object(name string, pos int, apiRV string) *unstructured.Unstructured {
@@ -17,7 +19,7 @@ func object(name string, pos int, apiRV string) *unstructured.Unstructured {
 	u.SetName(name)
 	u.SetUID(types.UID("uid-" + name))
 	u.SetResourceVersion("p" + strconv.Itoa(pos))
-	u.SetAnnotations(map[string]string{annotationResourceVersion: apiRV})
+	u.SetAnnotations(map[string]string{consumer.AnnotationResourceVersion: apiRV})
 	return u
 }
 
@@ -133,7 +135,7 @@ func stubOf(name string, pos int) *unstructured.Unstructured {
 	u.SetName(name)
 	u.SetUID(types.UID("uid-" + name))
 	u.SetResourceVersion("p" + strconv.Itoa(pos))
-	u.SetAnnotations(map[string]string{"kubebus.io/final-state-unknown": "true"})
+	u.SetAnnotations(map[string]string{consumer.AnnotationFinalStateUnknown: "true"})
 	return u
 }
 
