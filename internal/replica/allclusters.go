@@ -57,11 +57,11 @@ func encodeComposite(pos map[string]string) string {
 }
 
 func decodeComposite(rv string) (map[string]string, error) {
-	rest, ok := strings.CutPrefix(rv, compositePrefix)
+	enc, ok := strings.CutPrefix(rv, compositePrefix)
 	if !ok {
 		return nil, fmt.Errorf("resourceVersion %q is not one of the all-clusters view (they start with %q)", truncate(rv, 80), compositePrefix)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
+	b, err := base64.RawURLEncoding.DecodeString(enc)
 	var m map[string]string
 	if err == nil {
 		err = json.Unmarshal(b, &m)

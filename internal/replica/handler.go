@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -59,12 +60,12 @@ func (s *Server) Handler() http.Handler {
 // to h.
 func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rest, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
+	tail, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
 	if !ok {
 		writeStatus(w, r, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path), "this read-only replica serves each cluster under /clusters/<name>/, and all of them under /clusters/*/")
 		return
 	}
-	name, path, _ := strings.Cut(rest, "/")
+	name, path, _ := strings.Cut(tail, "/")
 	if name != access.AllClusters {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			writeStatus(w, r, apierrors.NewBadRequest(""), fmt.Sprintf("cluster name %q in the path is not valid: %s", truncate(name, 80), strings.Join(errs, "; ")))
@@ -215,7 +216,7 @@ func (s *Server) readOnly(w http.ResponseWriter, r *http.Request, cluster string
 }
 
 func storeError(err error, cluster string, gvr schema.GroupVersionResource) error {
-	if err == errNotSynced {
+	if errors.Is(err, errNotSynced) {
 		return apierrors.NewTimeoutError(fmt.Sprintf("the cache of %s in cluster %q has not read the bus's state yet", gvr.GroupResource(), cluster), 1)
 	}
 	if apierrors.IsNotFound(err) {
