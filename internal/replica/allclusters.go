@@ -43,8 +43,11 @@ import (
 // event's object is at the composite after it, so that a client that
 // watches again from it resumes every cluster where it was. A cluster the
 // composite does not name (it appeared since) is watched from its current
-// state, as Added. A composite any of whose positions a cache no longer
-// holds is answered 410 Gone.
+// state, as Added. A list or watch from a composite applies the
+// single-cluster rules to each cluster it names: a position its cache has
+// not reached is waited for, Exact is only the latest position. A
+// composite any of whose positions a cache does not hold is answered 410
+// Gone.
 
 const compositePrefix = "m1."
 
@@ -54,11 +57,11 @@ func encodeComposite(pos map[string]string) string {
 }
 
 func decodeComposite(rv string) (map[string]string, error) {
-	rest, ok := strings.CutPrefix(rv, compositePrefix)
+	enc, ok := strings.CutPrefix(rv, compositePrefix)
 	if !ok {
 		return nil, fmt.Errorf("resourceVersion %q is not one of the all-clusters view (they start with %q)", truncate(rv, 80), compositePrefix)
 	}
-	b, err := base64.RawURLEncoding.DecodeString(rest)
+	b, err := base64.RawURLEncoding.DecodeString(enc)
 	var m map[string]string
 	if err == nil {
 		err = json.Unmarshal(b, &m)
@@ -194,10 +197,20 @@ func (st *allStorage) ConvertToTable(ctx context.Context, obj runtime.Object, op
 }
 
 // List merges the clusters' current states, in cluster then key order.
-// Any resourceVersion is served the current state (it is never older).
-// The pages after the first are the state at the first page's composite;
-// a cluster it does not name (new since) is left out of them.
+// A composite resourceVersion is checked as a single-cluster list's for
+// each cluster it names (see checkPositions). The pages after the first
+// are the state at the first page's composite; a cluster it does not
+// name (new since) is left out of them.
 func (st *allStorage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
+	if rv := opts.ResourceVersion; rv != "" && rv != "0" {
+		from, err := decodeComposite(rv)
+		if err != nil {
+			return nil, apierrors.NewResourceExpired(err.Error() + ": list again")
+		}
+		if err := st.checkPositions(ctx, from, opts.ResourceVersionMatch); err != nil {
+			return nil, err
+		}
+	}
 	sel := selectionOf(ctx, opts)
 	after, first := "", ""
 	var from map[string]string
@@ -255,6 +268,28 @@ func (st *allStorage) List(ctx context.Context, opts *metainternalversion.ListOp
 	return list, nil
 }
 
+func (st *allStorage) cache(m member) clusterCache {
+	return clusterCache{cluster: m.cluster, gr: schema.GroupResource{Group: st.res.Group, Resource: st.res.Resource}, store: m.store}
+}
+
+// checkPositions applies a single-cluster list's resourceVersion rules
+// (clusterCache.checkListVersion) to each member the composite from
+// names: a position its cache has not seen is waited for, all of them
+// within one waitForPosition, and with match Exact a position other than
+// the latest is 410.
+func (st *allStorage) checkPositions(ctx context.Context, from map[string]string, match metav1.ResourceVersionMatch) error {
+	ctx, cancel := context.WithTimeout(ctx, waitForPosition)
+	defer cancel()
+	for _, m := range st.members {
+		if p, named := from[m.cluster]; named {
+			if err := st.cache(m).checkListVersion(ctx, p, match); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
 // mergedEvent is one cluster's event, or the end of its initial events
 // (initialDone).
 type mergedEvent struct {
@@ -275,6 +310,9 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 			return nil, apierrors.NewResourceExpired(err.Error() + ": list again")
 		}
 		from = m
+		if err := st.checkPositions(ctx, from, ""); err != nil {
+			return nil, err
+		}
 	}
 	var watchers []*cache.Watcher
 	stopAll := func() {
@@ -301,7 +339,7 @@ func (st *allStorage) Watch(ctx context.Context, opts *metainternalversion.ListO
 			var err error
 			if w, err = m.store.WatchFrom(p); err != nil {
 				stopAll()
-				return nil, apierrors.NewResourceExpired(fmt.Sprintf("the position of cluster %q in resourceVersion %q is not held by this replica: list again", m.cluster, truncate(rv, 80)))
+				return nil, st.cache(m).expired(p)
 			}
 		}
 		watchers = append(watchers, w)

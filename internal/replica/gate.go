@@ -1,7 +1,6 @@
 package replica
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"slices"
@@ -34,7 +33,7 @@ import (
 func (s *Server) gate(h http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		ctx := r.Context()
-		name, _ := ctx.Value(pathClusterKey{}).(string)
+		name, _ := access.ClusterFrom(ctx)
 		info, ok := request.RequestInfoFrom(ctx)
 		u, uok := request.UserFrom(ctx)
 		if !ok || !uok {
@@ -63,16 +62,8 @@ func (s *Server) gate(h http.Handler) http.Handler {
 			responsewriters.Forbidden(attrs, w, r, fmt.Sprintf("access: no rule allows it on cluster %q", name), serializers)
 			return
 		}
-		h.ServeHTTP(w, r.WithContext(access.WithCluster(ctx, name)))
+		h.ServeHTTP(w, r)
 	})
-}
-
-// pathClusterKey holds, in a request's context, the cluster name its
-// path names, before gate knows whether that cluster is on the bus.
-type pathClusterKey struct{}
-
-func withPathCluster(ctx context.Context, name string) context.Context {
-	return context.WithValue(ctx, pathClusterKey{}, name)
 }
 
 // isWrite reports whether the request would change something.

@@ -1,6 +1,7 @@
 package replica
 
 import (
+	"errors"
 	"fmt"
 	"net/http"
 	"slices"
@@ -54,23 +55,24 @@ func (s *Server) Handler() http.Handler {
 	}))
 }
 
-// clusterPrefix takes /clusters/<name> off the path, notes the name for
-// gate, and hands the request to h.
+// clusterPrefix takes /clusters/<name> off the path, puts the name in the
+// request's context (access.WithCluster) for gate, and hands the request
+// to h.
 func (s *Server) clusterPrefix(h http.Handler, w http.ResponseWriter, r *http.Request) {
 	ctx := r.Context()
-	rest, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
+	tail, ok := strings.CutPrefix(r.URL.Path, "/clusters/")
 	if !ok {
 		writeStatus(w, r, apierrors.NewNotFound(schema.GroupResource{}, r.URL.Path), "this read-only replica serves each cluster under /clusters/<name>/, and all of them under /clusters/*/")
 		return
 	}
-	name, path, _ := strings.Cut(rest, "/")
+	name, path, _ := strings.Cut(tail, "/")
 	if name != access.AllClusters {
 		if errs := validation.IsDNS1123Subdomain(name); len(errs) > 0 {
 			writeStatus(w, r, apierrors.NewBadRequest(""), fmt.Sprintf("cluster name %q in the path is not valid: %s", truncate(name, 80), strings.Join(errs, "; ")))
 			return
 		}
 	}
-	r = r.Clone(withPathCluster(ctx, name))
+	r = r.Clone(access.WithCluster(ctx, name))
 	r.URL.Path = "/" + path
 	r.URL.RawPath = ""
 	h.ServeHTTP(w, r)
@@ -214,7 +216,7 @@ func (s *Server) readOnly(w http.ResponseWriter, r *http.Request, cluster string
 }
 
 func storeError(err error, cluster string, gvr schema.GroupVersionResource) error {
-	if err == errNotSynced {
+	if errors.Is(err, errNotSynced) {
 		return apierrors.NewTimeoutError(fmt.Sprintf("the cache of %s in cluster %q has not read the bus's state yet", gvr.GroupResource(), cluster), 1)
 	}
 	if apierrors.IsNotFound(err) {

@@ -214,7 +214,7 @@ func (s *Server) store(ctx context.Context, cluster string, res schema.GroupVers
 
 var errNotSynced = errors.New("replica: cache not synced")
 
-// stores calls fn for every cache, for the metrics.
+// eachStore calls fn for every cache, for the metrics.
 func (s *Server) eachStore(fn func(cluster string, gr schema.GroupResource, st *cache.Store)) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -150,7 +150,7 @@ func decodeContinue(s string) (continueToken, error) {
 // resourceVersion rules. The pages after the first are the state at the
 // first page's position.
 func (st *storage) List(ctx context.Context, opts *metainternalversion.ListOptions) (runtime.Object, error) {
-	if err := st.checkListVersion(ctx, opts); err != nil {
+	if err := st.cache().checkListVersion(ctx, opts.ResourceVersion, opts.ResourceVersionMatch); err != nil {
 		return nil, err
 	}
 	sel := selectionOf(ctx, opts)
@@ -206,41 +206,56 @@ func continueExpired(err error) error {
 	return apierrors.NewResourceExpired(fmt.Sprintf("the continue token's position is no longer held by this read-only replica (%v): list again without continue", err))
 }
 
-// checkListVersion answers a list whose resourceVersion is a position
-// the cache has not seen: it waits briefly for it, then answers 410.
-func (st *storage) checkListVersion(ctx context.Context, opts *metainternalversion.ListOptions) error {
-	rv := opts.ResourceVersion
-	if rv == "" || rv == "0" {
+// clusterCache is one cluster's cache of one resource, as the
+// resourceVersion rules of lists and watches see it; both views apply
+// them through it, the all-clusters one to each cluster its composite
+// names.
+type clusterCache struct {
+	cluster string
+	gr      schema.GroupResource
+	store   *cache.Store
+}
+
+func (st *storage) cache() clusterCache {
+	return clusterCache{cluster: st.cluster, gr: st.gr(), store: st.store}
+}
+
+// checkListVersion answers a list from position pos ("" or "0" for any):
+// with match Exact, 410 unless pos is the latest position (the only
+// state served); otherwise it waits, as waitKnown, for a position the
+// cache has not seen.
+func (c clusterCache) checkListVersion(ctx context.Context, pos string, match metav1.ResourceVersionMatch) error {
+	if pos == "" || pos == "0" {
 		return nil
 	}
-	if opts.ResourceVersionMatch == metav1.ResourceVersionMatchExact && rv != st.store.Latest() {
-		return apierrors.NewResourceExpired(fmt.Sprintf("this read-only replica of cluster %q serves only the latest state of %s (resourceVersion %q), not resourceVersion %q exactly", st.cluster, st.gr(), st.store.Latest(), rv))
+	if match == metav1.ResourceVersionMatchExact && pos != c.store.Latest() {
+		return apierrors.NewResourceExpired(fmt.Sprintf("this read-only replica of cluster %q serves only the latest state of %s (resourceVersion %q), not resourceVersion %q exactly", c.cluster, c.gr, c.store.Latest(), pos))
 	}
-	return st.waitKnown(ctx, rv)
+	return c.waitKnown(ctx, pos)
 }
 
 // waitKnown waits up to waitForPosition for the cache to know pos; past
 // it, or when the request ends first (its timeoutSeconds), 410 Expired.
-func (st *storage) waitKnown(ctx context.Context, pos string) error {
+func (c clusterCache) waitKnown(ctx context.Context, pos string) error {
 	deadline := time.NewTimer(waitForPosition)
 	defer deadline.Stop()
 	for {
-		known, changed := st.store.Known(pos)
+		known, changed := c.store.Known(pos)
 		if known {
 			return nil
 		}
 		select {
 		case <-changed:
 		case <-deadline.C:
-			return st.expired(pos)
+			return c.expired(pos)
 		case <-ctx.Done():
-			return st.expired(pos)
+			return c.expired(pos)
 		}
 	}
 }
 
-func (st *storage) expired(pos string) error {
-	return apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %q is not held by this read-only replica of %s in cluster %q (older than its latest changes, or of another bus): list again", pos, st.gr(), st.cluster))
+func (c clusterCache) expired(pos string) error {
+	return apierrors.NewResourceExpired(fmt.Sprintf("resourceVersion %q is not held by this read-only replica of %s in cluster %q (older than its latest changes, or of another bus): list again", pos, c.gr, c.cluster))
 }
 
 // Watch serves the cache's changes; see docs/replica.md for the
@@ -265,7 +280,7 @@ func (st *storage) startWatch(ctx context.Context, opts *metainternalversion.Lis
 	switch {
 	case initial != nil && *initial:
 		if rv != "" && rv != "0" { // a state not older than rv, as a list from it
-			if err := st.waitKnown(ctx, rv); err != nil {
+			if err := st.cache().waitKnown(ctx, rv); err != nil {
 				return nil, false, err
 			}
 		}
@@ -280,12 +295,12 @@ func (st *storage) startWatch(ctx context.Context, opts *metainternalversion.Lis
 		}
 		return st.store.WatchState(), false, nil
 	}
-	if err := st.waitKnown(ctx, rv); err != nil {
+	if err := st.cache().waitKnown(ctx, rv); err != nil {
 		return nil, false, err
 	}
 	w, err := st.store.WatchFrom(rv)
 	if errors.Is(err, cache.ErrExpired) {
-		return nil, false, st.expired(rv)
+		return nil, false, st.cache().expired(rv)
 	}
 	return w, false, err
 }

@@ -90,7 +90,6 @@ func (s *Server) pump(ctx context.Context, w *watchStream, src streamSource) {
 			pos = e.Pos
 		}
 	}
-	initial = nil
 	if src.initialEnd {
 		b := bookmarkObject(src.gvk, pos)
 		b.SetAnnotations(map[string]string{annotationInitialEventsEnd: "true"})

@@ -74,8 +74,18 @@ var builtinColumns = map[string][]wire.PrinterColumn{
 // newTableConvertor makes the tables of r's objects, with a CLUSTER
 // column first for the all-clusters view.
 func newTableConvertor(r wire.DiscoveredResource, allClusters bool) rest.TableConvertor {
+	tc := resourceTable(r)
+	if allClusters {
+		return clusterColumn{tc}
+	}
+	return tc
+}
+
+// resourceTable makes the tables of r's objects: its printer columns, or
+// a built-in kind's.
+func resourceTable(r wire.DiscoveredResource) rest.TableConvertor {
 	if len(r.Columns) == 0 {
-		return newBuiltinTable(builtinColumns[r.Group+"/"+r.Kind], allClusters)
+		return newBuiltinTable(builtinColumns[r.Group+"/"+r.Kind])
 	}
 	defs := make([]apiextensionsv1.CustomResourceColumnDefinition, 0, len(r.Columns))
 	for _, c := range r.Columns {
@@ -88,10 +98,7 @@ func newTableConvertor(r wire.DiscoveredResource, allClusters bool) rest.TableCo
 		// A column that does not parse: the API server refuses such a
 		// CRD, so its bridge published it from an older API server;
 		// NAME and AGE rather than no table.
-		return newBuiltinTable(nil, allClusters)
-	}
-	if allClusters {
-		return clusterColumn{tc}
+		return newBuiltinTable(nil)
 	}
 	return tc
 }
@@ -124,15 +131,10 @@ type tableConvertor struct {
 	defs  []metav1.TableColumnDefinition
 	paths []*jsonpath.JSONPath // nil for a column whose path does not parse
 	cols  []wire.PrinterColumn
-	// cluster adds a CLUSTER column (the all-clusters view).
-	cluster bool
 }
 
-func newBuiltinTable(columns []wire.PrinterColumn, allClusters bool) *tableConvertor {
-	t := &tableConvertor{cluster: allClusters}
-	if allClusters {
-		t.defs = append(t.defs, clusterColumnDef)
-	}
+func newBuiltinTable(columns []wire.PrinterColumn) *tableConvertor {
+	t := &tableConvertor{}
 	t.defs = append(t.defs, metav1.TableColumnDefinition{Name: "Name", Type: "string", Format: "name", Description: metav1.ObjectMeta{}.SwaggerDoc()["name"]})
 	for _, c := range columns {
 		if c.JSONPath == ".metadata.creationTimestamp" {
@@ -185,9 +187,6 @@ func (t *tableConvertor) ConvertToTable(_ context.Context, obj runtime.Object, o
 	now := time.Now()
 	for _, u := range items {
 		cells := make([]any, 0, len(t.defs))
-		if t.cluster {
-			cells = append(cells, u.GetAnnotations()[AnnotationCluster])
-		}
 		cells = append(cells, u.GetName())
 		for i, p := range t.paths {
 			cells = append(cells, cell(p, t.cols[i], u.Object))

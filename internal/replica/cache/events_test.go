@@ -92,17 +92,17 @@ func TestDeleteOfStubCarriesHeldState(t *testing.T) {
 	}
 }
 
-// A relist's changes each have a position of their own, its last the
+// A relist's changes each have a position of their own, its first the
 // relist's: a client that got the first and resumes from its object gets
-// the others (a lost DELETED leaves a ghost), and one at the relist's
-// position (a list, a bookmark) gets none again.
+// the others (a lost DELETED leaves a ghost), and one at the Store's
+// latest position after the relist (a list) gets none again.
 func TestWatchFromReplaysEveryChangeAtItsPosition(t *testing.T) {
 	s := NewStore(Options{})
 	_ = s.Replace([]any{object("a", 1, "10"), object("b", 1, "11")}, "p1")
 	_ = s.Replace(nil, "p2")
 	all, _ := s.WatchFrom("p1")
-	if len(all.Initial) != 3 || all.Initial[0].Type != watch.Deleted {
-		t.Fatalf("a watch from p1: %v, want two deletes and a bookmark", all.Initial)
+	if len(all.Initial) != 2 || all.Initial[0].Type != watch.Deleted {
+		t.Fatalf("a watch from p1: %v, want two deletes", all.Initial)
 	}
 	// The client got the first delete and resumes from its object.
 	first := all.Initial[0].Object
@@ -122,9 +122,14 @@ func TestWatchFromReplaysEveryChangeAtItsPosition(t *testing.T) {
 	if !deleted["a"] || !deleted["b"] {
 		t.Errorf("after the delete of %s, a watch from its %s leaves out a delete: got %v", first.GetName(), first.GetResourceVersion(), deleted)
 	}
-	// The relist's own position has all of its changes: none is sent again.
-	if w, _ := s.WatchFrom("p2"); len(w.Initial) != 0 {
-		t.Errorf("a watch from p2, the relist's position, replays %d events", len(w.Initial))
+	// The latest position after the relist has all of its changes: none
+	// is sent again, and the relist's bookmark at p2 hides none.
+	_ = s.Bookmark("p2")
+	if w, _ := s.WatchFrom(s.Latest()); len(w.Initial) != 0 {
+		t.Errorf("a watch from %s, the relist's latest position, replays %d events", s.Latest(), len(w.Initial))
+	}
+	if w, _ := s.WatchFrom("p2"); len(w.Initial) != 1 {
+		t.Errorf("a watch from p2, the relist's first change, replays %d events, want 1", len(w.Initial))
 	}
 	_ = s.Add(object("c", 3, "12"))
 	if w, _ := s.WatchFrom("p3"); len(w.Initial) != 0 {

@@ -10,6 +10,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/kubebus/bridge/consumer"
 )
 
 // Defaults of Options.
@@ -69,6 +71,11 @@ type Store struct {
 	mu      sync.RWMutex
 	objects map[string]*unstructured.Unstructured
 	latest  string
+	// bus is the bus position of the latest event, and repeats how many
+	// events after the first took a position of their own at it (see
+	// positionAt).
+	bus     string
+	repeats int
 	synced  bool
 	// ring holds the latest changes: ring[(first+i)%len] for i < n.
 	ring     []Event
@@ -135,8 +142,12 @@ func (s *Store) put(obj any) error {
 	defer s.mu.Unlock()
 	k := keyOf(u)
 	old := s.objects[k]
+	pos := s.positionAt(u.GetResourceVersion())
+	if pos != u.GetResourceVersion() {
+		u = at(u, pos)
+	}
 	s.objects[k] = u
-	e := Event{Type: watch.Added, Object: u, Pos: u.GetResourceVersion()}
+	e := Event{Type: watch.Added, Object: u, Pos: pos}
 	if old != nil {
 		e.Type, e.Old = watch.Modified, old
 	}
@@ -155,7 +166,7 @@ func (s *Store) Delete(obj any) error {
 		return err
 	}
 	_, unknown := obj.(cache.DeletedFinalStateUnknown)
-	unknown = unknown || u.GetAnnotations()[annotationFinalStateUnknown] == "true"
+	unknown = unknown || u.GetAnnotations()[consumer.AnnotationFinalStateUnknown] == "true"
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	k := keyOf(u)
@@ -164,10 +175,13 @@ func (s *Store) Delete(obj any) error {
 		return nil
 	}
 	delete(s.objects, k)
-	pos := u.GetResourceVersion()
+	pos := s.positionAt(u.GetResourceVersion())
 	last := u
-	if unknown {
+	switch {
+	case unknown:
 		last = at(old, pos)
+	case pos != u.GetResourceVersion():
+		last = at(u, pos)
 	}
 	s.record(Event{Type: watch.Deleted, Object: last, Old: old, Pos: pos})
 	return nil
@@ -185,8 +199,8 @@ func at(u *unstructured.Unstructured, pos string) *unstructured.Unstructured {
 // position pos. Watchers are told the difference (objects gone as
 // Deleted, new ones as Added, changed ones as Modified). Each change has
 // a position of its own, so that a client resumes exactly after the last
-// one it got: the last change is at pos, the others at relistPosition(pos,
-// i). The first list, which no watcher saw, is all at pos.
+// one it got: the first is at pos, the others after it at pos~i (see
+// positionAt). The first list, which no watcher saw, is all at pos.
 func (s *Store) Replace(list []any, pos string) error {
 	next := make(map[string]*unstructured.Unstructured, len(list))
 	for _, o := range list {
@@ -215,10 +229,10 @@ func (s *Store) Replace(list []any, pos string) error {
 			changes = append(changes, Event{Type: watch.Added, Object: u})
 		}
 	}
-	for i, e := range changes {
+	for _, e := range changes {
 		e.Pos = pos
-		if s.synced && i < len(changes)-1 {
-			e.Pos = relistPosition(pos, i+1)
+		if s.synced {
+			e.Pos = s.positionAt(pos)
 		}
 		if e.Type == watch.Deleted {
 			e.Object = at(e.Old, e.Pos)
@@ -233,7 +247,7 @@ func (s *Store) Replace(list []any, pos string) error {
 		s.record(e)
 	}
 	s.objects = next
-	s.record(Event{Type: watch.Bookmark, Pos: pos})
+	s.bookmark(pos)
 	if !s.synced {
 		s.synced = true
 		close(s.syncedCh)
@@ -241,26 +255,36 @@ func (s *Store) Replace(list []any, pos string) error {
 	return nil
 }
 
-// relistPosition is the position of the i-th change (from 1) of a relist
-// at pos, before its last: pos and "~i", a form no bus position takes.
-func relistPosition(pos string, i int) string {
-	return pos + "~" + strconv.Itoa(i)
+// positionAt is the position of a change the Store learns at bus
+// position pos: pos for the first event at pos, and for each later one
+// (the changes of a relist, an object deleted and created again unseen)
+// pos~i, i counting from 1, a form no bus position takes. So every event
+// has a position of its own, and a client resumes exactly after the last
+// one it got. Called with mu held.
+func (s *Store) positionAt(pos string) string {
+	if pos != s.bus {
+		s.bus, s.repeats = pos, 0
+		return pos
+	}
+	s.repeats++
+	return pos + "~" + strconv.Itoa(s.repeats)
+}
+
+// bookmark records that the bus reached pos, unless an event already
+// holds pos: a bookmark there would hide the changes after it from a
+// client resuming at pos. Called with mu held.
+func (s *Store) bookmark(pos string) {
+	if pos != "" && pos != s.bus {
+		s.bus, s.repeats = pos, 0
+		s.record(Event{Type: watch.Bookmark, Pos: pos})
+	}
 }
 
 // sameState reports whether a and b are the same state of one object: the
 // same uid at the same API resourceVersion.
 func sameState(a, b *unstructured.Unstructured) bool {
-	return a.GetUID() == b.GetUID() && a.GetAnnotations()[annotationResourceVersion] == b.GetAnnotations()[annotationResourceVersion]
+	return a.GetUID() == b.GetUID() && a.GetAnnotations()[consumer.AnnotationResourceVersion] == b.GetAnnotations()[consumer.AnnotationResourceVersion]
 }
-
-// annotationResourceVersion and annotationFinalStateUnknown are
-// consumer.AnnotationResourceVersion and
-// consumer.AnnotationFinalStateUnknown, named here so that the package
-// needs nothing of the consumer.
-const (
-	annotationResourceVersion   = "kubebus.io/resource-version"
-	annotationFinalStateUnknown = "kubebus.io/final-state-unknown"
-)
 
 // Resync implements cache.ReflectorStore; a Store has nothing to resync.
 func (s *Store) Resync() error { return nil }
@@ -270,9 +294,7 @@ func (s *Store) Resync() error { return nil }
 func (s *Store) Bookmark(pos string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if pos != "" && pos != s.latest {
-		s.record(Event{Type: watch.Bookmark, Pos: pos})
-	}
+	s.bookmark(pos)
 	return nil
 }
 

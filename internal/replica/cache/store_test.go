@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/kubebus/bridge/consumer"
 )
 
 func object(name string, pos int, apiRV string) *unstructured.Unstructured {
@@ -17,7 +19,7 @@ func object(name string, pos int, apiRV string) *unstructured.Unstructured {
 	u.SetName(name)
 	u.SetUID(types.UID("uid-" + name))
 	u.SetResourceVersion("p" + strconv.Itoa(pos))
-	u.SetAnnotations(map[string]string{annotationResourceVersion: apiRV})
+	u.SetAnnotations(map[string]string{consumer.AnnotationResourceVersion: apiRV})
 	return u
 }
 
@@ -133,6 +135,44 @@ func stubOf(name string, pos int) *unstructured.Unstructured {
 	u.SetName(name)
 	u.SetUID(types.UID("uid-" + name))
 	u.SetResourceVersion("p" + strconv.Itoa(pos))
-	u.SetAnnotations(map[string]string{"kubebus.io/final-state-unknown": "true"})
+	u.SetAnnotations(map[string]string{consumer.AnnotationFinalStateUnknown: "true"})
 	return u
+}
+
+// An object deleted and created again unseen reaches the Store as two
+// changes at one bus position: each has a position of its own, so a
+// client whose watch ended right after the Deleted resumes from it and
+// gets the Added, and a bookmark at that bus position hides neither.
+func TestTwoChangesAtOnePosition(t *testing.T) {
+	s := NewStore(Options{})
+	_ = s.Replace([]any{object("a", 1, "10")}, "p1")
+	w, _ := s.WatchFrom("p1")
+	_ = s.Delete(object("a", 2, "10"))
+	again := object("a", 2, "20")
+	again.SetUID("uid-a-again")
+	_ = s.Add(again)
+	_ = s.Bookmark("p2")
+	deleted := <-w.Events()
+	w.Stop()
+	if deleted.Type != watch.Deleted {
+		t.Fatalf("first change %s, want DELETED", deleted.Type)
+	}
+	r, err := s.WatchFrom(deleted.Pos)
+	if err != nil {
+		t.Fatalf("resume from the Deleted's position %q: %v", deleted.Pos, err)
+	}
+	defer r.Stop()
+	var got []string
+	for _, e := range r.Initial {
+		got = append(got, string(e.Type)+" "+string(e.Object.GetUID()))
+		if e.Pos == deleted.Pos || e.Object.GetResourceVersion() != e.Pos {
+			t.Errorf("%s at %q, object at %q: want a position of its own, the object's", e.Type, e.Pos, e.Object.GetResourceVersion())
+		}
+	}
+	if fmt.Sprint(got) != "[ADDED uid-a-again]" {
+		t.Errorf("resume from the Deleted's position %q: %v, want the Added", deleted.Pos, got)
+	}
+	if u, _, _ := s.Get(Key("ns", "a")); u.GetResourceVersion() != s.Latest() {
+		t.Errorf("held object at %q, latest %q", u.GetResourceVersion(), s.Latest())
+	}
 }
