@@ -364,4 +364,3 @@ func TestReplicaCredentialsAPIServer(t *testing.T) {
 		}
 	})
 }
-
