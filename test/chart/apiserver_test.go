@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/kubebus/bridge/test/controlplane"
 )
@@ -80,7 +81,11 @@ const elsewhere = "elsewhere"
 // nothing is stored. The server must accept every object without a
 // warning.
 func dryRun(t *testing.T, c *cluster, s valueSet) {
-	objs := render(t, s)
+	dryRunObjects(t, c, render(t, s))
+}
+
+// dryRunObjects is dryRun for objects rendered otherwise.
+func dryRunObjects(t *testing.T, c *cluster, objs []*unstructured.Unstructured) {
 	var w warnings
 	dyn := c.dryRunClient(t, &w)
 	for _, obj := range objs {

@@ -42,6 +42,10 @@ var replicaVariables = []string{
 	"REPLICA_KAFKA_BROKERS", "REPLICA_KAFKA_TOPIC_PREFIX", "REPLICA_LISTEN", "REPLICA_TLS_CERT_FILE", "REPLICA_TLS_KEY_FILE",
 	"REPLICA_CLIENT_CA_FILE", "REPLICA_TOKEN_FILE", "REPLICA_RULES_FILE", "REPLICA_METRICS_ADDR", "REPLICA_WATCH_QUEUE",
 	"REPLICA_LOG_LEVEL",
+	"REPLICA_NATS_USER", "REPLICA_NATS_PASSWORD", "REPLICA_NATS_TOKEN", "REPLICA_NATS_CREDS_FILE", "REPLICA_NATS_NKEY_SEED_FILE",
+	"REPLICA_NATS_TLS_CA_FILE", "REPLICA_NATS_TLS_CERT_FILE", "REPLICA_NATS_TLS_KEY_FILE",
+	"REPLICA_KAFKA_TLS", "REPLICA_KAFKA_TLS_CA_FILE", "REPLICA_KAFKA_TLS_CERT_FILE", "REPLICA_KAFKA_TLS_KEY_FILE", "REPLICA_KAFKA_TLS_SERVER_NAME",
+	"REPLICA_KAFKA_SASL_MECHANISM", "REPLICA_KAFKA_SASL_USERNAME", "REPLICA_KAFKA_SASL_PASSWORD",
 }
 
 // replicaAuth is the least the replica needs besides a bus: rules and a
@@ -374,9 +378,9 @@ func TestReplicaBus(t *testing.T) {
 		want map[string]string
 	}{
 		{"the bridge's kafka", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k1:9092,k2:9092}", "--set", "kafka.topicPrefix=prod"},
-			with(map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_BROKERS": "k1:9092,k2:9092", "REPLICA_KAFKA_TOPIC_PREFIX": "prod"})},
+			with(map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_TLS": "false", "REPLICA_KAFKA_BROKERS": "k1:9092,k2:9092", "REPLICA_KAFKA_TOPIC_PREFIX": "prod"})},
 		{"the bridge's kafka, other brokers", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k1:9092}", "--set", "replica.kafka.brokers={mirror:9092}", "--set", "replica.kafka.topicPrefix=fleet"},
-			with(map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_BROKERS": "mirror:9092", "REPLICA_KAFKA_TOPIC_PREFIX": "fleet"})},
+			with(map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_TLS": "false", "REPLICA_KAFKA_BROKERS": "mirror:9092", "REPLICA_KAFKA_TOPIC_PREFIX": "fleet"})},
 		{"the bridge's nats, defaults", []string{"--set", "sink=nats", "--set", "nats.urls={nats://a:4222,nats://b:4222}"},
 			with(map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": "nats://a:4222,nats://b:4222"})},
 		{"the bridge's nats, replica values win", []string{"--set", "sink=nats", "--set", "nats.urls={nats://a:4222}", "--set", "nats.stream=A", "--set", "nats.subject=kube.x",
@@ -385,7 +389,7 @@ func TestReplicaBus(t *testing.T) {
 		{"a bridge on stdout, a replica of another bus", []string{"--set", "replica.bus=nats", "--set", "replica.nats.urls={nats://hub:4222}", "--set", "log.level=warn"},
 			with(map[string]string{"REPLICA_BUS": "nats", "REPLICA_NATS_URL": "nats://hub:4222", "REPLICA_LOG_LEVEL": "warn"})},
 		{"ports and queue", []string{"--set", "sink=kafka", "--set", "kafka.brokers={k:9092}", "--set", "replica.port=8443", "--set", "replica.metricsPort=8080", "--set", "replica.watchQueue=16"},
-			with(map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_BROKERS": "k:9092", "REPLICA_LISTEN": ":8443", "REPLICA_METRICS_ADDR": ":8080", "REPLICA_WATCH_QUEUE": "16"})},
+			with(map[string]string{"REPLICA_BUS": "kafka", "REPLICA_KAFKA_TLS": "false", "REPLICA_KAFKA_BROKERS": "k:9092", "REPLICA_LISTEN": ":8443", "REPLICA_METRICS_ADDR": ":8080", "REPLICA_WATCH_QUEUE": "16"})},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {

@@ -51,41 +51,110 @@ bridge.envNumber (list NAME value): a number that may have a fraction
 {{- end }}
 
 {{/*
-bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
-{secret, key, path, env}. path is relative to bridge.credentialsDir.
+The bus credentials of a program, the bridge or the replica, as a dict:
+secret, the Secret that the *Key values name keys of; nats and kafka, the
+values of the buses it connects to ("" for one it does not); prefix, its
+variables' (BRIDGE or REPLICA); dir, where its credential files are
+mounted. bridge.credentials and bridge.replicaCredentials make it, as JSON.
+*/}}
+{{- define "bridge.credentials" -}}
+{{- $v := .Values }}
+{{- toJson (dict "secret" $v.existingSecret
+    "nats" (and (include "bridge.usesNATS" .) $v.nats)
+    "kafka" (and (include "bridge.usesKafka" .) $v.kafka)
+    "prefix" "BRIDGE" "dir" (include "bridge.credentialsDir" .)) }}
+{{- end }}
+
+{{/*
+bridge.credentialFiles (credentials): the Secret keys mounted as files, as
+a JSON list of {secret, key, path, env}. path is relative to the
+credentials' dir.
 */}}
 {{- define "bridge.credentialFiles" -}}
-{{- $v := .Values }}
+{{- $s := .secret }}
 {{- $files := list }}
-{{- if include "bridge.usesNATS" . }}
-{{- $tlsSecret := default $v.existingSecret $v.nats.tls.existingSecret }}
-{{- range $f := list
-    (list $v.existingSecret $v.nats.credsKey "nats.creds" "BRIDGE_NATS_CREDS_FILE")
-    (list $v.existingSecret $v.nats.nkeySeedKey "nats.nk" "BRIDGE_NATS_NKEY_SEED_FILE")
-    (list $tlsSecret $v.nats.tls.caKey "nats-ca.pem" "BRIDGE_NATS_TLS_CA_FILE")
-    (list $tlsSecret $v.nats.tls.certKey "nats-cert.pem" "BRIDGE_NATS_TLS_CERT_FILE")
-    (list $tlsSecret $v.nats.tls.keyKey "nats-key.pem" "BRIDGE_NATS_TLS_KEY_FILE") }}
+{{- $sets := list }}
+{{- with .nats }}
+{{- $tlsSecret := default $s .tls.existingSecret }}
+{{- $sets = append $sets (list
+    (list $s .credsKey "nats.creds" "NATS_CREDS_FILE")
+    (list $s .nkeySeedKey "nats.nk" "NATS_NKEY_SEED_FILE")
+    (list $tlsSecret .tls.caKey "nats-ca.pem" "NATS_TLS_CA_FILE")
+    (list $tlsSecret .tls.certKey "nats-cert.pem" "NATS_TLS_CERT_FILE")
+    (list $tlsSecret .tls.keyKey "nats-key.pem" "NATS_TLS_KEY_FILE")) }}
+{{- end }}
+{{- with .kafka }}
+{{- $tlsSecret := default $s .tls.existingSecret }}
+{{- $sets = append $sets (list
+    (list $tlsSecret .tls.caKey "kafka-ca.pem" "KAFKA_TLS_CA_FILE")
+    (list $tlsSecret .tls.certKey "kafka-cert.pem" "KAFKA_TLS_CERT_FILE")
+    (list $tlsSecret .tls.keyKey "kafka-key.pem" "KAFKA_TLS_KEY_FILE")) }}
+{{- end }}
+{{- range $set := $sets }}
+{{- range $f := $set }}
 {{- if index $f 1 }}
-{{- $files = append $files (dict "secret" (index $f 0) "key" (index $f 1) "path" (index $f 2) "env" (index $f 3)) }}
-{{- end }}
-{{- end }}
-{{- end }}
-{{- if include "bridge.usesKafka" . }}
-{{- $tlsSecret := default $v.existingSecret $v.kafka.tls.existingSecret }}
-{{- range $f := list
-    (list $tlsSecret $v.kafka.tls.caKey "kafka-ca.pem" "BRIDGE_KAFKA_TLS_CA_FILE")
-    (list $tlsSecret $v.kafka.tls.certKey "kafka-cert.pem" "BRIDGE_KAFKA_TLS_CERT_FILE")
-    (list $tlsSecret $v.kafka.tls.keyKey "kafka-key.pem" "BRIDGE_KAFKA_TLS_KEY_FILE") }}
-{{- if index $f 1 }}
-{{- $files = append $files (dict "secret" (index $f 0) "key" (index $f 1) "path" (index $f 2) "env" (index $f 3)) }}
+{{- $files = append $files (dict "secret" (index $f 0) "key" (index $f 1) "path" (index $f 2) "env" (printf "%s_%s" $.prefix (index $f 3))) }}
 {{- end }}
 {{- end }}
 {{- end }}
 {{- toJson $files }}
 {{- end }}
 
+{{/* bridge.natsCredentialEnv (credentials): <prefix>_NATS_USER, _PASSWORD, _TOKEN. */}}
+{{- define "bridge.natsCredentialEnv" -}}
+{{- with .nats }}
+{{- include "bridge.env" (list (printf "%s_NATS_USER" $.prefix) .user) }}
+{{- include "bridge.envSecret" (list (printf "%s_NATS_PASSWORD" $.prefix) $.secret .passwordKey) }}
+{{- include "bridge.envSecret" (list (printf "%s_NATS_TOKEN" $.prefix) $.secret .tokenKey) }}
+{{- end }}
+{{- end }}
+
+{{/* bridge.kafkaCredentialEnv (credentials): <prefix>_KAFKA_TLS and _SASL_*. */}}
+{{- define "bridge.kafkaCredentialEnv" -}}
+{{- with .kafka }}
+{{- $p := $.prefix }}
+{{- $tls := .tls }}
+{{- include "bridge.env" (list (printf "%s_KAFKA_TLS" $p) (not (not (or $tls.enabled $tls.caKey $tls.certKey $tls.keyKey $tls.serverName)))) }}
+{{- include "bridge.env" (list (printf "%s_KAFKA_TLS_SERVER_NAME" $p) $tls.serverName) }}
+{{- include "bridge.env" (list (printf "%s_KAFKA_SASL_MECHANISM" $p) .sasl.mechanism) }}
+{{- include "bridge.env" (list (printf "%s_KAFKA_SASL_USERNAME" $p) .sasl.username) }}
+{{- include "bridge.envSecret" (list (printf "%s_KAFKA_SASL_USERNAME" $p) $.secret .sasl.usernameKey) }}
+{{- include "bridge.envSecret" (list (printf "%s_KAFKA_SASL_PASSWORD" $p) $.secret .sasl.passwordKey) }}
+{{- end }}
+{{- end }}
+
+{{/* bridge.credentialFileEnv (credentials): a variable per credential file. */}}
+{{- define "bridge.credentialFileEnv" -}}
+{{- range $f := include "bridge.credentialFiles" . | fromJsonArray }}
+- name: {{ $f.env }}
+  value: {{ printf "%s/%s" $.dir $f.path | quote }}
+{{- end }}
+{{- end }}
+
+{{/*
+bridge.credentialsVolume (files, from bridge.credentialFiles): the volume
+"credentials", a projection of each Secret's keys.
+*/}}
+{{- define "bridge.credentialsVolume" -}}
+- name: credentials
+  projected:
+    defaultMode: 288 # 0440: the owner and fsGroup may read
+    sources:
+      {{- $bySecret := dict }}
+      {{- range $f := . }}
+      {{- $_ := set $bySecret $f.secret (append (default (list) (get $bySecret $f.secret)) (dict "key" $f.key "path" $f.path)) }}
+      {{- end }}
+      {{- range $secret := keys $bySecret | sortAlpha }}
+      - secret:
+          name: {{ $secret | quote }}
+          items:
+            {{- toYaml (get $bySecret $secret) | nindent 12 }}
+      {{- end }}
+{{- end }}
+
 {{- define "bridge.containerEnv" -}}
 {{- $v := .Values }}
+{{- $creds := include "bridge.credentials" . | fromJson }}
 {{- $w := $v.watch }}
 {{- $resources := concat $w.resources $w.clusterResources }}
 {{- if $w.all }}
@@ -151,9 +220,7 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- if include "bridge.usesNATS" . }}
 {{- $n := $v.nats }}
 {{- include "bridge.env" (list "BRIDGE_NATS_URL" (join "," $n.urls)) }}
-{{- include "bridge.env" (list "BRIDGE_NATS_USER" $n.user) }}
-{{- include "bridge.envSecret" (list "BRIDGE_NATS_PASSWORD" $v.existingSecret $n.passwordKey) }}
-{{- include "bridge.envSecret" (list "BRIDGE_NATS_TOKEN" $v.existingSecret $n.tokenKey) }}
+{{- include "bridge.natsCredentialEnv" $creds }}
 {{- include "bridge.env" (list "BRIDGE_NATS_MODE" $n.mode) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_SUBJECT_PREFIX" $n.subjectPrefix) }}
 {{- include "bridge.env" (list "BRIDGE_NATS_LAYOUT" $n.layout) }}
@@ -197,18 +264,9 @@ bridge.credentialFiles: the Secret keys mounted as files, as a JSON list of
 {{- include "bridge.env" (list "BRIDGE_KAFKA_BATCH_TIMEOUT" $k.batchTimeout) }}
 {{- include "bridge.env" (list "BRIDGE_KAFKA_COMPRESSION" $k.compression) }}
 {{- include "bridge.envInt" (list "BRIDGE_KAFKA_MAX_MESSAGE_BYTES" $k.maxMessageBytes) }}
-{{- $tls := $k.tls }}
-{{- include "bridge.env" (list "BRIDGE_KAFKA_TLS" (not (not (or $tls.enabled $tls.caKey $tls.certKey $tls.keyKey $tls.serverName)))) }}
-{{- include "bridge.env" (list "BRIDGE_KAFKA_TLS_SERVER_NAME" $k.tls.serverName) }}
-{{- include "bridge.env" (list "BRIDGE_KAFKA_SASL_MECHANISM" $k.sasl.mechanism) }}
-{{- include "bridge.env" (list "BRIDGE_KAFKA_SASL_USERNAME" $k.sasl.username) }}
-{{- include "bridge.envSecret" (list "BRIDGE_KAFKA_SASL_USERNAME" $v.existingSecret $k.sasl.usernameKey) }}
-{{- include "bridge.envSecret" (list "BRIDGE_KAFKA_SASL_PASSWORD" $v.existingSecret $k.sasl.passwordKey) }}
+{{- include "bridge.kafkaCredentialEnv" $creds }}
 {{- end }}
-{{- range $f := include "bridge.credentialFiles" . | fromJsonArray }}
-- name: {{ $f.env }}
-  value: {{ printf "%s/%s" (include "bridge.credentialsDir" $) $f.path | quote }}
-{{- end }}
+{{- include "bridge.credentialFileEnv" $creds }}
 {{- /*
 The Go runtime does not read the container's memory limit: GOMEMLIMIT
 tells it, so that the garbage collector works harder as the heap nears the

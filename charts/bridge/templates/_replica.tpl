@@ -30,6 +30,20 @@ app.kubernetes.io/part-of: kubebus
 {{- default .Values.sink .Values.replica.bus }}
 {{- end }}
 
+{{/*
+The replica's bus credentials (see bridge.credentials), for the bus it
+reads, from replica.existingSecret and replica.nats or replica.kafka only:
+never the bridge's, which may write to the bus.
+*/}}
+{{- define "bridge.replicaCredentials" -}}
+{{- $r := .Values.replica }}
+{{- $bus := include "bridge.replicaBus" . }}
+{{- toJson (dict "secret" $r.existingSecret
+    "nats" (and (eq $bus "nats") $r.nats)
+    "kafka" (and (eq $bus "kafka") $r.kafka)
+    "prefix" "REPLICA" "dir" (printf "%s/credentials" (include "bridge.replicaDir" .))) }}
+{{- end }}
+
 {{/* Where the replica finds its files; each is a volume of its own. */}}
 {{- define "bridge.replicaDir" -}}/etc/replica{{- end }}
 
@@ -99,6 +113,7 @@ schema cannot see, as a JSON list of messages; [] when the replica is off.
 {{- if and $r.tls.existingSecret $r.tls.dnsNames }}
 {{- $errs = append $errs (printf "replica.tls.dnsNames names the generated certificate's extra names, but replica.tls.existingSecret=%s brings its own certificate" $r.tls.existingSecret) }}
 {{- end }}
+{{- $errs = concat $errs (include "bridge.credentialProblems" (include "bridge.replicaCredentials" . | fromJson) | fromJsonArray) }}
 {{- if eq (int $r.port) (int $r.metricsPort) }}
 {{- $errs = append $errs (printf "replica.port and replica.metricsPort are both %d: the API (TLS) and the metrics (plain HTTP) need a port each" (int $r.port)) }}
 {{- end }}
@@ -112,16 +127,20 @@ schema cannot see, as a JSON list of messages; [] when the replica is off.
 {{- $r := $v.replica }}
 {{- $bus := include "bridge.replicaBus" . }}
 {{- $dir := include "bridge.replicaDir" . }}
+{{- $creds := include "bridge.replicaCredentials" . | fromJson }}
 {{- include "bridge.env" (list "REPLICA_BUS" $bus) }}
 {{- if eq $bus "nats" }}
 {{- include "bridge.env" (list "REPLICA_NATS_URL" (join "," (default $v.nats.urls $r.nats.urls))) }}
 {{- include "bridge.env" (list "REPLICA_NATS_STREAM" (default $v.nats.stream $r.nats.stream)) }}
 {{- include "bridge.env" (list "REPLICA_NATS_SUBJECT_PREFIX" (default $v.nats.subjectPrefix $r.nats.subjectPrefix)) }}
 {{- include "bridge.env" (list "REPLICA_NATS_SUBJECT" (default $v.nats.subject $r.nats.subject)) }}
+{{- include "bridge.natsCredentialEnv" $creds }}
 {{- else if eq $bus "kafka" }}
 {{- include "bridge.env" (list "REPLICA_KAFKA_BROKERS" (join "," (default $v.kafka.brokers $r.kafka.brokers))) }}
 {{- include "bridge.env" (list "REPLICA_KAFKA_TOPIC_PREFIX" (default $v.kafka.topicPrefix $r.kafka.topicPrefix)) }}
+{{- include "bridge.kafkaCredentialEnv" $creds }}
 {{- end }}
+{{- include "bridge.credentialFileEnv" $creds }}
 {{- include "bridge.env" (list "REPLICA_LISTEN" (printf ":%d" (int $r.port))) }}
 {{- include "bridge.env" (list "REPLICA_TLS_CERT_FILE" (printf "%s/tls/tls.crt" $dir)) }}
 {{- include "bridge.env" (list "REPLICA_TLS_KEY_FILE" (printf "%s/tls/tls.key" $dir)) }}

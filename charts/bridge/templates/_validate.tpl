@@ -81,50 +81,7 @@ values.schema.json cannot see, each naming the value at fault.
 {{- $errs = append $errs (printf "kafka.brokers is required with sink=%s and checkpoint.type=%s" $v.sink $v.checkpoint.type) }}
 {{- end }}
 
-{{- /* Credentials come from existing Secrets only. */}}
-{{- $secretKeys := list }}
-{{- $tlsKeys := list }}
-{{- if include "bridge.usesNATS" . }}
-{{- $n := $v.nats }}
-{{- $secretKeys = concat $secretKeys (list (list "nats.passwordKey" $n.passwordKey) (list "nats.tokenKey" $n.tokenKey) (list "nats.credsKey" $n.credsKey) (list "nats.nkeySeedKey" $n.nkeySeedKey)) }}
-{{- $tlsKeys = concat $tlsKeys (list (list "nats.tls" $n.tls)) }}
-{{- if and $n.passwordKey (not $n.user) }}
-{{- $errs = append $errs "nats.passwordKey needs nats.user" }}
-{{- end }}
-{{- end }}
-{{- if include "bridge.usesKafka" . }}
-{{- $s := $v.kafka.sasl }}
-{{- $secretKeys = concat $secretKeys (list (list "kafka.sasl.usernameKey" $s.usernameKey) (list "kafka.sasl.passwordKey" $s.passwordKey)) }}
-{{- $tlsKeys = concat $tlsKeys (list (list "kafka.tls" $v.kafka.tls)) }}
-{{- if and $s.username $s.usernameKey }}
-{{- $errs = append $errs "kafka.sasl: set username or usernameKey, not both" }}
-{{- end }}
-{{- if $s.mechanism }}
-{{- if not (or $s.username $s.usernameKey) }}
-{{- $errs = append $errs (printf "kafka.sasl.mechanism=%s needs kafka.sasl.username or kafka.sasl.usernameKey" $s.mechanism) }}
-{{- end }}
-{{- if not $s.passwordKey }}
-{{- $errs = append $errs (printf "kafka.sasl.mechanism=%s needs kafka.sasl.passwordKey, the key of existingSecret that holds the password" $s.mechanism) }}
-{{- end }}
-{{- else if or $s.username $s.usernameKey $s.passwordKey }}
-{{- $errs = append $errs "kafka.sasl: a username or password is set but kafka.sasl.mechanism is not" }}
-{{- end }}
-{{- end }}
-{{- range $k := $secretKeys }}
-{{- if and (index $k 1) (not $v.existingSecret) }}
-{{- $errs = append $errs (printf "%s needs existingSecret, the Secret that holds key %q" (index $k 0) (index $k 1)) }}
-{{- end }}
-{{- end }}
-{{- range $t := $tlsKeys }}
-{{- $name := index $t 0 }}
-{{- $tls := index $t 1 }}
-{{- if and (or $tls.caKey $tls.certKey $tls.keyKey) (not (or $tls.existingSecret $v.existingSecret)) }}
-{{- $errs = append $errs (printf "%s: the TLS keys need %s.existingSecret or existingSecret" $name $name) }}
-{{- end }}
-{{- if ne (not $tls.certKey) (not $tls.keyKey) }}
-{{- $errs = append $errs (printf "%s: certKey and keyKey go together" $name) }}
-{{- end }}
-{{- end }}
+{{- $errs = concat $errs (include "bridge.credentialProblems" (include "bridge.credentials" . | fromJson) | fromJsonArray) }}
 
 {{- if and $v.oldObject (or (trim (toString $v.filter)) (trim (toString $v.fields)) (trim (toString $v.dropFields))) }}
 {{- $errs = append $errs "oldObject=true cannot be combined with filter, fields or dropFields yet (the bridge refuses BRIDGE_OLD_OBJECT with BRIDGE_FILTER, BRIDGE_FIELDS or BRIDGE_DROP_FIELDS); unset one or the other" }}
@@ -151,4 +108,58 @@ values.schema.json cannot see, each naming the value at fault.
 {{- if $errs }}
 {{- fail (printf "invalid values:\n- %s" (join "\n- " $errs)) }}
 {{- end }}
+{{- end }}
+
+{{/*
+bridge.credentialProblems (credentials, from bridge.credentials or
+bridge.replicaCredentials): what is wrong with the bus credentials, as a
+JSON list of messages naming the values (replica.* for the replica's).
+Credentials come from existing Secrets only.
+*/}}
+{{- define "bridge.credentialProblems" -}}
+{{- $at := ternary "replica." "" (eq .prefix "REPLICA") }}
+{{- $errs := list }}
+{{- $secretKeys := list }}
+{{- $tlsKeys := list }}
+{{- with .nats }}
+{{- $secretKeys = concat $secretKeys (list (list "nats.passwordKey" .passwordKey) (list "nats.tokenKey" .tokenKey) (list "nats.credsKey" .credsKey) (list "nats.nkeySeedKey" .nkeySeedKey)) }}
+{{- $tlsKeys = append $tlsKeys (list "nats.tls" .tls) }}
+{{- if and .passwordKey (not .user) }}
+{{- $errs = append $errs (printf "%snats.passwordKey needs %snats.user" $at $at) }}
+{{- end }}
+{{- end }}
+{{- with .kafka }}
+{{- $s := .sasl }}
+{{- $secretKeys = concat $secretKeys (list (list "kafka.sasl.usernameKey" $s.usernameKey) (list "kafka.sasl.passwordKey" $s.passwordKey)) }}
+{{- $tlsKeys = append $tlsKeys (list "kafka.tls" .tls) }}
+{{- if and $s.username $s.usernameKey }}
+{{- $errs = append $errs (printf "%skafka.sasl: set username or usernameKey, not both" $at) }}
+{{- end }}
+{{- if $s.mechanism }}
+{{- if not (or $s.username $s.usernameKey) }}
+{{- $errs = append $errs (printf "%skafka.sasl.mechanism=%s needs %skafka.sasl.username or %skafka.sasl.usernameKey" $at $s.mechanism $at $at) }}
+{{- end }}
+{{- if not $s.passwordKey }}
+{{- $errs = append $errs (printf "%skafka.sasl.mechanism=%s needs %skafka.sasl.passwordKey, the key of %sexistingSecret that holds the password" $at $s.mechanism $at $at) }}
+{{- end }}
+{{- else if or $s.username $s.usernameKey $s.passwordKey }}
+{{- $errs = append $errs (printf "%skafka.sasl: a username or password is set but %skafka.sasl.mechanism is not" $at $at) }}
+{{- end }}
+{{- end }}
+{{- range $k := $secretKeys }}
+{{- if and (index $k 1) (not $.secret) }}
+{{- $errs = append $errs (printf "%s%s needs %sexistingSecret, the Secret that holds key %q" $at (index $k 0) $at (index $k 1)) }}
+{{- end }}
+{{- end }}
+{{- range $t := $tlsKeys }}
+{{- $name := printf "%s%s" $at (index $t 0) }}
+{{- $tls := index $t 1 }}
+{{- if and (or $tls.caKey $tls.certKey $tls.keyKey) (not (or $tls.existingSecret $.secret)) }}
+{{- $errs = append $errs (printf "%s: the TLS keys need %s.existingSecret or %sexistingSecret" $name $name $at) }}
+{{- end }}
+{{- if ne (not $tls.certKey) (not $tls.keyKey) }}
+{{- $errs = append $errs (printf "%s: certKey and keyKey go together" $name) }}
+{{- end }}
+{{- end }}
+{{- toJson $errs }}
 {{- end }}
