@@ -16,3 +16,15 @@ type DiscoveryLog interface {
 	// never stops it.
 	Follow(ctx context.Context, fn func(wire.Discovery) error) error
 }
+
+// DiscoverySynced is implemented by a DiscoveryLog that tells when it has
+// read the bus to its end once: a reader that serves from the documents
+// knows from it that what it holds is the bus's discovery, and not only
+// the part read so far.
+type DiscoverySynced interface {
+	// Synced is closed once a Follow call has passed to its fn every
+	// document the bus held when the call began reading, or found that it
+	// held none. While the bus cannot be read (no stream or topic yet,
+	// the server unreachable), it stays open.
+	Synced() <-chan struct{}
+}

@@ -157,7 +157,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	ops, err := httpserver.New(cfg.MetricsAddr, reg, func() error { return nil }, log)
+	ops, err := httpserver.New(cfg.MetricsAddr, reg, srv.Ready, log)
 	if err != nil {
 		return fmt.Errorf("REPLICA_METRICS_ADDR: %w", err)
 	}
@@ -187,7 +187,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		errs <- err
 	}()
-	log.Info("replica: ready", "listen", ln.Addr().String(), "metrics", ops.Addr(), "bus", cfg.Bus)
+	log.Info("replica: serving; ready once the discovery is read (/readyz)", "listen", ln.Addr().String(), "metrics", ops.Addr(), "bus", cfg.Bus)
 	var first error
 	select {
 	case <-ctx.Done():

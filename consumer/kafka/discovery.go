@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"maps"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -60,12 +61,19 @@ type DiscoveryLog struct {
 	skipped atomic.Int64
 	// mismatched are the keys whose mismatched document was logged.
 	mismatched *logonce.Keys
+	// synced is closed, once, by the first Follow call that reads to the
+	// end offsets.
+	synced     chan struct{}
+	syncedOnce sync.Once
 }
 
 // mismatchLogged is how many keys' mismatched documents are logged.
 const mismatchLogged = 100
 
-var _ consumer.DiscoveryLog = (*DiscoveryLog)(nil)
+var (
+	_ consumer.DiscoveryLog    = (*DiscoveryLog)(nil)
+	_ consumer.DiscoverySynced = (*DiscoveryLog)(nil)
+)
 
 // NewDiscoveryLog returns the DiscoveryLog of the topic
 // wire.DiscoveryTopic(cfg.TopicPrefix) (cfg.Topic does not matter: the
@@ -90,8 +98,13 @@ func NewDiscoveryLog(client *kgo.Client, cfg Config, logger *slog.Logger) (*Disc
 		logger = slog.New(slog.DiscardHandler)
 	}
 	return &DiscoveryLog{client: client, admin: kadm.NewClient(client), topic: topic, log: logger.With("topic", topic),
-		mismatched: logonce.New(mismatchLogged)}, nil
+		mismatched: logonce.New(mismatchLogged), synced: make(chan struct{})}, nil
 }
+
+// Synced implements consumer.DiscoverySynced: it is closed once a Follow
+// call has passed on the documents up to the end offsets it found when it
+// began.
+func (l *DiscoveryLog) Synced() <-chan struct{} { return l.synced }
 
 // Topic is the topic the DiscoveryLog reads.
 func (l *DiscoveryLog) Topic() string { return l.topic }
@@ -225,6 +238,7 @@ func (l *DiscoveryLog) follow(ctx context.Context, fn func(wire.Discovery) error
 			}
 			latest = nil
 			read = true
+			l.syncedOnce.Do(func() { close(l.synced) })
 		}
 		pctx, cancel := context.WithTimeout(ctx, pollWait)
 		fetches := cl.PollFetches(pctx)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -52,12 +53,19 @@ type DiscoveryLog struct {
 	skipped atomic.Int64
 	// mismatched are the subjects whose mismatched document was logged.
 	mismatched *logonce.Keys
+	// synced is closed, once, by the first Follow call that reads to the
+	// end of the stream.
+	synced     chan struct{}
+	syncedOnce sync.Once
 }
 
 // mismatchLogged is how many subjects' mismatched documents are logged.
 const mismatchLogged = 100
 
-var _ consumer.DiscoveryLog = (*DiscoveryLog)(nil)
+var (
+	_ consumer.DiscoveryLog    = (*DiscoveryLog)(nil)
+	_ consumer.DiscoverySynced = (*DiscoveryLog)(nil)
+)
 
 // NewDiscoveryLog returns the DiscoveryLog of the stream cfg names, under
 // cfg's subject prefix (cfg.Subject does not matter). It does not contact
@@ -75,8 +83,15 @@ func NewDiscoveryLog(js jetstream.JetStream, cfg Config, logger *slog.Logger) (*
 	}
 	filter := wire.DiscoverySubjects(cfg.SubjectPrefix)
 	return &DiscoveryLog{js: js, stream: cfg.Stream, filter: filter, log: logger.With("stream", cfg.Stream, "filter", filter),
-		mismatched: logonce.New(mismatchLogged)}, nil
+		mismatched: logonce.New(mismatchLogged), synced: make(chan struct{})}, nil
 }
+
+// Synced implements consumer.DiscoverySynced: it is closed once a Follow
+// call's consumer has no message pending, every document stored when it
+// was made passed on (or skipped).
+func (l *DiscoveryLog) Synced() <-chan struct{} { return l.synced }
+
+func (l *DiscoveryLog) markSynced() { l.syncedOnce.Do(func() { close(l.synced) }) }
 
 // Skipped is how many documents Follow calls have skipped, as they did
 // not decode or were not their subject's cluster's.
@@ -141,32 +156,47 @@ func (l *DiscoveryLog) follow(ctx context.Context, fn func(wire.Discovery) error
 	defer it.Stop()
 	stop := context.AfterFunc(ctx, it.Stop)
 	defer stop()
+	if ci := cons.CachedInfo(); ci != nil && ci.NumPending == 0 {
+		l.markSynced()
+	}
 	for {
 		msg, err := it.Next()
 		if err != nil {
 			return true, fmt.Errorf("nats consumer: read stream %s: %w", l.stream, err)
 		}
-		if ct := msg.Headers().Get(wire.NATSContentTypeHeader); ct != wire.DiscoveryContentType {
-			l.skip(msg.Subject(), fmt.Errorf("Content-Type %q, not %s", ct, wire.DiscoveryContentType))
-			continue
+		if err := l.pass(msg, fn); err != nil {
+			return true, err
 		}
-		d, err := wire.UnmarshalDiscovery(msg.Data())
-		if err != nil {
-			l.skip(msg.Subject(), err)
-			continue
-		}
-		if token := msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]; token != wire.EscapeToken(d.Cluster) {
-			l.skipped.Add(1)
-			if l.mismatched.First(msg.Subject()) {
-				l.log.Warn("nats consumer: skipped a discovery document of another cluster than its subject's (logged once per subject)",
-					"subject", msg.Subject(), "cluster", bounded.Abbrev(d.Cluster))
-			}
-			continue
-		}
-		if err := fn(d); err != nil {
-			return true, &fnError{err}
+		if md, err := msg.Metadata(); err == nil && md.NumPending == 0 {
+			l.markSynced()
 		}
 	}
+}
+
+// pass hands msg's document to fn, or skips it; its error is fn's, as an
+// *fnError.
+func (l *DiscoveryLog) pass(msg jetstream.Msg, fn func(wire.Discovery) error) error {
+	if ct := msg.Headers().Get(wire.NATSContentTypeHeader); ct != wire.DiscoveryContentType {
+		l.skip(msg.Subject(), fmt.Errorf("Content-Type %q, not %s", ct, wire.DiscoveryContentType))
+		return nil
+	}
+	d, err := wire.UnmarshalDiscovery(msg.Data())
+	if err != nil {
+		l.skip(msg.Subject(), err)
+		return nil
+	}
+	if token := msg.Subject()[strings.LastIndexByte(msg.Subject(), '.')+1:]; token != wire.EscapeToken(d.Cluster) {
+		l.skipped.Add(1)
+		if l.mismatched.First(msg.Subject()) {
+			l.log.Warn("nats consumer: skipped a discovery document of another cluster than its subject's (logged once per subject)",
+				"subject", msg.Subject(), "cluster", bounded.Abbrev(d.Cluster))
+		}
+		return nil
+	}
+	if err := fn(d); err != nil {
+		return &fnError{err}
+	}
+	return nil
 }
 
 func (l *DiscoveryLog) skip(subject string, err error) {

@@ -15,9 +15,14 @@ import (
 type discovery struct {
 	mu   sync.RWMutex
 	docs map[string]wire.Discovery
+	// first is closed once a document is held.
+	first     chan struct{}
+	firstOnce sync.Once
 }
 
-func newDiscovery() *discovery { return &discovery{docs: map[string]wire.Discovery{}} }
+func newDiscovery() *discovery {
+	return &discovery{docs: map[string]wire.Discovery{}, first: make(chan struct{})}
+}
 
 // run follows log until ctx ends.
 func (d *discovery) run(ctx context.Context, log consumer.DiscoveryLog) error {
@@ -25,6 +30,7 @@ func (d *discovery) run(ctx context.Context, log consumer.DiscoveryLog) error {
 		d.mu.Lock()
 		d.docs[doc.Cluster] = doc
 		d.mu.Unlock()
+		d.firstOnce.Do(func() { close(d.first) })
 		return nil
 	})
 }

@@ -87,6 +87,8 @@ type Server struct {
 	wg      sync.WaitGroup
 	caches  map[cacheKey]*cacheEntry
 	running chan struct{}
+	// ready is closed once the discovery is read (Ready).
+	ready chan struct{}
 }
 
 type cacheKey struct {
@@ -133,7 +135,7 @@ func New(cfg Config) (*Server, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, disc: newDiscovery(), caches: map[cacheKey]*cacheEntry{}, running: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, disc: newDiscovery(), caches: map[cacheKey]*cacheEntry{}, running: make(chan struct{}), ready: make(chan struct{})}
 	m, err := newMetrics(cfg.Registerer, s)
 	if err != nil {
 		return nil, err
@@ -154,12 +156,59 @@ func (s *Server) Run(ctx context.Context) error {
 	s.ctx = ctx
 	close(s.running)
 	s.mu.Unlock()
+	go s.awaitDiscovery(ctx)
 	err := s.disc.run(ctx, s.cfg.Discovery)
 	s.wg.Wait()
 	if ctx.Err() != nil {
 		return ctx.Err()
 	}
 	return fmt.Errorf("replica: discovery: %w", err)
+}
+
+// Ready is nil once the replica serves the discovery the bus holds, and
+// says what it waits for until then; it is the replica's readiness. The
+// discovery is read once Config.Discovery has read the bus to its end,
+// when it tells (consumer.DiscoverySynced, as consumer/nats's and
+// consumer/kafka's do): it then holds every cluster's document the bus
+// held, or the bus held none. A DiscoveryLog that cannot tell is taken as
+// read once it passed a first document, or SyncTimeout after Run began,
+// which is logged.
+func (s *Server) Ready() error {
+	select {
+	case <-s.ready:
+		return nil
+	default:
+	}
+	select {
+	case <-s.running:
+	default:
+		return errors.New("replica: not running yet")
+	}
+	return errors.New("replica: the discovery documents are not read yet: the bus cannot be read, or holds no discovery stream or topic (no bridge has published to it yet)")
+}
+
+// awaitDiscovery closes s.ready once the discovery is read (Ready).
+func (s *Server) awaitDiscovery(ctx context.Context) {
+	if ds, ok := s.cfg.Discovery.(consumer.DiscoverySynced); ok {
+		select {
+		case <-ds.Synced():
+			s.log.Info("replica: ready: discovery read to the end of the bus", "clusters", len(s.disc.clusters()))
+			close(s.ready)
+		case <-ctx.Done():
+		}
+		return
+	}
+	t := time.NewTimer(s.cfg.SyncTimeout)
+	defer t.Stop()
+	select {
+	case <-s.disc.first:
+		s.log.Info("replica: ready: a first discovery document read (the discovery log cannot tell when it has read the bus to its end)")
+	case <-t.C:
+		s.log.Warn("replica: ready without a discovery document: none within the sync timeout, and the discovery log cannot tell whether the bus holds any", "timeout", s.cfg.SyncTimeout.String())
+	case <-ctx.Done():
+		return
+	}
+	close(s.ready)
 }
 
 // store returns the cache of res in cluster, started on first use, once
