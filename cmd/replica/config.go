@@ -56,8 +56,15 @@ type Config struct {
 	// it serves no object.
 	MetricsAddr string `env:"REPLICA_METRICS_ADDR" envDefault:":9090" help:"plain HTTP address of /metrics, /healthz and /readyz (no data is served there)"`
 	// 1024 changes: a burst is absorbed, a reader that stopped is cut.
-	WatchQueue int        `env:"REPLICA_WATCH_QUEUE" envDefault:"1024" help:"how many changes a watcher may fall behind before its watch is cut"`
-	LogLevel   slog.Level `env:"REPLICA_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	WatchQueue int `env:"REPLICA_WATCH_QUEUE" envDefault:"1024" help:"how many changes a watcher may fall behind before its watch is cut"`
+	// 10000: each watch holds a connection, a goroutine and up to
+	// REPLICA_WATCH_QUEUE changes; that many stay within a pod's memory
+	// and file limits.
+	MaxWatches int `env:"REPLICA_MAX_WATCHES" envDefault:"10000" help:"watches served at once, every user's together; one more is refused, 429"`
+	// 1000: a client that leaks watches cannot take them all, and an
+	// informer holds only one per resource.
+	MaxWatchesPerUser int        `env:"REPLICA_MAX_WATCHES_PER_USER" envDefault:"1000" help:"watches served at once to one authenticated user name; one more is refused, 429"`
+	LogLevel          slog.Level `env:"REPLICA_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 }
 
 // parseConfig reads environ and reports every problem at once, each naming
@@ -116,6 +123,12 @@ func parseConfig(environ []string) (Config, error) {
 	}
 	if c.WatchQueue < 1 {
 		p.Add("REPLICA_WATCH_QUEUE", "%d is not a queue length: at least 1", c.WatchQueue)
+	}
+	if c.MaxWatches < 1 {
+		p.Add("REPLICA_MAX_WATCHES", "%d watches: at least 1", c.MaxWatches)
+	}
+	if c.MaxWatchesPerUser < 1 {
+		p.Add("REPLICA_MAX_WATCHES_PER_USER", "%d watches: at least 1", c.MaxWatchesPerUser)
 	}
 	return c, p.Err()
 }

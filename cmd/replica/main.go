@@ -146,13 +146,15 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	srv, err = replica.New(replica.Config{
-		Discovery:        disc,
-		NewListerWatcher: newLW,
-		Authenticator:    authn,
-		Rules:            rules,
-		Cache:            cache.Options{QueueLength: cfg.WatchQueue},
-		Logger:           log,
-		Registerer:       reg,
+		Discovery:         disc,
+		NewListerWatcher:  newLW,
+		Authenticator:     authn,
+		Rules:             rules,
+		Cache:             cache.Options{QueueLength: cfg.WatchQueue},
+		MaxWatches:        cfg.MaxWatches,
+		MaxWatchesPerUser: cfg.MaxWatchesPerUser,
+		Logger:            log,
+		Registerer:        reg,
 	})
 	if err != nil {
 		return err

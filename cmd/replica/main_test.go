@@ -9,11 +9,11 @@ import (
 // An invalid configuration exits 2 and names every variable at fault.
 func TestInvalidConfigNamesEveryVariable(t *testing.T) {
 	var out bytes.Buffer
-	code := run(nil, []string{"REPLICA_BUS=rabbit", "REPLICA_WATCH_QUEUE=0"}, &out)
+	code := run(nil, []string{"REPLICA_BUS=rabbit", "REPLICA_WATCH_QUEUE=0", "REPLICA_MAX_WATCHES=0", "REPLICA_MAX_WATCHES_PER_USER=-1"}, &out)
 	if code != 2 {
 		t.Fatalf("exit %d, want 2:\n%s", code, out.String())
 	}
-	for _, v := range []string{"REPLICA_BUS", "REPLICA_TLS_CERT_FILE", "REPLICA_TLS_KEY_FILE", "REPLICA_RULES_FILE", "REPLICA_CLIENT_CA_FILE", "REPLICA_WATCH_QUEUE"} {
+	for _, v := range []string{"REPLICA_BUS", "REPLICA_TLS_CERT_FILE", "REPLICA_TLS_KEY_FILE", "REPLICA_RULES_FILE", "REPLICA_CLIENT_CA_FILE", "REPLICA_WATCH_QUEUE", "REPLICA_MAX_WATCHES", "REPLICA_MAX_WATCHES_PER_USER"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("the report does not name %s:\n%s", v, out.String())
 		}
@@ -31,7 +31,7 @@ func TestHelpListsVariables(t *testing.T) {
 		"REPLICA_NATS_TLS_CA_FILE", "REPLICA_NATS_TLS_CERT_FILE", "REPLICA_NATS_TLS_KEY_FILE",
 		"REPLICA_KAFKA_TLS", "REPLICA_KAFKA_TLS_CA_FILE", "REPLICA_KAFKA_TLS_CERT_FILE", "REPLICA_KAFKA_TLS_KEY_FILE", "REPLICA_KAFKA_TLS_SERVER_NAME",
 		"REPLICA_KAFKA_SASL_MECHANISM", "REPLICA_KAFKA_SASL_USERNAME", "REPLICA_KAFKA_SASL_PASSWORD",
-		"REPLICA_LISTEN", "REPLICA_TLS_CERT_FILE", "REPLICA_TLS_KEY_FILE", "REPLICA_CLIENT_CA_FILE", "REPLICA_TOKEN_FILE", "REPLICA_RULES_FILE", "REPLICA_METRICS_ADDR", "REPLICA_WATCH_QUEUE", "REPLICA_LOG_LEVEL"} {
+		"REPLICA_LISTEN", "REPLICA_TLS_CERT_FILE", "REPLICA_TLS_KEY_FILE", "REPLICA_CLIENT_CA_FILE", "REPLICA_TOKEN_FILE", "REPLICA_RULES_FILE", "REPLICA_METRICS_ADDR", "REPLICA_WATCH_QUEUE", "REPLICA_MAX_WATCHES", "REPLICA_MAX_WATCHES_PER_USER", "REPLICA_LOG_LEVEL"} {
 		if !strings.Contains(out.String(), v) {
 			t.Errorf("--help does not list %s", v)
 		}

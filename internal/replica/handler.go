@@ -155,6 +155,25 @@ func (s *Server) serveResource(w http.ResponseWriter, r *http.Request, st resour
 		handlers.GetResource(st, scope).ServeHTTP(w, r)
 		return
 	}
+	if info.Verb == "watch" {
+		// The caps count from here, after authentication and
+		// authorization, until the handler returns: the client gone, the
+		// timeout, or the watch cut.
+		var name string
+		if u, ok := request.UserFrom(r.Context()); ok {
+			name = u.GetName()
+		}
+		release, err := s.caps.take(name)
+		if err != nil {
+			var ce *capError
+			if errors.As(err, &ce) {
+				s.m.refused.WithLabelValues(ce.cap).Inc()
+			}
+			writeStatus(w, r, apierrors.NewTooManyRequests(err.Error(), 1), "")
+			return
+		}
+		defer release()
+	}
 	// The legacy /watch/ path carries no ?watch=true: RequestInfo reads
 	// it as a watch, and it was authorized as one, so it is served as one.
 	handlers.ListResource(st, st, scope, info.Verb == "watch", s.cfg.MinRequestTimeout).ServeHTTP(w, r)

@@ -22,6 +22,7 @@ type metrics struct {
 	served   prometheus.Counter
 	denials  *prometheus.CounterVec
 	cut      prometheus.Counter
+	refused  *prometheus.CounterVec
 }
 
 func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
@@ -46,11 +47,18 @@ func newMetrics(reg prometheus.Registerer, s *Server) (*metrics, error) {
 			Name: "kubebus_replica_watchers_cut_total",
 			Help: "Watches ended because the client read slower than changes arrived (REPLICA_WATCH_QUEUE).",
 		}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kubebus_replica_watches_refused_total",
+			Help: "Watches refused, 429, by the cap they reached: total (REPLICA_MAX_WATCHES) or per_user (REPLICA_MAX_WATCHES_PER_USER).",
+		}, []string{"cap"}),
+	}
+	for _, c := range []string{"total", "per_user"} {
+		m.refused.WithLabelValues(c)
 	}
 	if reg == nil {
 		return m, nil
 	}
-	for _, c := range []prometheus.Collector{m.requests, m.watchers, m.served, m.denials, m.cut, cacheCollector{s}} {
+	for _, c := range []prometheus.Collector{m.requests, m.watchers, m.served, m.denials, m.cut, m.refused, cacheCollector{s}} {
 		if err := reg.Register(c); err != nil {
 			return nil, err
 		}

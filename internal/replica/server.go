@@ -36,6 +36,14 @@ const (
 	// DefaultMaxLimit clamps a list's limit: a bigger one is served in
 	// pages of this size, with a continue token.
 	DefaultMaxLimit = 5000
+	// DefaultMaxWatches bounds the watches served at once: each holds a
+	// connection, a goroutine and a queue of up to Cache.QueueLength
+	// changes, so that many stay within a pod's memory and file limits.
+	DefaultMaxWatches = 10000
+	// DefaultMaxWatchesPerUser bounds one user's watches at once, so that
+	// one client that leaks watches does not take all of
+	// DefaultMaxWatches; an informer holds one per resource.
+	DefaultMaxWatchesPerUser = 1000
 )
 
 // ListerWatcherFunc makes the ListerWatcher of resource gr of cluster, read
@@ -68,6 +76,12 @@ type Config struct {
 	MinRequestTimeout time.Duration
 	// MaxLimit: DefaultMaxLimit when zero.
 	MaxLimit int64
+	// MaxWatches: DefaultMaxWatches when zero. A watch past it is
+	// refused, 429.
+	MaxWatches int
+	// MaxWatchesPerUser, by authenticated user name:
+	// DefaultMaxWatchesPerUser when zero. A watch past it is refused, 429.
+	MaxWatchesPerUser int
 	// Logger receives what the server reports; nil discards it.
 	Logger *slog.Logger
 	// Registerer receives the metrics; nil registers none.
@@ -81,6 +95,7 @@ type Server struct {
 	log  *slog.Logger
 	disc *discovery
 	m    *metrics
+	caps *watchCaps
 
 	mu      sync.Mutex
 	ctx     context.Context // Run's, nil before
@@ -131,11 +146,17 @@ func New(cfg Config) (*Server, error) {
 	if cfg.MaxLimit <= 0 {
 		cfg.MaxLimit = DefaultMaxLimit
 	}
+	if cfg.MaxWatches <= 0 {
+		cfg.MaxWatches = DefaultMaxWatches
+	}
+	if cfg.MaxWatchesPerUser <= 0 {
+		cfg.MaxWatchesPerUser = DefaultMaxWatchesPerUser
+	}
 	log := cfg.Logger
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Server{cfg: cfg, log: log, disc: newDiscovery(), caches: map[cacheKey]*cacheEntry{}, running: make(chan struct{}), ready: make(chan struct{})}
+	s := &Server{cfg: cfg, log: log, disc: newDiscovery(), caps: newWatchCaps(cfg.MaxWatches, cfg.MaxWatchesPerUser), caches: map[cacheKey]*cacheEntry{}, running: make(chan struct{}), ready: make(chan struct{})}
 	m, err := newMetrics(cfg.Registerer, s)
 	if err != nil {
 		return nil, err
