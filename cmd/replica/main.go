@@ -189,7 +189,7 @@ func serve(ctx context.Context, cfg Config, log *slog.Logger) error {
 		}
 		errs <- err
 	}()
-	log.Info("replica: serving; ready once the discovery is read (/readyz)", "listen", ln.Addr().String(), "metrics", ops.Addr(), "bus", cfg.Bus)
+	log.Info("replica: serving", "listen", ln.Addr().String(), "metrics", ops.Addr(), "bus", cfg.Bus)
 	var first error
 	select {
 	case <-ctx.Done():

@@ -56,7 +56,7 @@ func startReplica(b *testing.B, bin string, cp *controlplane.ControlPlane, natsU
 	rules := filepath.Join(dir, "replica-rules.yaml")
 	writeFile(b, rules, replicaRules(cluster))
 	c := startChild(b, "replica", bin, append(env, "REPLICA_RULES_FILE="+rules))
-	line := c.waitLog(b, "replica: ready", time.Minute)
+	line := c.waitLog(b, "replica: serving", time.Minute)
 	var ready struct{ Listen string }
 	if err := json.Unmarshal(line.Raw, &ready); err != nil || ready.Listen == "" {
 		b.Fatalf("replica: no listen address in %s (%v)", line.Raw, err)

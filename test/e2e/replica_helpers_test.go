@@ -158,7 +158,7 @@ func (p *replicaProc) watchLogs(r io.Reader) {
 			Msg    string
 			Listen string
 		}
-		if json.Unmarshal(line, &rec) == nil && rec.Msg == "replica: ready" {
+		if json.Unmarshal(line, &rec) == nil && rec.Msg == "replica: serving" {
 			p.ready <- rec.Listen
 		}
 	}
