@@ -170,13 +170,16 @@ func testNATSLongObjectNames(t *testing.T, ckpt string) {
 
 	// A restart finds every object in the checkpoint: nothing is published
 	// again.
+	// Only the objects' subjects count: the cluster's discovery document
+	// (kube._discovery.e2e) is published once the first run has read its
+	// CRDs, which a run stopped as soon as it is ready may not have done.
 	before := natstest.StreamState(t, nc, "KUBE").LastSeq
 	r = startBridge(t, env, nil) // returns once the initial comparison is published
 	r.stop(t)
-	if after := natstest.StreamState(t, nc, "KUBE").LastSeq; after != before {
-		for _, e := range natsRead(t, nc, "KUBE", "kube.>", before) {
+	if again := natsRead(t, nc, "KUBE", "kube.e2e.>", before); len(again) > 0 {
+		for _, e := range again {
 			t.Logf("published again: %s %s at %s", e.msg.Action, shortName(e.msg.Name), e.msg.ResourceVersion)
 		}
-		t.Errorf("the restart published %d messages, want none", after-before)
+		t.Errorf("the restart published %d messages, want none", len(again))
 	}
 }

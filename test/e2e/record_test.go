@@ -19,6 +19,7 @@ import (
 	"github.com/kubebus/bridge/internal/metrics"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/test/poll"
+	"github.com/kubebus/bridge/wire"
 )
 
 // The bus is the record: whatever became of the bridge's checkpoint while
@@ -157,6 +158,23 @@ func publishedCount(t *testing.T, b bus, ns string) int {
 	return 0
 }
 
+// waitDiscoveryPublished waits until the bus holds the discovery document
+// of the cluster of b.env: on NATS it shares the stream whose last
+// sequence publishedCount reads, so a run killed before publishing it
+// would leave it to the next run.
+func waitDiscoveryPublished(t *testing.T, b bus) {
+	t.Helper()
+	nb, ok := b.(*natsBus)
+	if !ok {
+		return // Kafka: the document has a topic of its own
+	}
+	subject := wire.DiscoverySubject("kube", "e2e")
+	nc := nb.srv.Conn(t)
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		return natsCount(t, nc, "KUBE", subject) == 1, "no discovery document on " + subject
+	})
+}
+
 // TestCRDDeletedWhileDown: a bridge watching everything publishes the 10
 // objects of a CRD and stops; the CRD is deleted; the bridge starts
 // again. In a state layout the bus is the record, and must hold none of
@@ -269,6 +287,7 @@ func TestViewCrashRepeatsNothing(t *testing.T) {
 			createConfigMap(t, ns, fmt.Sprintf("cm-%02d", i))
 		}
 		poll.Until(t, 30*time.Second, func() (bool, string) { return sameAsList(t, ns, b.read(t, ns)) })
+		waitDiscoveryPublished(t, b)
 		before := publishedCount(t, b, ns)
 		p.kill(t)
 

@@ -422,7 +422,10 @@ func uncommittedOf(t *testing.T, srv *natstest.Server, bucket, resource, namespa
 type observer struct {
 	mu   sync.Mutex
 	msgs []stored
-	errs []string
+	// documents are the sequences of the cluster's discovery documents,
+	// which are no events.
+	documents []uint64
+	errs      []string
 }
 
 // stored is a message as the stream stored it.
@@ -495,6 +498,16 @@ func (o *observer) add(m jetstream.Msg) {
 		o.fail(fmt.Errorf("metadata of a message on %s: %w", m.Subject(), err))
 		return
 	}
+	if m.Headers().Get("Content-Type") == wire.DiscoveryContentType {
+		if _, err := wire.UnmarshalDiscovery(m.Data()); err != nil {
+			o.fail(fmt.Errorf("sequence %d: %w", md.Sequence.Stream, err))
+			return
+		}
+		o.mu.Lock()
+		defer o.mu.Unlock()
+		o.documents = append(o.documents, md.Sequence.Stream)
+		return
+	}
 	ev, err := wire.NATS.Decode(m.Data(), wire.Headers(m.Headers()))
 	if err != nil {
 		o.fail(fmt.Errorf("sequence %d: %w", md.Sequence.Stream, err))
@@ -503,6 +516,16 @@ func (o *observer) add(m jetstream.Msg) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	o.msgs = append(o.msgs, stored{seq: md.Sequence.Stream, at: md.Timestamp, ev: ev})
+}
+
+// seqs are the sequences of every message observed, in order.
+func (o *observer) seqs() []uint64 {
+	out := slices.Clone(o.documents)
+	for _, m := range o.msgs {
+		out = append(out, m.seq)
+	}
+	slices.Sort(out)
+	return out
 }
 
 func (o *observer) fail(err error) {
@@ -515,10 +538,11 @@ func (o *observer) fail(err error) {
 func (o *observer) lastSeq() uint64 {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if len(o.msgs) == 0 {
+	seqs := o.seqs()
+	if len(seqs) == 0 {
 		return 0
 	}
-	return o.msgs[len(o.msgs)-1].seq
+	return seqs[len(seqs)-1]
 }
 
 // stores reports whether the stream stored an event of the object
@@ -583,11 +607,11 @@ func (o *observer) check(t *testing.T, last uint64) {
 	}
 	var gaps []string
 	next := uint64(1)
-	for _, m := range o.msgs {
-		if m.seq != next {
-			gaps = append(gaps, fmt.Sprintf("%d..%d", next, m.seq-1))
+	for _, seq := range o.seqs() {
+		if seq != next {
+			gaps = append(gaps, fmt.Sprintf("%d..%d", next, seq-1))
 		}
-		next = m.seq + 1
+		next = seq + 1
 	}
 	if next != last+1 {
 		gaps = append(gaps, fmt.Sprintf("%d..%d", next, last))
