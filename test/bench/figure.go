@@ -13,11 +13,14 @@
 package bench
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
+	"strconv"
 	"strings"
 )
 
@@ -32,6 +35,13 @@ type Figure struct {
 	Scenario string `json:"scenario"`
 	// Name says what was measured, e.g. "NATS JetStream, 4 KiB messages".
 	Name string `json:"name"`
+	// Row groups the figures one set of runs measured, e.g. a throughput
+	// row's CPU per message and its messages per second; the report lists
+	// them together, by Order. Empty, the figure is a row of its own,
+	// named Name.
+	Row string `json:"row,omitempty"`
+	// Order places the figure within its row, the lowest first.
+	Order int `json:"order,omitempty"`
 	// Unit of Bridge and Baseline, e.g. "msg/s", "ms", "MiB", "B/object".
 	Unit     string  `json:"unit"`
 	Bridge   float64 `json:"bridge"`
@@ -42,12 +52,163 @@ type Figure struct {
 	// figures reported without a target.
 	Target string `json:"target,omitempty"`
 	// Met reports whether the target holds; ignored without a Target.
+	// With a Verdict it is true only when the verdict is VerdictMet.
 	Met bool `json:"met"`
+	// Verdict is VerdictMet, VerdictNotMet or VerdictUnclear, set by
+	// Judge; figures saved without one are judged by Met (see Outcome).
+	Verdict string `json:"verdict,omitempty"`
+	// Rounds is how many rounds the figure was measured in, each a run of
+	// the bridge paired with a run of the baseline; 0 for a figure
+	// measured once.
+	Rounds int `json:"rounds,omitempty"`
+	// SpreadLow and SpreadHigh are the least and the greatest per-round
+	// value of the quantity the target is on (bridge ÷ baseline of each
+	// round, or the bridge's own value where the target names the
+	// bridge); meaningful only with Rounds.
+	SpreadLow  float64 `json:"spreadLow,omitempty"`
+	SpreadHigh float64 `json:"spreadHigh,omitempty"`
 	// Note adds context: sample sizes, settings.
 	Note string `json:"note,omitempty"`
 	// Difference compares by Bridge − Baseline rather than by their ratio,
 	// for figures such as latencies whose target is a margin.
 	Difference bool `json:"difference,omitempty"`
+}
+
+// The verdicts of a figure on its target.
+const (
+	VerdictMet    = "met"
+	VerdictNotMet = "not met"
+	// VerdictUnclear is a figure whose rounds disagree: some meet the
+	// target, some do not, so the spread across rounds reaches across it
+	// and the noise of the machine is larger than the distance between
+	// the figure and its target.
+	VerdictUnclear = "unclear"
+)
+
+// Bound is a target on a quantity: at least, or at most, Limit.
+type Bound struct {
+	Limit  float64
+	AtMost bool
+}
+
+// AtLeast is the target "≥ limit".
+func AtLeast(limit float64) Bound { return Bound{Limit: limit} }
+
+// AtMost is the target "≤ limit".
+func AtMost(limit float64) Bound { return Bound{Limit: limit, AtMost: true} }
+
+// Holds reports whether v meets the bound.
+func (t Bound) Holds(v float64) bool {
+	if t.AtMost {
+		return v <= t.Limit
+	}
+	return v >= t.Limit
+}
+
+// String is the bound in words, e.g. "≥ 1.0×" or "≤ 1.25×".
+func (t Bound) String() string {
+	op := "≥"
+	if t.AtMost {
+		op = "≤"
+	}
+	limit := strconv.FormatFloat(t.Limit, 'f', -1, 64)
+	if !strings.Contains(limit, ".") {
+		limit += ".0"
+	}
+	return op + " " + limit + "×"
+}
+
+// Judge holds f to target, worded as text: value is the quantity the
+// target is on (f.Ratio(), or the bridge's own value), perRound the same
+// quantity in each round, none for a figure measured once. It sets
+// Target, Rounds, the spread, Verdict and Met: unclear when the rounds
+// disagree on the target, else whether value meets it.
+func (f *Figure) Judge(text string, target Bound, value float64, perRound []float64) {
+	f.Target = text
+	f.Rounds = len(perRound)
+	f.SpreadLow, f.SpreadHigh = 0, 0
+	f.Verdict = VerdictNotMet
+	if target.Holds(value) {
+		f.Verdict = VerdictMet
+	}
+	if len(perRound) > 0 {
+		f.SpreadLow, f.SpreadHigh = slices.Min(perRound), slices.Max(perRound)
+		if target.Holds(f.SpreadLow) != target.Holds(f.SpreadHigh) {
+			f.Verdict = VerdictUnclear
+		}
+	}
+	f.Met = f.Verdict == VerdictMet
+}
+
+// Spread records, for a figure without a target, the rounds it was
+// measured in and the least and greatest of perRound, each round's
+// bridge ÷ baseline.
+func (f *Figure) Spread(perRound []float64) {
+	f.Rounds = len(perRound)
+	if len(perRound) > 0 {
+		f.SpreadLow, f.SpreadHigh = slices.Min(perRound), slices.Max(perRound)
+	}
+}
+
+// Outcome is the verdict on f's target: its Verdict, or for a figure
+// judged by Met alone (as figures saved before verdicts were), met or not
+// met; empty without a target.
+func (f Figure) Outcome() string {
+	switch {
+	case f.Target == "":
+		return ""
+	case f.Verdict != "":
+		return f.Verdict
+	case f.Met:
+		return VerdictMet
+	default:
+		return VerdictNotMet
+	}
+}
+
+// RowName is the row f is listed in: its Row, or its Name.
+func (f Figure) RowName() string {
+	if f.Row != "" {
+		return f.Row
+	}
+	return f.Name
+}
+
+// Compare orders figures as the report lists them: by scenario, then by
+// row, then by their order within the row, then by name.
+func Compare(a, b Figure) int {
+	return cmp.Or(
+		strings.Compare(a.Scenario, b.Scenario),
+		strings.Compare(a.RowName(), b.RowName()),
+		cmp.Compare(a.Order, b.Order),
+		strings.Compare(a.Name, b.Name),
+	)
+}
+
+// SpreadText is the spread across rounds in words, e.g. "0.91–1.07 over
+// 5 rounds"; empty for a figure measured once.
+func (f Figure) SpreadText() string {
+	if f.Rounds == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.3f–%.3f over %d rounds", f.SpreadLow, f.SpreadHigh, f.Rounds)
+}
+
+// Summary is f in one line, as a benchmark logs it.
+func (f Figure) Summary() string {
+	compared := fmt.Sprintf("ratio %.3f", f.Ratio())
+	if f.Difference {
+		compared = fmt.Sprintf("difference %+.1f %s", f.Bridge-f.Baseline, f.Unit)
+	}
+	if s := f.SpreadText(); s != "" {
+		compared += " (" + s + ")"
+	}
+	verdict := ""
+	if v := f.Outcome(); v != "" {
+		verdict = " — target " + f.Target + ": " + v
+	}
+	return fmt.Sprintf("%s, %s: bridge %.4g %s, %s %.4g %s, %s%s", f.Scenario, f.Name, f.Bridge, f.Unit,
+		f.BaselineName, f.Baseline, f.Unit, compared, verdict)
 }
 
 // Ratio is Bridge / Baseline, or 0 when the baseline is 0.

@@ -1,7 +1,6 @@
 package bench
 
 import (
-	"fmt"
 	"os"
 	"regexp"
 	"strings"
@@ -19,19 +18,7 @@ func record(b *testing.B, f Figure) {
 	name := metricName.ReplaceAllString(strings.ToLower(f.Name+"-"+f.Unit), "_")
 	b.ReportMetric(f.Bridge, "bridge-"+name)
 	b.ReportMetric(f.Baseline, "baseline-"+name)
-	verdict := ""
-	if f.Target != "" {
-		verdict = " — target " + f.Target + ": missed"
-		if f.Met {
-			verdict = " — target " + f.Target + ": met"
-		}
-	}
-	compared := fmt.Sprintf("ratio %.3f", f.Ratio())
-	if f.Difference {
-		compared = fmt.Sprintf("difference %+.1f %s", f.Bridge-f.Baseline, f.Unit)
-	}
-	b.Logf("%s, %s: bridge %.4g %s, %s %.4g %s, %s%s", f.Scenario, f.Name, f.Bridge, f.Unit,
-		f.BaselineName, f.Baseline, f.Unit, compared, verdict)
+	b.Log(f.Summary())
 	if dir := os.Getenv(ResultsEnv); dir != "" {
 		if err := f.Save(dir); err != nil {
 			b.Fatal(err)

@@ -38,24 +38,27 @@ func main() {
 	out := flag.String("out", "docs/benchmarks.md", "report to write")
 	run := flag.String("bench", ".", "which scenario benchmarks to run (a go test -bench pattern)")
 	micro := flag.Bool("micro", true, "run the micro-benchmarks too")
+	from := flag.String("from", "", "write the report from the figures saved in this directory (a "+bench.ResultsEnv+" directory) instead of running the scenarios")
 	flag.Parse()
-	if err := report(*out, *run, *micro); err != nil {
+	if err := report(*out, *run, *micro, *from); err != nil {
 		fmt.Fprintln(os.Stderr, "benchreport:", err)
 		os.Exit(1)
 	}
 }
 
-func report(out, pattern string, micro bool) error {
+func report(out, pattern string, micro bool, from string) error {
 	began := time.Now()
-	dir, err := os.MkdirTemp("", "bench-results-")
-	if err != nil {
-		return err
-	}
-	defer os.RemoveAll(dir)
-
 	scenarioArgs := []string{"test", "-run", "^$", "-bench", pattern, "-benchtime", "1x", "-count", "1", "-timeout", "90m", "./test/bench"}
-	if _, err := goCmd(scenarioArgs, bench.ResultsEnv+"="+dir); err != nil {
-		return fmt.Errorf("scenarios: %w", err)
+	dir := from
+	if dir == "" {
+		var err error
+		if dir, err = os.MkdirTemp("", "bench-results-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(dir)
+		if _, err := goCmd(scenarioArgs, bench.ResultsEnv+"="+dir); err != nil {
+			return fmt.Errorf("scenarios: %w", err)
+		}
 	}
 	figures, err := bench.LoadFigures(dir)
 	if err != nil {
@@ -69,15 +72,23 @@ func report(out, pattern string, micro bool) error {
 		}
 	}
 
+	took := time.Since(began)
+	if from != "" {
+		// The scenarios ran before; their time is not known.
+		took = 0
+	}
 	var b bytes.Buffer
-	writeReport(&b, bench.ThisMachine(), figures, scenarioArgs, microArgs, microOut, time.Since(began))
+	writeReport(&b, bench.ThisMachine(), figures, scenarioArgs, microArgs, microOut, took)
 	if err := os.WriteFile(out, b.Bytes(), 0o644); err != nil {
 		return err
 	}
 	fmt.Printf("wrote %s (%d figures)\n", out, len(figures))
 	for _, f := range figures {
-		if f.Target != "" && !f.Met {
+		switch f.Outcome() {
+		case bench.VerdictNotMet:
 			fmt.Printf("target missed: %s, %s: %s\n", f.Scenario, f.Name, f.Target)
+		case bench.VerdictUnclear:
+			fmt.Printf("target unclear: %s, %s: %s, rounds spread %s\n", f.Scenario, f.Name, f.Target, f.SpreadText())
 		}
 	}
 	return nil
@@ -98,30 +109,29 @@ func goCmd(args []string, env ...string) ([]byte, error) {
 
 func writeReport(w io.Writer, m bench.Machine, figures []bench.Figure, scenarioArgs, microArgs []string, micro []byte, took time.Duration) {
 	fmt.Fprintf(w, "# Benchmarks\n\n")
-	fmt.Fprintf(w, "Written by `make bench` (%s). Every figure is the bridge next to a baseline measured in the same run on the same machine, compared as bridge ÷ baseline, or for latencies as bridge − baseline.\n\n", took.Round(time.Second))
+	written := "Written by `make bench`"
+	if took > 0 {
+		written += fmt.Sprintf(" (%s)", took.Round(time.Second))
+	}
+	fmt.Fprintf(w, "%s. Every figure is the bridge next to a baseline measured in the same run on the same machine, compared as bridge ÷ baseline, or for latencies as bridge − baseline.\n\n", written)
 	fmt.Fprintf(w, "Machine: %d CPUs (%s), %.1f GiB memory, %s %s/%s.\n\n", m.CPUs, orUnknown(m.CPUModel), m.MemoryGiB, m.GoVersion, m.OS, m.Arch)
 	fmt.Fprintf(w, "To rerun: `make bench`, which runs\n\n```\ngo %s\ngo %s\n```\n\n", strings.Join(scenarioArgs, " "), strings.Join(microArgs, " "))
 
-	slices.SortStableFunc(figures, func(a, b bench.Figure) int {
-		return strings.Compare(a.Scenario+"\x00"+a.Name, b.Scenario+"\x00"+b.Name)
-	})
+	// Figures are listed by scenario, then by row, a row's figures in the
+	// order its scenario gave them (a throughput row's CPU per message
+	// before its msg/s), then by name.
+	slices.SortStableFunc(figures, bench.Compare)
 	fmt.Fprintf(w, "## Scenarios\n\n")
-	fmt.Fprintf(w, "| Scenario | Measured | Bridge | Baseline | Bridge ÷ baseline (or −) | Target | Met |\n")
-	fmt.Fprintf(w, "|---|---|---:|---:|---:|---|---|\n")
+	fmt.Fprintf(w, "A figure measured in rounds (a run of the bridge and one of the baseline each, alternating which goes first) shows its spread: the least and the greatest over its rounds of the quantity its target is on (each round's bridge ÷ baseline, or the bridge's own value where the target names the bridge), and how many rounds. Its target is unclear when the spread reaches across it: some rounds meet it, some do not.\n\n")
+	fmt.Fprintf(w, "| Scenario | Measured | Bridge | Baseline | Bridge ÷ baseline (or −) | Spread (rounds) | Target | Met |\n")
+	fmt.Fprintf(w, "|---|---|---:|---:|---:|---:|---|---|\n")
 	for _, f := range figures {
-		met := ""
-		if f.Target != "" {
-			met = "no"
-			if f.Met {
-				met = "yes"
-			}
-		}
 		compared := fmt.Sprintf("%.3f×", f.Ratio())
 		if f.Difference {
 			compared = fmt.Sprintf("%+.1f %s", f.Bridge-f.Baseline, f.Unit)
 		}
-		fmt.Fprintf(w, "| %s | %s | %s %s | %s %s (%s) | %s | %s | %s |\n",
-			f.Scenario, f.Name, num(f.Bridge), f.Unit, num(f.Baseline), f.Unit, f.BaselineName, compared, f.Target, met)
+		fmt.Fprintf(w, "| %s | %s | %s %s | %s %s (%s) | %s | %s | %s | %s |\n",
+			f.Scenario, f.Name, num(f.Bridge), f.Unit, num(f.Baseline), f.Unit, f.BaselineName, compared, spread(f), f.Target, met(f))
 	}
 	var notes []string
 	for _, f := range figures {
@@ -141,6 +151,28 @@ func writeReport(w io.Writer, m bench.Machine, figures []bench.Figure, scenarioA
 		}
 		fmt.Fprintf(w, "```\n")
 	}
+}
+
+// met is the Met column: yes, no or unclear; empty without a target.
+func met(f bench.Figure) string {
+	switch f.Outcome() {
+	case bench.VerdictMet:
+		return "yes"
+	case bench.VerdictNotMet:
+		return "no"
+	case bench.VerdictUnclear:
+		return "unclear"
+	}
+	return ""
+}
+
+// spread is the Spread column, e.g. "0.912–1.071 (5)"; empty for a figure
+// measured once.
+func spread(f bench.Figure) string {
+	if f.Rounds == 0 {
+		return ""
+	}
+	return fmt.Sprintf("%.3f–%.3f (%d)", f.SpreadLow, f.SpreadHigh, f.Rounds)
 }
 
 func num(v float64) string {
