@@ -183,10 +183,6 @@ func cpusPerMsg(n float64, rs []runResult) []float64 {
 	return out
 }
 
-// cpuPerMsg is the median CPU time per message, in µs, of runs that each
-// published n.
-func cpuPerMsg(n float64, rs []runResult) float64 { return median(cpusPerMsg(n, rs)) }
-
 // ratios are a[i] ÷ b[i]: each round's bridge ÷ baseline.
 func ratios(a, b []float64) []float64 {
 	out := make([]float64, min(len(a), len(b)))
