@@ -3,7 +3,10 @@
 //
 // It runs the scenario benchmarks of test/bench once each, then the
 // micro-benchmarks of the hot path with -benchmem, and writes both, with the
-// machine's description and the commands that produced them.
+// machine's description and the commands that produced them. With -from
+// DIR it runs no scenario and writes the report from the figures a run
+// saved in DIR (BENCH_RESULTS=DIR go test -run '^$' -bench ... ./test/bench),
+// e.g. to look at a few rows: -from DIR -micro=false -out /tmp/report.md.
 package main
 
 import (
