@@ -111,7 +111,7 @@ func TestFigureCompareOrdersRows(t *testing.T) {
 }
 
 func TestFigureWaitQuiet(t *testing.T) {
-	p := QuietPolicy{Limit: 1, Readings: 3, Every: time.Millisecond, Bound: time.Second}
+	p := QuietPolicy{Limit: 1, Readings: 3, Every: time.Millisecond, Bound: 50 * time.Millisecond}
 	readings := func(loads ...float64) func() (float64, error) {
 		return func() (float64, error) {
 			v := loads[0]
