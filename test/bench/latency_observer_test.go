@@ -35,10 +35,19 @@ func latencyCPUTime(pid int) time.Duration {
 	return time.Duration(utime+stime) * 10 * time.Millisecond
 }
 
+// latencyObservers are where startLatencyObserver puts what the observer
+// reports: the bare watch's, the bare informer's and the bus's arrivals,
+// and, with -kafka, the records its Log handed over (records may then be
+// nil for a NATS observer, which reports none).
+type latencyObservers struct {
+	watch, informer, bus, records *latencyArrivals
+}
+
 // startLatencyObserver runs cmd/observer (bin) with args, and adds the
-// arrivals it reports to watch, informer and bus. It returns once both of its
-// observers listen, and stops it when b ends.
-func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, watch, informer, bus *latencyArrivals) {
+// arrivals it reports to obs. It returns once its observers listen, and
+// stops it when b ends.
+func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, obs latencyObservers) {
+	watch, informer, bus, records := obs.watch, obs.informer, obs.bus, obs.records
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig}
@@ -89,6 +98,10 @@ func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig st
 				informer.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0])})
 			case len(f) == 6 && f[0] == "bus" && len(at) == 3:
 				bus.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0]), observed: time.Unix(0, at[1]), stored: time.Unix(0, at[2])})
+			case len(f) == 4 && f[0] == "bus" && len(at) == 1:
+				bus.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0])})
+			case len(f) == 5 && f[0] == "record" && len(at) == 2 && records != nil:
+				records.add(latencyKey{f[1], f[2]}, latencyArrival{at: time.Unix(0, at[0]), observed: time.Unix(0, at[1])})
 			default:
 				bus.mu.Lock()
 				bus.bad++

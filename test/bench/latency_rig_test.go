@@ -177,7 +177,7 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 		"-nats", srv.URL(),
 		"-stream", "KUBE",
 		"-subject", "kube." + latencyCluster + ".core.configmaps." + latencyNamespace + ".>",
-	}, cp.KubeconfigPath(), r.watch, r.informer, r.bus)
+	}, cp.KubeconfigPath(), latencyObservers{watch: r.watch, informer: r.informer, bus: r.bus})
 	return r
 }
 
