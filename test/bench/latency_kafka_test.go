@@ -126,6 +126,7 @@ func BenchmarkLatencyKafka(b *testing.B) {
 		"BRIDGE_CHECKPOINT=file:" + filepath.Join(b.TempDir(), "checkpoint.db"),
 		"BRIDGE_METRICS_ADDR=127.0.0.1:0",
 		"BRIDGE_LOG_FORMAT=json",
+		"GODEBUG=gctrace=1", // its garbage collections, with their pauses
 	})
 	r.bridge.waitLog(b, "ready", time.Minute)
 	startLatencyObserver(b, observerBin, []string{
@@ -137,6 +138,8 @@ func BenchmarkLatencyKafka(b *testing.B) {
 	// One writer, one update every latencyKafkaSpacing, going round the
 	// ConfigMaps.
 	loadBefore := latencyLoadAverage()
+	pid := r.bridge.cmd.Process.Pid
+	bridgeRun, bridgeWait := latencySched(pid)
 	var writes []latencyWrite
 	failed := 0
 	began := time.Now()
@@ -163,6 +166,13 @@ func BenchmarkLatencyKafka(b *testing.B) {
 	t.Stop()
 	took := time.Since(began)
 	loadAfter := latencyLoadAverage()
+	run, wait := latencySched(pid)
+	run, wait = run-bridgeRun, wait-bridgeWait
+	var pauses []time.Duration
+	for _, p := range latencyGCPauses(r.bridge, began, began.Add(took)) {
+		pauses = append(pauses, p.d)
+	}
+	slices.Sort(pauses)
 	if failed > 0 {
 		b.Errorf("%d updates failed", failed)
 	}
@@ -225,9 +235,11 @@ func BenchmarkLatencyKafka(b *testing.B) {
 	ms := func(ds []time.Duration, q float64) float64 { return latencyMillis(latencyPercentile(ds, q)) }
 	note := fmt.Sprintf("%d ConfigMap updates, one every %s (%d more before them not counted; the last %d took %s), going round %d ConfigMaps, "+
 		"bridge with BRIDGE_SINK=kafka and its defaults against kfake (3 brokers, over TCP); both informers in one process. "+
-		"Update calls took %.1f ms at p50 and %.1f ms at p99. 1-minute load average %s then %s on %d CPUs",
+		"Update calls took %.1f ms at p50 and %.1f ms at p99. 1-minute load average %s then %s on %d CPUs; "+
+		"while the updates ran, the bridge's threads ran %.2f s and waited %.2f s on a CPU's run queue, and its %d GC stop-the-world pauses took at most %.2f ms",
 		len(writes), latencyKafkaSpacing, latencyKafkaWarmUp, latencyKafkaWarmUp+latencyKafkaUpdates, took.Round(time.Millisecond),
-		latencyKafkaObjects, ms(s.calls, 0.5), ms(s.calls, 0.99), loadBefore, loadAfter, runtime.NumCPU())
+		latencyKafkaObjects, ms(s.calls, 0.5), ms(s.calls, 0.99), loadBefore, loadAfter, runtime.NumCPU(),
+		run.Seconds(), wait.Seconds(), len(pauses), ms(pauses, 1))
 	for _, q := range []struct {
 		name   string
 		q      float64
