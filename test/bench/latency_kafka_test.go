@@ -129,7 +129,7 @@ func BenchmarkLatencyKafka(b *testing.B) {
 		"GODEBUG=gctrace=1", // its garbage collections, with their pauses
 	})
 	r.bridge.waitLog(b, "ready", time.Minute)
-	startLatencyObserver(b, observerBin, []string{
+	observer := startLatencyObserver(b, observerBin, []string{
 		"-namespace", latencyNamespace,
 		"-kafka", brokers,
 		"-cluster", latencyCluster,
@@ -139,7 +139,7 @@ func BenchmarkLatencyKafka(b *testing.B) {
 	// ConfigMaps.
 	loadBefore := latencyLoadAverage()
 	pid := r.bridge.cmd.Process.Pid
-	bridgeRun, bridgeWait := latencySched(pid)
+	bridgeSched, observerSched := latencySched(pid), latencySched(observer)
 	var writes []latencyWrite
 	failed := 0
 	began := time.Now()
@@ -166,8 +166,7 @@ func BenchmarkLatencyKafka(b *testing.B) {
 	t.Stop()
 	took := time.Since(began)
 	loadAfter := latencyLoadAverage()
-	run, wait := latencySched(pid)
-	run, wait = run-bridgeRun, wait-bridgeWait
+	bridgeSched, observerSched = latencySched(pid).since(bridgeSched), latencySched(observer).since(observerSched)
 	var pauses []time.Duration
 	for _, p := range latencyGCPauses(r.bridge, began, began.Add(took)) {
 		pauses = append(pauses, p.d)
@@ -236,10 +235,10 @@ func BenchmarkLatencyKafka(b *testing.B) {
 	note := fmt.Sprintf("%d ConfigMap updates, one every %s (%d more before them not counted; the last %d took %s), going round %d ConfigMaps, "+
 		"bridge with BRIDGE_SINK=kafka and its defaults against kfake (3 brokers, over TCP); both informers in one process. "+
 		"Update calls took %.1f ms at p50 and %.1f ms at p99. 1-minute load average %s then %s on %d CPUs; "+
-		"while the updates ran, the bridge's threads ran %.2f s and waited %.2f s on a CPU's run queue, and its %d GC stop-the-world pauses took at most %.2f ms",
+		"while the updates ran, the bridge's threads %s, the observer's %s, and the bridge's %d GC stop-the-world pauses took at most %.2f ms",
 		len(writes), latencyKafkaSpacing, latencyKafkaWarmUp, latencyKafkaWarmUp+latencyKafkaUpdates, took.Round(time.Millisecond),
 		latencyKafkaObjects, ms(s.calls, 0.5), ms(s.calls, 0.99), loadBefore, loadAfter, runtime.NumCPU(),
-		run.Seconds(), wait.Seconds(), len(pauses), ms(pauses, 1))
+		bridgeSched, observerSched, len(pauses), ms(pauses, 1))
 	for _, q := range []struct {
 		name   string
 		q      float64

@@ -47,8 +47,8 @@ type latencyObservers struct {
 
 // startLatencyObserver runs cmd/observer (bin) with args, and adds the
 // arrivals it reports to obs. It returns once its observers listen, and
-// stops it when b ends.
-func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, obs latencyObservers) {
+// stops it when b ends. It returns the observer's pid.
+func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig string, obs latencyObservers) int {
 	watch, informer, bus, records := obs.watch, obs.informer, obs.bus, obs.records
 	b.Helper()
 	cmd := exec.Command(bin, args...)
@@ -132,14 +132,22 @@ func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig st
 	case <-time.After(time.Minute):
 		b.Fatal("observer not ready after a minute")
 	}
+	return cmd.Process.Pid
 }
 
-// latencySched is the time all of process pid's threads have spent
-// running and waiting on a CPU's run queue so far, from
-// /proc/<pid>/task/*/schedstat; zero when it cannot be read (only Linux
-// tells). Threads that have exited are not counted: a Go program keeps
-// its threads.
-func latencySched(pid int) (run, wait time.Duration) {
+// latencySchedStat is how long a process's threads ran and waited on a
+// CPU's run queue while runnable, and how many times they were scheduled
+// to run, from /proc/<pid>/task/*/schedstat.
+type latencySchedStat struct {
+	run, wait time.Duration
+	slices    int64
+}
+
+// latencySched is process pid's latencySchedStat so far; zero when it
+// cannot be read (only Linux tells). Threads that have exited are not
+// counted: a Go program keeps its threads.
+func latencySched(pid int) latencySchedStat {
+	var st latencySchedStat
 	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
 	for _, t := range tasks {
 		b, err := os.ReadFile(t)
@@ -147,17 +155,33 @@ func latencySched(pid int) (run, wait time.Duration) {
 			continue
 		}
 		f := strings.Fields(string(b))
-		if len(f) < 2 {
+		if len(f) < 3 {
 			continue
 		}
 		r, err1 := strconv.ParseInt(f[0], 10, 64)
 		w, err2 := strconv.ParseInt(f[1], 10, 64)
-		if err1 == nil && err2 == nil {
-			run += time.Duration(r)
-			wait += time.Duration(w)
+		n, err3 := strconv.ParseInt(f[2], 10, 64)
+		if err1 == nil && err2 == nil && err3 == nil {
+			st.run += time.Duration(r)
+			st.wait += time.Duration(w)
+			st.slices += n
 		}
 	}
-	return run, wait
+	return st
+}
+
+// since is what happened between then and s.
+func (s latencySchedStat) since(then latencySchedStat) latencySchedStat {
+	return latencySchedStat{run: s.run - then.run, wait: s.wait - then.wait, slices: s.slices - then.slices}
+}
+
+func (s latencySchedStat) String() string {
+	perSlice := time.Duration(0)
+	if s.slices > 0 {
+		perSlice = s.wait / time.Duration(s.slices)
+	}
+	return fmt.Sprintf("ran %.2f s and waited %.2f s on a CPU's run queue, %.2f ms on average each of the %d times it was put on a CPU",
+		s.run.Seconds(), s.wait.Seconds(), latencyMillis(perSlice), s.slices)
 }
 
 // latencyPause is one stop-the-world pause of a garbage collection.

@@ -89,8 +89,9 @@ type latencyWrite struct {
 type latencyRig struct {
 	kube   kubernetes.Interface
 	bridge *child
-	// apiServer is the kube-apiserver's pid.
-	apiServer int
+	// apiServer and observer are the kube-apiserver's and the
+	// consumer's pids.
+	apiServer, observer int
 	// objects holds the latest state of each ConfigMap as its writer last
 	// saw it.
 	objects []*corev1.ConfigMap
@@ -181,7 +182,7 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 	r.bridge = startChild(b, "bridge", bridgeBin, environ)
 	r.bridge.waitLog(b, "ready", time.Minute)
 
-	startLatencyObserver(b, observerBin, []string{
+	r.observer = startLatencyObserver(b, observerBin, []string{
 		"-namespace", latencyNamespace,
 		"-nats", natsURL,
 		"-stream", "KUBE",

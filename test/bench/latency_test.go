@@ -255,10 +255,10 @@ type latencyStep struct {
 	// bridgeCPU is the CPU time the bridge used while the writers ran, as a
 	// share of one CPU.
 	bridgeCPU float64
-	// bridgeRun and bridgeWait are the time the bridge's threads ran, and
-	// waited on a CPU's run queue while runnable, while the writers ran;
-	// apiRun and apiWait, the kube-apiserver's.
-	bridgeRun, bridgeWait, apiRun, apiWait time.Duration
+	// How long the bridge's, the kube-apiserver's and the consumer's
+	// threads ran, and waited on a CPU's run queue while runnable, while
+	// the writers ran.
+	bridgeSched, apiSched, observerSched latencySchedStat
 	// gcPauses are the stop-the-world pauses of the bridge's garbage
 	// collections while the writers ran after skip, sorted.
 	gcPauses []time.Duration
@@ -275,16 +275,14 @@ func (r *latencyRig) step(ctx context.Context, rate float64, d, skip time.Durati
 	began := time.Now()
 	pid := r.bridge.cmd.Process.Pid
 	cpu := latencyCPUTime(pid)
-	bridgeRun, bridgeWait := latencySched(pid)
-	apiRun, apiWait := latencySched(r.apiServer)
+	bridgeSched, apiSched, observerSched := latencySched(pid), latencySched(r.apiServer), latencySched(r.observer)
 	writes, failed := r.write(ctx, rate, d)
 	ended := time.Now()
 	s := latencyStep{rate: rate, achieved: float64(len(writes)) / d.Seconds(), writes: len(writes), failed: failed}
 	s.bridgeCPU = (latencyCPUTime(pid) - cpu).Seconds() / ended.Sub(began).Seconds()
-	run, wait := latencySched(pid)
-	s.bridgeRun, s.bridgeWait = run-bridgeRun, wait-bridgeWait
-	run, wait = latencySched(r.apiServer)
-	s.apiRun, s.apiWait = run-apiRun, wait-apiWait
+	s.bridgeSched = latencySched(pid).since(bridgeSched)
+	s.apiSched = latencySched(r.apiServer).since(apiSched)
+	s.observerSched = latencySched(r.observer).since(observerSched)
 	pauses := latencyGCPauses(r.bridge, began.Add(skip), ended.Add(latencySettle))
 	for _, p := range pauses {
 		if p.at.Before(ended) {
@@ -387,21 +385,15 @@ func (s latencyStep) String() string {
 		ms(s.informer, 0.5), ms(s.informer, 0.99), s.contention())
 }
 
-// contention says how much the bridge and the API server waited for a CPU
-// and how long the bridge's garbage collections stopped it.
+// contention says how much the bridge, the API server and the consumer
+// waited for a CPU and how long the bridge's garbage collections stopped
+// it.
 func (s latencyStep) contention() string {
-	share := func(wait, run time.Duration) float64 {
-		if run <= 0 {
-			return 0
-		}
-		return float64(wait) / float64(run)
-	}
 	ms := func(ds []time.Duration, q float64) float64 { return latencyMillis(latencyPercentile(ds, q)) }
-	return fmt.Sprintf("the bridge's threads ran %.1f s and waited %.1f s on a CPU's run queue (%.2f s waited per s run), the kube-apiserver's ran %.1f s and waited %.1f s (%.2f); "+
+	return fmt.Sprintf("the bridge's threads %s; the kube-apiserver's %s; the consumer's %s; "+
 		"the bridge's %d GC stop-the-world pauses: p50 %.2f ms, p99 %.2f ms, max %.2f ms; of the %d updates whose delay over the watch's was largest (the top 1%%), "+
 		"%d had one of those pauses between their write and their message",
-		s.bridgeRun.Seconds(), s.bridgeWait.Seconds(), share(s.bridgeWait, s.bridgeRun),
-		s.apiRun.Seconds(), s.apiWait.Seconds(), share(s.apiWait, s.apiRun),
+		s.bridgeSched, s.apiSched, s.observerSched,
 		len(s.gcPauses), ms(s.gcPauses, 0.5), ms(s.gcPauses, 0.99), ms(s.gcPauses, 1), s.slowest, s.slowestInGC)
 }
 
