@@ -256,9 +256,9 @@ func BenchmarkLatencyKafka(b *testing.B) {
 			Target:       fmt.Sprintf("≤ baseline + %d ms", q.margin.Milliseconds()),
 			Met:          bus <= api+q.margin,
 			Note: note + fmt.Sprintf(". Per update, the bus informer's delay minus the API server informer's: %s %.1f ms. "+
-				"Each stage's %s: the API server to the bridge's informer %.1f ms, on to a broker receiving the record %.1f ms, "+
+				"Each stage's %s, over the %d updates whose record a broker was seen receiving: the API server to the bridge's informer %.1f ms, on to a broker receiving the record %.1f ms, "+
 				"on to the consumer's Log handing it over %.1f ms, on to the informer's handler %.1f ms. A bare watch on the API server: %s %.1f ms",
-				q.name, ms(s.extra, q.q), q.name, ms(s.observed, q.q), ms(s.brokered, q.q), ms(s.fetched, q.q), ms(s.handled, q.q),
+				q.name, ms(s.extra, q.q), q.name, len(s.observed), ms(s.observed, q.q), ms(s.brokered, q.q), ms(s.fetched, q.q), ms(s.handled, q.q),
 				q.name, ms(s.watch, q.q)),
 		})
 	}
