@@ -134,9 +134,12 @@ func BenchmarkLatency(b *testing.B) {
 		loadBefore string
 		loadAfter  string
 		dropped    string
+		// traced is what execution traces of 5 s of the run tell, when
+		// profiles are taken.
+		traced string
 	)
 	for {
-		var stopProfiles func()
+		var stopProfiles func() string
 		if profiles != "" {
 			stopProfiles = r.profile(b, profiles, latencyRunDuration-latencyWarmUp)
 		}
@@ -144,7 +147,7 @@ func BenchmarkLatency(b *testing.B) {
 		s = r.step(ctx, rate, latencyRunDuration, latencyWarmUp)
 		loadAfter = latencyLoadAverage()
 		if stopProfiles != nil {
-			stopProfiles()
+			traced = stopProfiles()
 		}
 		b.Logf("run: %s", s)
 		why := s.overloaded()
@@ -202,7 +205,7 @@ func BenchmarkLatency(b *testing.B) {
 		Met:          p99Bridge <= p99Watch+latencyTargetMargin,
 		Note: note + fmt.Sprintf(". Each stage's p99: %s. Per update, the subscriber's delay minus the watch's: p99 %.1f ms. "+
 			"A bare client-go informer in the consumer's process, for comparison: p99 %.1f ms. While the writers ran, %s",
-			stages(0.99), ms(s.extra, 0.99), ms(s.informer, 0.99), s.contention()),
+			stages(0.99), ms(s.extra, 0.99), ms(s.informer, 0.99), s.contention()) + traceNote(traced),
 	})
 	record(b, Figure{
 		Scenario:     latencyScenario,
@@ -217,6 +220,15 @@ func BenchmarkLatency(b *testing.B) {
 			"A bare client-go informer in the consumer's process: p50 %.1f ms",
 			len(s.watch), stages(0.5), ms(s.extra, 0.5), ms(s.informer, 0.5)),
 	})
+}
+
+// traceNote is the sentence the p99's note ends with when execution
+// traces were taken.
+func traceNote(traced string) string {
+	if traced == "" {
+		return ""
+	}
+	return ". Execution traces of 5 s of the run (" + latencyProfilesEnv + "): " + traced
 }
 
 // latencyLoadAverage is the machine's 1-minute load average, or "unknown".
@@ -411,9 +423,9 @@ func latencyMillis(d time.Duration) float64 { return float64(d) / float64(time.M
 
 // profile takes a CPU profile of the bridge for about d, starting after
 // the warm-up, and short execution traces of the bridge and of the
-// benchmark's own process, into dir. The returned function
-// waits for them.
-func (r *latencyRig) profile(b *testing.B, dir string, d time.Duration) func() {
+// benchmark's own process, into dir. The returned function waits for them
+// and says what the traces tell of each process's scheduling.
+func (r *latencyRig) profile(b *testing.B, dir string, d time.Duration) func() string {
 	b.Helper()
 	addr := r.bridge.metricsAddr(b)
 	if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -451,13 +463,23 @@ func (r *latencyRig) profile(b *testing.B, dir string, d time.Duration) func() {
 		time.Sleep(latencyWarmUp + d/2)
 		errs <- latencyTraceSelf(filepath.Join(dir, "bench.trace"), 5*time.Second)
 	}()
-	return func() {
+	return func() string {
 		for range 3 {
 			if err := <-errs; err != nil {
 				b.Errorf("profile: %v", err)
 			}
 		}
 		b.Logf("profiles of the bridge in %s", dir)
+		var said []string
+		for _, t := range []struct{ who, file string }{{"the bridge", "bridge.trace"}, {"the benchmark's process (the writers)", "bench.trace"}} {
+			st, err := latencyReadTrace(filepath.Join(dir, t.file))
+			if err != nil {
+				b.Errorf("reading %s: %v", t.file, err)
+				continue
+			}
+			said = append(said, fmt.Sprintf("in %s, %s", t.who, st))
+		}
+		return strings.Join(said, "; ")
 	}
 }
 
