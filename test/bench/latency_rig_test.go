@@ -17,7 +17,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/kubebus/bridge/test/controlplane"
-	"github.com/kubebus/bridge/test/natstest"
 )
 
 const (
@@ -78,9 +77,11 @@ type latencyWrite struct {
 	took time.Duration
 }
 
-// latencyRig is the scenario's set-up: a control plane; a NATS server, in
-// this process; the bridge, a child process, publishing the ConfigMaps of
-// one namespace to it; and a consumer, another child process
+// latencyRig is the scenario's set-up: a control plane; a NATS server, a
+// child process (cmd/natsserver), as a broker is in production: in this
+// process it would wait for a CPU behind the writers' goroutines, which
+// only the bridge's path goes through; the bridge, a child process,
+// publishing the ConfigMaps of one namespace to it; and a consumer, another child process
 // (cmd/observer), that subscribes to the bridge's stream and watches the
 // same ConfigMaps with a bare client-go watch. The consumer times every
 // change each way, by name and resourceVersion: both observers share its
@@ -88,6 +89,9 @@ type latencyWrite struct {
 type latencyRig struct {
 	kube   kubernetes.Interface
 	bridge *child
+	// apiServer and observer are the kube-apiserver's and the
+	// consumer's pids.
+	apiServer, observer int
 	// objects holds the latest state of each ConfigMap as its writer last
 	// saw it.
 	objects []*corev1.ConfigMap
@@ -105,13 +109,15 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 	ctx := b.Context()
 
 	// The bridge and the consumer build while the control plane starts.
-	var bridgeBin, observerBin string
+	var bridgeBin, observerBin, natsBin string
 	built := make(chan error, 1)
 	bins := b.TempDir()
 	go func() {
 		var err error
 		if bridgeBin, err = buildBinary("github.com/kubebus/bridge/cmd/bridge", bins); err == nil {
-			observerBin, err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/observer", bins)
+			if observerBin, err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/observer", bins); err == nil {
+				natsBin, err = buildBinary("github.com/kubebus/bridge/test/bench/cmd/natsserver", bins)
+			}
 		}
 		built <- err
 	}()
@@ -126,7 +132,6 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 		}
 	})
 	b.Logf("control plane ready in %s", time.Since(began).Round(time.Millisecond))
-	srv := natstest.Start(b, natstest.Options{})
 
 	r := &latencyRig{
 		kube:     latencyClient(b, cp.RESTConfig()),
@@ -153,31 +158,36 @@ func startLatencyRig(b *testing.B, bridgeEnv map[string]string) *latencyRig {
 	if err := <-built; err != nil {
 		b.Fatal(err)
 	}
+	natsURL := startLatencyNATS(b, natsBin)
 	env := map[string]string{
 		"KUBECONFIG":          cp.KubeconfigPath(),
 		"BRIDGE_SINK":         "nats",
-		"BRIDGE_NATS_URL":     srv.URL(),
+		"BRIDGE_NATS_URL":     natsURL,
 		"BRIDGE_RESOURCES":    "configmaps",
 		"BRIDGE_NAMESPACES":   latencyNamespace,
 		"BRIDGE_CLUSTER_NAME": latencyCluster,
 		"BRIDGE_CHECKPOINT":   "file:" + filepath.Join(b.TempDir(), "checkpoint.db"),
 		"BRIDGE_METRICS_ADDR": "127.0.0.1:0",
 		"BRIDGE_LOG_FORMAT":   "json",
+		// The bridge's garbage collections, each with its pauses, on
+		// standard error: one line per collection.
+		"GODEBUG": "gctrace=1",
 	}
 	maps.Copy(env, bridgeEnv)
 	var environ []string
 	for k, v := range env {
 		environ = append(environ, k+"="+v)
 	}
+	r.apiServer = cp.APIServerPID()
 	r.bridge = startChild(b, "bridge", bridgeBin, environ)
 	r.bridge.waitLog(b, "ready", time.Minute)
 
-	startLatencyObserver(b, observerBin, []string{
+	r.observer = startLatencyObserver(b, observerBin, []string{
 		"-namespace", latencyNamespace,
-		"-nats", srv.URL(),
+		"-nats", natsURL,
 		"-stream", "KUBE",
 		"-subject", "kube." + latencyCluster + ".core.configmaps." + latencyNamespace + ".>",
-	}, cp.KubeconfigPath(), r.watch, r.informer, r.bus)
+	}, cp.KubeconfigPath(), latencyObservers{watch: r.watch, informer: r.informer, bus: r.bus})
 	return r
 }
 

@@ -1,7 +1,10 @@
-// Command observer is the consumer in the latency benchmark: one process
+// Command observer is the consumer in the latency benchmarks: one process
 // that sees each ConfigMap change twice, through a bare client-go watch on
 // the API server (the baseline) and through a NATS subscription to the
-// bridge's stream, and times both arrivals the same way.
+// bridge's stream, and times both arrivals the same way. With -kafka, the
+// bus is the bridge's Kafka topic instead, followed by a client-go
+// informer through the consumer package (consumer/kafka): its events are
+// the "bus" lines, and the records its Log hands over are "record" lines.
 //
 // The watch decodes objects as the bridge's informers do (unstructured
 // JSON). The subscription is an ordered JetStream consumer, delivering
@@ -18,6 +21,8 @@
 //	watch <name> <resourceVersion> <arrival, Unix ns>
 //	informer <name> <resourceVersion> <arrival, Unix ns>
 //	bus <name> <resourceVersion> <arrival, Unix ns> <the event's time, Unix ns> <stored, Unix ns>
+//	bus <name> <resourceVersion> <arrival, Unix ns>                                (-kafka)
+//	record <name> <resourceVersion> <arrival, Unix ns> <the event's time, Unix ns> (-kafka)
 //
 // The event's time is when the bridge's informer handed it the change;
 // stored is when the NATS server stored the message.
@@ -28,6 +33,7 @@
 //
 //	KUBECONFIG=... observer -namespace latency -nats nats://127.0.0.1:4222 \
 //	    -stream KUBE -subject 'kube.bench.core.configmaps.latency.>'
+//	KUBECONFIG=... observer -namespace latency -kafka 127.0.0.1:9092 -cluster bench
 package main
 
 import (
@@ -60,6 +66,10 @@ import (
 
 type options struct {
 	namespace, natsURL, stream, subject string
+	// kafka, when set, is the brokers (comma-separated) of the bridge's
+	// Kafka topic, followed by an informer instead of a NATS subscription;
+	// cluster is the bridge's cluster name, which that informer needs.
+	kafka, cluster string
 }
 
 func main() {
@@ -68,6 +78,8 @@ func main() {
 	flag.StringVar(&o.natsURL, "nats", nats.DefaultURL, "NATS server URL")
 	flag.StringVar(&o.stream, "stream", "KUBE", "stream the bridge publishes to")
 	flag.StringVar(&o.subject, "subject", "kube.>", "subjects of the namespace's ConfigMaps")
+	flag.StringVar(&o.kafka, "kafka", "", "Kafka brokers, comma-separated: follow the bridge's topic with an informer instead of NATS")
+	flag.StringVar(&o.cluster, "cluster", "", "the bridge's cluster name (with -kafka)")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, os.Interrupt)
 	defer stop()
@@ -95,16 +107,26 @@ func run(ctx context.Context, o options, stdout io.Writer) error {
 		<-flushed
 	}()
 
-	nc, err := nats.Connect(o.natsURL, nats.Name("observer"))
-	if err != nil {
-		return err
+	var stopBus func()
+	if o.kafka != "" {
+		s, err := informKafka(ctx, o, out)
+		if err != nil {
+			return err
+		}
+		stopBus = s
+	} else {
+		nc, err := nats.Connect(o.natsURL, nats.Name("observer"))
+		if err != nil {
+			return err
+		}
+		defer nc.Close()
+		s, err := subscribe(ctx, nc, o, out)
+		if err != nil {
+			return err
+		}
+		stopBus = s
 	}
-	defer nc.Close()
-	stopSub, err := subscribe(ctx, nc, o, out)
-	if err != nil {
-		return err
-	}
-	defer stopSub()
+	defer stopBus()
 
 	rc, err := clientcmd.NewNonInteractiveDeferredLoadingClientConfig(
 		clientcmd.NewDefaultClientConfigLoadingRules(), &clientcmd.ConfigOverrides{}).ClientConfig()
