@@ -60,7 +60,8 @@ func measureModes(b *testing.B, bus modeBus, wl *workload) {
 	// The warm-ups check what each mode publishes.
 	run("warm-up-binary", func(b *testing.B) runResult { return bus.bridge(b, wl, "binary", true) })
 	run("warm-up-structured", func(b *testing.B) runResult { return bus.bridge(b, wl, "structured", true) })
-	binaryRuns, structuredRuns := alternate(run, "binary-", in("binary"), "structured-", in("structured"))
+	binaryRuns, structuredRuns := alternate(run, "binary-", in("binary"), "structured-", in("structured"),
+		func(_, _ []runResult) bool { return false })
 	if b.Failed() {
 		return
 	}
@@ -71,26 +72,37 @@ func measureModes(b *testing.B, bus modeBus, wl *workload) {
 	}
 	binarySize, structuredSize = binarySize/n, structuredSize/n
 	name := bus.name + ", " + wl.name
-	record(b, Figure{
-		Scenario:     modeScenario,
-		Name:         name,
-		Unit:         "msg/s",
-		Bridge:       median(rates(n, binaryRuns)),
-		Baseline:     median(rates(n, structuredRuns)),
-		BaselineName: "the bridge in structured mode",
-		Note: fmt.Sprintf("the bridge in binary mode next to structured mode, its defaults otherwise; %d updates of distinct objects; median of %d alternating runs per mode, each with a new server (binary %s msg/s, structured %s msg/s); "+
-			"bytes per message on the bus, body and headers: binary %.0f, structured %.0f",
-			len(wl.msgs), throughputRounds, list(rates(n, binaryRuns)), list(rates(n, structuredRuns)), binarySize, structuredSize),
-	})
-	record(b, Figure{
+	binaryCPU, structuredCPU := cpusPerMsg(n, binaryRuns), cpusPerMsg(n, structuredRuns)
+	c := Figure{
 		Scenario:     modeScenario,
 		Name:         name + ", CPU per message",
+		Row:          name,
+		Order:        0,
 		Unit:         "µs/msg",
-		Bridge:       cpuPerMsg(n, binaryRuns),
-		Baseline:     cpuPerMsg(n, structuredRuns),
+		Bridge:       median(binaryCPU),
+		Baseline:     median(structuredCPU),
 		BaselineName: "the bridge in structured mode",
-		Note:         "user and system CPU of the whole process (the in-process server included) per message, median of the same runs",
-	})
+		Note: fmt.Sprintf("user and system CPU of the whole process (the in-process server included) per message, median of the same %d rounds (binary %s µs, structured %s µs)",
+			len(binaryRuns), list1(binaryCPU), list1(structuredCPU)),
+	}
+	c.Spread(ratios(binaryCPU, structuredCPU))
+	record(b, c)
+	binaryRates, structuredRates := rates(n, binaryRuns), rates(n, structuredRuns)
+	f := Figure{
+		Scenario:     modeScenario,
+		Name:         name,
+		Row:          name,
+		Order:        1,
+		Unit:         "msg/s",
+		Bridge:       median(binaryRates),
+		Baseline:     median(structuredRates),
+		BaselineName: "the bridge in structured mode",
+		Note: fmt.Sprintf("the bridge in binary mode next to structured mode, its defaults otherwise; %d updates of distinct objects; median of %d alternating rounds, each run with a new server (binary %s msg/s, structured %s msg/s); "+
+			"bytes per message on the bus, body and headers: binary %.0f, structured %.0f",
+			len(wl.msgs), len(binaryRuns), list(binaryRates), list(structuredRates), binarySize, structuredSize),
+	}
+	f.Spread(ratios(binaryRates, structuredRates))
+	record(b, f)
 }
 
 // natsModeBridge publishes wl through the bridge to a new NATS server in
