@@ -1,11 +1,9 @@
 package checkpoint
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"time"
 )
@@ -31,12 +29,19 @@ type Writer struct {
 	// their records were taken: an older batch never lands after a newer one.
 	flushMu sync.Mutex
 
-	mu       sync.Mutex
-	pending  map[pendingKey]pendingRecord
-	seq      uint64 // order of arrival, across keys
-	inFlight int    // records taken by a flush that has not finished yet
-	stats    WriterStats
-	dropErr  error // why the last dropped record was invalid
+	mu      sync.Mutex
+	pending *pendingSet
+	// spare is the emptied set of the last batch committed, which the next
+	// flush takes as the pending set: its memory is reused instead of
+	// grown again record by record.
+	spare *pendingSet
+	// seq numbers the records in order of arrival; durable is the number
+	// of the newest record the last successful flush took. Every record
+	// numbered up to durable is committed, or replaced by a newer one.
+	seq, durable uint64
+	inFlight     int // records taken by a flush that has not finished yet
+	stats        WriterStats
+	dropErr      error // why the last dropped record was invalid
 	// lastFlush is when the last successful commit ended.
 	lastFlush time.Time
 }
@@ -52,11 +57,6 @@ type WriterStats struct {
 
 type pendingKey struct{ resource, key string }
 
-type pendingRecord struct {
-	Record
-	seq uint64
-}
-
 // NewWriter returns a Writer that commits to store every interval once Run
 // is called. A non-positive interval means DefaultInterval; a nil logger
 // discards log output.
@@ -71,7 +71,7 @@ func NewWriter(store Store, interval time.Duration, logger *slog.Logger) *Writer
 		store:    store,
 		interval: interval,
 		logger:   logger,
-		pending:  map[pendingKey]pendingRecord{},
+		pending:  newPendingSet(0),
 	}
 }
 
@@ -81,17 +81,25 @@ func NewWriter(store Store, interval time.Duration, logger *slog.Logger) *Writer
 // WriterStats.Dropped and logged by Run, so that one bad record cannot make
 // every flush fail.
 func (w *Writer) Record(recs ...Record) {
+	w.record(recs)
+}
+
+// record is Record; it returns the number of the last record it queued
+// (or of the last queued before, when it queued none).
+func (w *Writer) record(recs []Record) uint64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	for i, r := range recs {
-		if err := r.validate(i); err != nil {
+	for i := range recs {
+		r := &recs[i]
+		if r.Resource == "" || r.Key == "" {
 			w.stats.Dropped++
-			w.dropErr = err
+			w.dropErr = r.validate(i)
 			continue
 		}
 		w.seq++
-		w.pending[pendingKey{r.Resource, r.Key}] = pendingRecord{Record: r, seq: w.seq}
+		w.pending.add(*r)
 	}
+	return w.seq
 }
 
 // Flush commits everything pending, in the order it was recorded. If the
@@ -101,18 +109,30 @@ func (w *Writer) Record(recs ...Record) {
 func (w *Writer) Flush(ctx context.Context) error {
 	w.flushMu.Lock()
 	defer w.flushMu.Unlock()
+	return w.flush(ctx)
+}
 
+// flush is Flush; the caller holds flushMu.
+func (w *Writer) flush(ctx context.Context) error {
 	w.mu.Lock()
 	batch := w.pending
-	if len(batch) == 0 {
+	n := batch.len()
+	if n == 0 {
 		w.mu.Unlock()
 		return nil
 	}
-	w.pending = make(map[pendingKey]pendingRecord)
-	w.inFlight = len(batch)
+	next := w.spare
+	if next == nil {
+		next = newPendingSet(n)
+	}
+	w.pending, w.spare = next, nil
+	taken := w.seq
+	w.inFlight = n
 	w.mu.Unlock()
 
-	err := w.commit(ctx, batch)
+	// Only this flush holds batch now.
+	recs := batch.take()
+	err := w.commit(ctx, recs)
 
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -120,15 +140,28 @@ func (w *Writer) Flush(ctx context.Context) error {
 	if err != nil {
 		w.stats.Failures++
 		// Put the batch back; anything recorded during the commit is newer.
-		for k, p := range w.pending {
-			batch[k] = p
+		back := newPendingSet(len(recs) + w.pending.len())
+		for _, r := range recs {
+			back.add(r)
 		}
-		w.pending = batch
+		for _, r := range w.pending.recs {
+			if r.Key != "" {
+				back.add(r)
+			}
+		}
+		w.pending = back
 		return err
 	}
 	w.stats.Flushes++
 	w.lastFlush = time.Now()
-	w.stats.Records += uint64(len(batch))
+	w.stats.Records += uint64(n)
+	w.durable = taken
+	clear(recs)
+	// The set of a burst (the first sync of a large cluster) is let go
+	// rather than kept for the smaller batches that follow.
+	if cap(batch.recs) <= 4*n+minCompact {
+		w.spare = batch
+	}
 	return nil
 }
 
@@ -137,27 +170,30 @@ func (w *Writer) Flush(ctx context.Context) error {
 // as Flush: they stay pending, unless a newer record for the same object
 // replaces them, and the Store's error is returned unchanged. Calling it
 // again with the same intents after an error is harmless.
+//
+// Concurrent calls share commits: a call that waited for another's flush
+// returns without one of its own when that flush committed its intents,
+// and the first of those left waiting commits the intents of all of them.
 func (w *Writer) RecordIntents(ctx context.Context, intents ...Intent) error {
 	recs := make([]Record, len(intents))
 	for i, in := range intents {
 		recs[i] = in.Record()
 	}
-	w.Record(recs...)
-	return w.Flush(ctx)
+	mine := w.record(recs)
+	w.flushMu.Lock()
+	defer w.flushMu.Unlock()
+	w.mu.Lock()
+	done := w.durable >= mine
+	w.mu.Unlock()
+	if done {
+		return nil
+	}
+	return w.flush(ctx)
 }
 
-func (w *Writer) commit(ctx context.Context, batch map[pendingKey]pendingRecord) error {
+func (w *Writer) commit(ctx context.Context, recs []Record) error {
 	if w.store == nil {
 		return errNoStore
-	}
-	ordered := make([]pendingRecord, 0, len(batch))
-	for _, p := range batch {
-		ordered = append(ordered, p)
-	}
-	slices.SortFunc(ordered, func(a, b pendingRecord) int { return cmp.Compare(a.seq, b.seq) })
-	recs := make([]Record, len(ordered))
-	for i, p := range ordered {
-		recs[i] = p.Record
 	}
 	return w.store.Commit(ctx, recs)
 }
@@ -226,6 +262,6 @@ func (w *Writer) Stats() WriterStats {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s := w.stats
-	s.Pending = len(w.pending) + w.inFlight
+	s.Pending = w.pending.len() + w.inFlight
 	return s
 }
