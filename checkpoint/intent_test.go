@@ -4,7 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"testing"
+	"time"
+
+	"github.com/kubebus/bridge/test/poll"
 )
 
 // intentBytes is an intent as every release has stored it: in the file
@@ -123,4 +127,57 @@ func TestWriterRecordIntentsError(t *testing.T) {
 	if st := w.Stats(); st.Pending != 0 || st.Records != 1 {
 		t.Errorf("Stats = %+v, want 1 record committed, none pending", st)
 	}
+}
+
+// RecordIntents calls that wait while another's commit is in progress
+// share one commit when it ends: the first of them commits the intents of
+// all, and the others return once it has, without a commit of their own,
+// even when records were made meanwhile.
+func TestWriterRecordIntentsShareCommits(t *testing.T) {
+	f, _ := openTemp(t)
+	store := newFakeStore(f)
+	started, release := make(chan struct{}), make(chan struct{})
+	w := NewWriter(store, 0, nil)
+	store.setHook(func(context.Context, []Record) error {
+		close(started)
+		<-release
+		return nil
+	})
+	ctx := context.Background()
+	errs := make(chan error, 4)
+	intent := func(key string) Intent { return Intent{Resource: "configmaps", Key: key, UID: "u-" + key} }
+	go func() { errs <- w.RecordIntents(ctx, intent("ns/a")) }()
+	<-started
+	// The second commit is the first waiting call's, of all three
+	// waiting; a position is acknowledged while it is in progress.
+	store.setHook(func(context.Context, []Record) error {
+		store.setHook(nil)
+		w.Record(put("configmaps", "ns/x", "u-x", "7"))
+		return nil
+	})
+	for _, key := range []string{"ns/b", "ns/c", "ns/d"} {
+		go func() { errs <- w.RecordIntents(ctx, intent(key)) }()
+	}
+	// ns/a in flight, the other three pending behind it.
+	poll.Until(t, 5*time.Second, func() (bool, string) {
+		p := w.Stats().Pending
+		return p == 4, fmt.Sprintf("%d records pending", p)
+	})
+	close(release)
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("RecordIntents: %v", err)
+		}
+	}
+	if n := store.commitCalls(); n != 2 {
+		t.Errorf("%d commits, want 2: ns/a's, then one for the three waiting", n)
+	}
+	if p := w.Stats().Pending; p != 1 {
+		t.Errorf("%d records pending, want 1: ns/x, left for the next flush", p)
+	}
+	want := map[string]Position{}
+	for _, key := range []string{"ns/a", "ns/b", "ns/c", "ns/d"} {
+		want[key] = Position{UID: "u-" + key}
+	}
+	assertSnapshot(t, mustLoad(t, f, "configmaps"), Snapshot{Objects: want})
 }
