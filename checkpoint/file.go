@@ -235,43 +235,62 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 		}
 		return strings.Compare(a.Key, b.Key)
 	})
+	// bbolt keeps the keys and values it is given until the transaction
+	// ends: they are written one after another into one buffer, sized for
+	// all of them, rather than allocated one by one. A slice of it is
+	// never written again, even when the buffer had to grow.
+	size := 0
+	for i := range records {
+		size += min(len(records[i].Key), maxFileKey) + valueSize(&records[i])
+	}
+	buf := make([]byte, 0, size)
 	err := f.guard("commit to", func() error {
 		return f.db.Update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 			if err != nil {
 				return fmt.Errorf("bucket %s: %w", metaBucket, err)
 			}
-			// Records come grouped by resource, so the bucket in use is
-			// remembered; last tracks LastResourceVersion for every resource
-			// touched.
+			// Records come grouped by resource, so the bucket in use, and
+			// its LastResourceVersion, are remembered; last keeps that of
+			// every resource touched.
 			var (
 				res     string
 				objects *bolt.Bucket
+				cur     string
 				last    = map[string]string{}
 			)
 			for _, i := range order {
 				r := &records[i]
 				if objects == nil || r.Resource != res {
+					if objects != nil {
+						last[res] = cur
+					}
 					name := objectsBucket(r.Resource)
 					if objects, err = tx.CreateBucketIfNotExists(name); err != nil {
 						return fmt.Errorf("bucket %s: %w", name, err)
 					}
 					res = r.Resource
+					var seen bool
+					if cur, seen = last[res]; !seen {
+						cur = string(meta.Get([]byte(res)))
+					}
 				}
+				start := len(buf)
+				buf = appendFileKey(buf, r.Key)
+				key := buf[start:len(buf):len(buf)]
 				if r.Deleted {
-					err = objects.Delete(fileKey(r.Key))
+					err = objects.Delete(key)
 				} else {
-					err = objects.Put(fileKey(r.Key), appendValue(nil, r.Key, r.Position))
+					start = len(buf)
+					buf = appendValue(buf, r.Key, r.Position)
+					err = objects.Put(key, buf[start:len(buf):len(buf)])
 				}
 				if err != nil {
-					return fmt.Errorf("%s %q: %w", r.Resource, fileKey(r.Key), err)
+					return fmt.Errorf("%s %q: %w", r.Resource, key, err)
 				}
-				cur, seen := last[r.Resource]
-				if !seen {
-					cur = string(meta.Get([]byte(r.Resource)))
-				}
-				last[r.Resource] = LaterResourceVersion(cur, r.ResourceVersion)
+				cur = LaterResourceVersion(cur, r.ResourceVersion)
 			}
+			last[res] = cur
 			for resource, rv := range last {
 				if rv == "" {
 					continue

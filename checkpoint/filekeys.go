@@ -5,6 +5,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 
 	"github.com/kubebus/bridge/internal/jsonenc"
@@ -29,16 +30,21 @@ const longKeyMark = "\xff"
 // of a long key holds the whole key (appendValue), which Load gives back.
 // Earlier releases stored long keys whole; OpenFile moves them (migrate).
 func fileKey(key string) []byte {
+	return appendFileKey(nil, key)
+}
+
+// appendFileKey appends the bbolt key of key (see fileKey) to dst.
+func appendFileKey(dst []byte, key string) []byte {
 	if len(key) <= maxFileKey {
-		return []byte(key)
+		return append(dst, key...)
 	}
 	sum := sha256.Sum256([]byte(key))
 	const hashLen = 32
 	keep := maxFileKey - len(longKeyMark) - hashLen
-	b := make([]byte, 0, maxFileKey)
-	b = append(b, key[:keep]...)
-	b = append(b, longKeyMark...)
-	return hex.AppendEncode(b, sum[:hashLen/2])
+	dst = slices.Grow(dst, maxFileKey)
+	dst = append(dst, key[:keep]...)
+	dst = append(dst, longKeyMark...)
+	return hex.AppendEncode(dst, sum[:hashLen/2])
 }
 
 // isLongKey reports whether k, a bbolt key, is that of a long object key.
@@ -62,6 +68,19 @@ func appendValue(dst []byte, key string, p Position) []byte {
 	dst = append(dst[:len(dst)-1], `,"key":`...)
 	dst = jsonenc.AppendString(dst, key)
 	return append(dst, '}')
+}
+
+// valueSize is about the length of the value appendValue makes for r:
+// exact unless a string needs escaping.
+func valueSize(r *Record) int {
+	n := len(`{"uid":"","rv":""}`) + len(r.UID) + len(r.ResourceVersion)
+	if r.View != "" {
+		n += len(`,"view":""`) + len(r.View)
+	}
+	if len(r.Key) > maxFileKey {
+		n += len(`,"key":""`) + len(r.Key)
+	}
+	return n
 }
 
 // decodeEntry decodes one stored object, bbolt key k and value v, into its
