@@ -14,6 +14,10 @@ const (
 	DefaultInterval = time.Second
 )
 
+// keepSpare is how many slots past four times its last batch the spare
+// set of a Writer may have and be kept.
+const keepSpare = 1024
+
 var errNoStore = errors.New("checkpoint: writer has no store")
 
 // Writer batches acknowledged records in memory and commits them to a
@@ -97,7 +101,7 @@ func (w *Writer) record(recs []Record) uint64 {
 			continue
 		}
 		w.seq++
-		w.pending.add(*r)
+		w.pending.add(r, w.seq)
 	}
 	return w.seq
 }
@@ -140,13 +144,16 @@ func (w *Writer) flush(ctx context.Context) error {
 	if err != nil {
 		w.stats.Failures++
 		// Put the batch back; anything recorded during the commit is newer.
-		back := newPendingSet(len(recs) + w.pending.len())
-		for _, r := range recs {
-			back.add(r)
-		}
-		for _, r := range w.pending.recs {
-			if r.Key != "" {
-				back.add(r)
+		// Only the order of the numbers matters within a set, and there are
+		// no more records than numbers given: renumbered from 1, the
+		// records stay below the next number.
+		newer := w.pending.take()
+		back := newPendingSet(len(recs) + len(newer))
+		seq := uint64(0)
+		for _, rs := range [][]Record{recs, newer} {
+			for i := range rs {
+				seq++
+				back.add(&rs[i], seq)
 			}
 		}
 		w.pending = back
@@ -159,7 +166,7 @@ func (w *Writer) flush(ctx context.Context) error {
 	clear(recs)
 	// The set of a burst (the first sync of a large cluster) is let go
 	// rather than kept for the smaller batches that follow.
-	if cap(batch.recs) <= 4*n+minCompact {
+	if cap(batch.recs) <= 4*n+keepSpare {
 		w.spare = batch
 	}
 	return nil
