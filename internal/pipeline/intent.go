@@ -38,18 +38,27 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
 	if p.opts.Intents == nil {
 		return nil
 	}
-	var intents []checkpoint.Intent
+	n := 0
 	for _, it := range items {
 		if needsIntent(it.delta) {
-			intents = append(intents, checkpoint.Intent{
-				Resource: it.delta.Resource.Name(),
-				Key:      it.delta.Key(),
-				UID:      string(it.delta.UID),
-			})
+			n++
 		}
 	}
-	if len(intents) == 0 {
+	if n == 0 {
 		return nil
+	}
+	intents := make([]checkpoint.Intent, 0, n)
+	for _, it := range items {
+		if needsIntent(it.delta) {
+			res := it.delta.Resource.Name()
+			intents = append(intents, checkpoint.Intent{
+				Resource: res,
+				// The item's key is the resource, "/" and this key
+				// (objectKey).
+				Key: it.key[len(res)+1:],
+				UID: string(it.delta.UID),
+			})
+		}
 	}
 	notify := func(err error, wait time.Duration) {
 		p.log.Warn("checkpoint flush before publishing new objects failed; retrying", "err", err, "in", wait.Round(time.Millisecond))
