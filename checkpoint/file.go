@@ -1,6 +1,7 @@
 package checkpoint
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -222,18 +223,22 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 	// bbolt keeps a transaction's changes to a leaf in a sorted slice until
 	// the commit splits it, so keys inserted out of order move that slice
 	// again and again: quadratic in the batch for objects the file has not
-	// seen yet. Applied in key order, each insert appends. The sort is
-	// stable, so that of two records for one key the later still wins.
+	// seen yet. Applied in key order, each insert appends. Of two records
+	// for one key the later still wins: they are ordered by their place
+	// in the batch.
 	order := make([]int, len(records))
 	for i := range order {
 		order[i] = i
 	}
-	slices.SortStableFunc(order, func(i, j int) int {
+	slices.SortFunc(order, func(i, j int) int {
 		a, b := &records[i], &records[j]
 		if c := strings.Compare(a.Resource, b.Resource); c != 0 {
 			return c
 		}
-		return strings.Compare(a.Key, b.Key)
+		if c := strings.Compare(a.Key, b.Key); c != 0 {
+			return c
+		}
+		return cmp.Compare(i, j)
 	})
 	// bbolt keeps the keys and values it is given until the transaction
 	// ends: they are written one after another into one buffer, sized for
