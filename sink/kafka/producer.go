@@ -25,6 +25,12 @@ import (
 // or for a full batch.
 const maxInFlight = 5
 
+// maxRequestBytes bounds the records of one produce request, whatever its
+// partitions: well under the brokers' socket.request.max.bytes (100 MiB by
+// default), past which a broker drops the connection. A request holds at
+// least one record, so it may be larger with a larger record limit.
+const maxRequestBytes = 16 << 20
+
 // producer writes records to the partition leaders with produce requests
 // of its own, one per broker holding every partition led by that broker,
 // built below kafka-go's Writer, on the same Transport (which routes each
@@ -352,13 +358,15 @@ func (p *producer) empty() bool {
 }
 
 // take removes from b's queue the records of its next request: in order,
-// up to batchSize records and batchBytes bytes per partition. Records of
-// calls whose caller stopped waiting are dropped. Called with p.mu held.
+// up to batchSize records and batchBytes bytes per partition, and
+// maxRequestBytes in all. Records of calls whose caller stopped waiting
+// are dropped. Called with p.mu held.
 func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 	var (
 		batch []*pending
 		rest  []*pending
 		taken = map[topicPartition]partBatch{}
+		total int
 	)
 	for _, pd := range b.queue {
 		if pd.call.abandoned.Load() {
@@ -367,11 +375,12 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 		}
 		k := topicPartition{pd.rec.Topic, pd.partition}
 		pb := taken[k]
-		if pb.count > 0 && (pb.count >= p.batchSize || pb.bytes+pd.size > p.batchBytes) {
+		if pb.count > 0 && (pb.count >= p.batchSize || pb.bytes+pd.size > p.batchBytes) || total > 0 && total+pd.size > maxRequestBytes {
 			rest = append(rest, pd)
 			continue
 		}
 		taken[k] = partBatch{pb.count + 1, pb.bytes + pd.size}
+		total += pd.size
 		b.count(pd, -1, p)
 		batch = append(batch, pd)
 	}
