@@ -448,19 +448,18 @@ func (p *producer) request(batch []*pending) []error {
 		}
 		return errs
 	}
-	answers := res.(*produceAPI.Response)
-	for k, pd := range batch {
-		errs[k] = fmt.Errorf("topic %s partition %d: %w", pd.rec.Topic, pd.partition, errNoAnswer)
-		for _, t := range answers.Topics {
-			if t.Topic != pd.rec.Topic {
-				continue
-			}
-			for _, part := range t.Partitions {
-				if part.Partition == pd.partition {
-					errs[k] = partitionError(part.ErrorCode, part.ErrorMessage)
-				}
-			}
+	answers := map[topicPartition]error{}
+	for _, t := range res.(*produceAPI.Response).Topics {
+		for _, part := range t.Partitions {
+			answers[topicPartition{t.Topic, part.Partition}] = partitionError(part.ErrorCode, part.ErrorMessage)
 		}
+	}
+	for k, pd := range batch {
+		err, ok := answers[topicPartition{pd.rec.Topic, pd.partition}]
+		if !ok {
+			err = fmt.Errorf("topic %s partition %d: %w", pd.rec.Topic, pd.partition, errNoAnswer)
+		}
+		errs[k] = err
 	}
 	return errs
 }
