@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/wire"
 )
@@ -104,4 +106,110 @@ func (p *producer) queued() int {
 		n += len(b.queue)
 	}
 	return n
+}
+
+// Records wait behind a produce request in flight to their broker for at
+// most BRIDGE_KAFKA_BATCH_TIMEOUT: then another request takes them, while
+// the first is still unanswered.
+func TestBatchTimeoutBoundsWaitBehindRequest(t *testing.T) {
+	c := kafkatest.Start(t)
+	const batchTimeout = 200 * time.Millisecond
+	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1", "BRIDGE_KAFKA_BATCH_TIMEOUT": batchTimeout.String()}), configmaps)
+
+	// The broker holds the first produce request until release.
+	var (
+		requests atomic.Int64
+		release  = make(chan struct{})
+	)
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if requests.Add(1) == 1 {
+			c.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	defer func() {
+		select {
+		case <-release:
+		default:
+			close(release)
+		}
+	}()
+
+	first := make(chan error, 1)
+	go func() { first <- s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "a", "added", 1)}) }()
+	for deadline := time.Now().Add(time.Minute); requests.Load() == 0; {
+		if time.Now().After(deadline) {
+			t.Fatal("the first change never reached the broker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+
+	began := time.Now()
+	if err := s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "b", "added", 2)}); err != nil {
+		t.Fatal(err)
+	}
+	if took := time.Since(began); took < batchTimeout {
+		t.Errorf("the second change was acknowledged after %s, before it waited BRIDGE_KAFKA_BATCH_TIMEOUT (%s) behind the first", took, batchTimeout)
+	}
+	select {
+	case err := <-first:
+		t.Fatalf("the first change was answered (%v) while the broker held it", err)
+	default:
+	}
+	close(release)
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if got := len(c.ReadAll("kube.configmaps")); got != 2 {
+		t.Errorf("topic holds %d records, want 2", got)
+	}
+}
+
+// A change whose Publish gave up (its context ended) while it waited
+// behind a request in flight is never sent: a retry cannot find an older
+// copy of it arriving after the new one.
+func TestAbandonedChangeNotSent(t *testing.T) {
+	c := kafkatest.Start(t)
+	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1", "BRIDGE_KAFKA_BATCH_TIMEOUT": "1m"}), configmaps)
+	var (
+		requests atomic.Int64
+		release  = make(chan struct{})
+	)
+	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
+		if requests.Add(1) == 1 {
+			c.SleepControl(func() { <-release })
+		}
+		c.KeepControl()
+		return nil, nil, false
+	})
+	first := make(chan error, 1)
+	go func() { first <- s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "a", "added", 1)}) }()
+	for deadline := time.Now().Add(time.Minute); requests.Load() == 0; {
+		if time.Now().After(deadline) {
+			close(release)
+			t.Fatal("the first change never reached the broker")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	err := s.Publish(ctx, []*wire.Message{message(configmaps, "ns", "b", "added", 2)})
+	cancel()
+	close(release)
+	if err := sink.PerMessage(err, 1)[0]; err == nil || sink.IsTerminal(err) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Errorf("Publish whose context ended: %v, want its deadline, to retry", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	// The queue is FIFO: had ns/b stayed in it, it would go before ns/c.
+	if err := s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "c", "added", 3)}); err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range c.ReadAll("kube.configmaps") {
+		got = append(got, string(r.Key))
+	}
+	if fmt.Sprint(got) != "[ns/a ns/c]" {
+		t.Errorf("topic holds %v, want [ns/a ns/c]", got)
+	}
 }
