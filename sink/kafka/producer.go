@@ -148,6 +148,7 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 		return c.errs
 	}
 	var now time.Time
+	pends := make([]pending, len(recs)) // one allocation for the call's records
 	for i, rec := range recs {
 		c.errs[i] = errUnanswered
 		r := routes[i]
@@ -163,7 +164,8 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 		if now.IsZero() {
 			now = time.Now()
 		}
-		p.enqueue(&pending{rec: rec, partition: r.partition, size: size, call: c, i: i}, r.leader, now)
+		pends[i] = pending{rec: rec, partition: r.partition, size: size, call: c, i: i}
+		p.enqueue(&pends[i], r.leader, now)
 	}
 	p.mu.Unlock()
 	select {
