@@ -12,6 +12,8 @@ import (
 
 	kafkago "github.com/segmentio/kafka-go"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/internal/event"
@@ -21,18 +23,32 @@ import (
 )
 
 // BenchmarkPublishConcurrent publishes updates of 20,000 distinct
-// ConfigMaps (about 1 KiB each) to a kfake cluster in batches of 500 from
+// ConfigMaps (about 1 KiB each), or of 4,000 Pods (about 10 KiB), to a
+// kfake cluster in batches of 500 from
 // 4 goroutines, as the pipeline's workers hand them over, and reports the
 // rate and the CPU of the whole process (the in-process brokers included)
 // per message, and the records per produce request. Beside the sink, kafka-go's Writer with the sink's former
 // settings (batches of 500 records or 10 ms, murmur2 partitioning,
 // acks=all) writes the sink's records of the same changes.
 func BenchmarkPublishConcurrent(b *testing.B) {
+	for _, w := range []struct {
+		kind   string
+		count  int
+		object func(int) runtime.Object
+	}{
+		{"ConfigMaps", 20_000, func(i int) runtime.Object { return synthetic.ConfigMap(i) }},
+		{"Pods", 4_000, func(i int) runtime.Object { return synthetic.Pod(i) }},
+	} {
+		b.Run(w.kind, func(b *testing.B) { benchmarkPublishConcurrent(b, w.count, w.object) })
+	}
+}
+
+func benchmarkPublishConcurrent(b *testing.B, count int, object func(int) runtime.Object) {
 	b.Run("sink", func(b *testing.B) {
-		publishConcurrent(b, func(s *Sink) func(context.Context, []*wire.Message) error { return s.Publish })
+		publishConcurrent(b, count, object, func(s *Sink) func(context.Context, []*wire.Message) error { return s.Publish })
 	})
 	b.Run("kafka-go Writer", func(b *testing.B) {
-		publishConcurrent(b, func(s *Sink) func(context.Context, []*wire.Message) error {
+		publishConcurrent(b, count, object, func(s *Sink) func(context.Context, []*wire.Message) error {
 			w := &kafkago.Writer{
 				Addr: s.addr, Transport: s.transport, Balancer: kafkago.Murmur2Balancer{Consistent: true}, MaxAttempts: writeAttempts,
 				BatchSize: s.cfg.BatchSize, BatchBytes: int64(s.cfg.MaxMessageBytes), BatchTimeout: s.cfg.BatchTimeout,
@@ -53,8 +69,8 @@ func BenchmarkPublishConcurrent(b *testing.B) {
 	})
 }
 
-func publishConcurrent(b *testing.B, publisher func(*Sink) func(context.Context, []*wire.Message) error) {
-	const count, batch, workers = 20_000, 500, 4
+func publishConcurrent(b *testing.B, count int, object func(int) runtime.Object, publisher func(*Sink) func(context.Context, []*wire.Message) error) {
+	const batch, workers = 500, 4
 	c := kafkatest.Start(b)
 	var requests atomic.Int64
 	c.ControlKey(kmsg.Produce.Int16(), func(kmsg.Request) (kmsg.Response, error, bool) {
@@ -62,7 +78,7 @@ func publishConcurrent(b *testing.B, publisher func(*Sink) func(context.Context,
 		return nil, nil, false
 	})
 	cfg := settings(b, map[string]string{"BRIDGE_KAFKA_BROKERS": joinAddrs(c.Addrs()), "BRIDGE_KAFKA_PARTITIONS": "10"})
-	s, err := New(b.Context(), cfg, []schema.GroupVersionResource{synthetic.ConfigMaps.GroupVersionResource}, Options{}, nil)
+	s, err := New(b.Context(), cfg, []schema.GroupVersionResource{synthetic.ConfigMaps.GroupVersionResource, synthetic.Pods.GroupVersionResource}, Options{}, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -70,7 +86,12 @@ func publishConcurrent(b *testing.B, publisher func(*Sink) func(context.Context,
 	publish := publisher(s)
 	msgs := make([]*wire.Message, count)
 	for i := range msgs {
-		d := synthetic.Update(synthetic.ConfigMaps, synthetic.ConfigMap(i), time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
+		obj := object(i)
+		resource := synthetic.ConfigMaps
+		if _, ok := obj.(*corev1.Pod); ok {
+			resource = synthetic.Pods
+		}
+		d := synthetic.Update(resource, obj, time.Date(2026, 11, 21, 8, 0, 0, 0, time.UTC))
 		if msgs[i], err = (event.Encoder{Cluster: "prod"}).Encode(&d); err != nil {
 			b.Fatal(err)
 		}
