@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -155,6 +156,7 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 	}
 	var now time.Time
 	pends := make([]pending, len(recs)) // one allocation for the call's records
+	var touched []*brokerQueue          // the brokers they go to
 	for i, rec := range recs {
 		c.errs[i] = errUnanswered
 		r := routes[i]
@@ -171,7 +173,14 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 			now = time.Now()
 		}
 		pends[i] = pending{rec: rec, partition: r.partition, size: size, call: c, i: i}
-		p.enqueue(&pends[i], r.leader, now)
+		if b := p.enqueue(&pends[i], r.leader, now); !slices.Contains(touched, b) {
+			touched = append(touched, b)
+		}
+	}
+	// Every record is queued before any goes, so that the first request
+	// to a broker takes all of the call's records for it.
+	for _, b := range touched {
+		p.dispatch(b, now)
 	}
 	p.mu.Unlock()
 	select {
@@ -278,9 +287,9 @@ func (p *producer) leaders(ctx context.Context, topic string) ([]int32, error) {
 	return nil, fmt.Errorf("topic %s: %w", topic, kafkago.UnknownTopicOrPartition)
 }
 
-// enqueue queues pd for its broker and sends what may go now. Called with
-// p.mu held.
-func (p *producer) enqueue(pd *pending, broker int32, now time.Time) {
+// enqueue queues pd for its broker, and returns the broker's queue, for
+// the caller to dispatch. Called with p.mu held.
+func (p *producer) enqueue(pd *pending, broker int32, now time.Time) *brokerQueue {
 	b := p.brokers[broker]
 	if b == nil {
 		if p.brokers == nil {
@@ -294,7 +303,7 @@ func (p *producer) enqueue(pd *pending, broker int32, now time.Time) {
 	}
 	b.queue = append(b.queue, pd)
 	b.count(pd, +1, p)
-	p.dispatch(b, now)
+	return b
 }
 
 // count adds pd to (or, with -1, removes it from) the counts of its
