@@ -5,9 +5,12 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/runtime/schema"
+
 	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/synthetic"
 	"github.com/kubebus/bridge/wire"
 )
@@ -91,5 +94,25 @@ func BenchmarkKeyOf(b *testing.B) {
 				_ = cfg.KeyOf(m)
 			}
 		})
+	}
+}
+
+// BenchmarkPublishOne publishes one change at a time, each acknowledged
+// before the next goes, to a kfake cluster with the default settings: the
+// latency of a lone change.
+func BenchmarkPublishOne(b *testing.B) {
+	c := kafkatest.Start(b)
+	cfg := settings(b, map[string]string{"BRIDGE_KAFKA_BROKERS": joinAddrs(c.Addrs())})
+	s, err := New(b.Context(), cfg, []schema.GroupVersionResource{configmaps}, Options{}, nil)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer s.Close(context.Background())
+	m := benchMessage(b, "ConfigMap")
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := s.Publish(b.Context(), []*wire.Message{m}); err != nil {
+			b.Fatal(err)
+		}
 	}
 }

@@ -57,11 +57,14 @@ type Config struct {
 	// The pipeline's batch (BRIDGE_BATCH_SIZE, 500) fits in one produce
 	// request per partition; kafka-go's own default is 100.
 	BatchSize int `env:"BRIDGE_KAFKA_BATCH_SIZE" envDefault:"500" help:"most records in one produce request to one partition"`
-	// Publish already hands over a whole batch, so the writer only lingers
-	// to merge the batches of concurrent workers bound for one partition.
-	// Each Publish waits up to this long for its last partial batch, so it
-	// adds to latency: kafka-go's default of 1s would add a second to each.
-	BatchTimeout time.Duration `env:"BRIDGE_KAFKA_BATCH_TIMEOUT" envDefault:"10ms" help:"longest a partial batch waits for more records before it is sent"`
+	// A change bound for a broker with no request in flight leaves at once;
+	// those that come while one is in flight wait for its answer and go
+	// together in the next request, unless they waited this long, when
+	// another request goes beside it. So it bounds the wait behind a slow
+	// broker without delaying a lone change. The Kafka checkpoint store
+	// (BRIDGE_CHECKPOINT=kafka) writes through kafka-go's Writer, which
+	// holds each partial batch this long.
+	BatchTimeout time.Duration `env:"BRIDGE_KAFKA_BATCH_TIMEOUT" envDefault:"10ms" help:"longest records wait behind a produce request in flight to their broker before another request takes them; a change to a broker with none in flight leaves at once (the Kafka checkpoint store holds a partial batch this long)"`
 	// Like the Java producer's default: nothing to configure on old brokers
 	// and sizes stay predictable. lz4 or zstd cut network and disk for JSON.
 	Compression Codec `env:"BRIDGE_KAFKA_COMPRESSION" envDefault:"none" help:"none, gzip, snappy, lz4 or zstd"`

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+
+	"github.com/kubebus/bridge/sink"
 )
 
 // healthFresh is how long the outcome of the sink's last talk with the
@@ -55,34 +57,35 @@ func (s *Sink) Health() error {
 	return s.health.checked(began, s.brokersError(err))
 }
 
-// wrote records the outcome err of a produce request sent with ctx. An
-// outcome that says nothing of the brokers is left out: the caller's ctx
-// ended, or kafka-go refused a record before sending anything.
-func (s *Sink) wrote(ctx context.Context, err error) {
-	var tooLarge kafkago.MessageTooLargeError
-	if ctx.Err() != nil || errors.As(err, &tooLarge) {
+// wrote records the outcomes errs of the records of a write sent with
+// ctx: healthy when a broker answered any of them. An outcome that says
+// nothing of the brokers is left out: the caller's ctx ended, or the
+// producer refused a record before sending anything (too large, or
+// closed).
+func (s *Sink) wrote(ctx context.Context, errs []error) {
+	if ctx.Err() != nil {
 		return
 	}
-	if !answered(err) {
-		s.health.record(s.brokersError(err))
-		return
+	var failed error
+	for _, err := range errs {
+		switch {
+		case sink.IsTooLarge(err) || errors.Is(err, errProducerClosed):
+		case answered(err):
+			s.health.record(nil)
+			return
+		case failed == nil:
+			failed = err
+		}
 	}
-	s.health.record(nil)
+	if failed != nil {
+		s.health.record(s.brokersError(failed))
+	}
 }
 
-// answered reports whether the produce request that failed with err (or
-// succeeded, when err is nil) reached a broker that answered it: a
-// record was written, or refused with one of Kafka's error codes.
+// answered reports whether the record that failed with err (or succeeded,
+// when err is nil) reached a broker that answered it: it was written, or
+// refused with one of Kafka's error codes.
 func answered(err error) bool {
-	var perRecord kafkago.WriteErrors
-	if errors.As(err, &perRecord) {
-		for _, e := range perRecord {
-			if answered(e) {
-				return true
-			}
-		}
-		return false
-	}
 	var code kafkago.Error
 	return err == nil || errors.As(err, &code)
 }

@@ -4,8 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
+	"time"
 
+	"github.com/cenkalti/backoff/v4"
 	kafkago "github.com/segmentio/kafka-go"
 
 	"github.com/kubebus/bridge/sink"
@@ -93,17 +94,17 @@ func (s *Sink) events(msgs []*wire.Message, errs []error) (events []kafkago.Mess
 }
 
 // write writes recs, which all have different keys, and returns one error
-// per record.
+// per record. A record whose write failed in a way that may pass is sent
+// again, up to writeAttempts times in all. A request the broker refused
+// for its size is sent again record by record (writeAlone), to tell which
+// record is too large.
 func (s *Sink) write(ctx context.Context, recs []kafkago.Message) []error {
-	out := make([]error, len(recs))
-	for todo := indexes(len(recs)); len(todo) > 0; {
-		todo = s.writeOnce(ctx, recs, todo, out)
-	}
+	out := s.attempts(ctx, recs, s.p.produce)
 	for i, err := range out {
 		switch {
 		case err == nil || sink.IsTerminal(err):
 		case brokerTooLarge(err):
-			out[i] = s.writeAlone(ctx, recs[i])
+			out[i] = s.writeAlone(ctx, &recs[i])
 		default:
 			out[i] = fmt.Errorf("kafka sink: write to topic %s: %w", recs[i].Topic, err)
 		}
@@ -111,74 +112,53 @@ func (s *Sink) write(ctx context.Context, recs []kafkago.Message) []error {
 	return out
 }
 
-// writeOnce writes the records of recs that todo indexes in one call, and
-// stores each one's outcome in out. It returns the records still to write:
-// none, unless kafka-go refused the whole call for one record over its
-// batch limit. recordSize checks that limit first, so this is only a
-// safety net: that record fails, and the others are returned.
-func (s *Sink) writeOnce(ctx context.Context, recs []kafkago.Message, todo []int, out []error) []int {
-	batch := make([]kafkago.Message, len(todo))
-	for j, i := range todo {
-		batch[j] = recs[i]
-		batch[j].WriterData = i
+// attempts writes recs with send, and sends again those that failed in a
+// way that may pass (retryable), after a backoff, until writeAttempts.
+// It returns one error per record, each its last attempt's.
+func (s *Sink) attempts(ctx context.Context, recs []kafkago.Message, send func(context.Context, []*kafkago.Message) []error) []error {
+	out := make([]error, len(recs))
+	todo := make([]*kafkago.Message, len(recs))
+	at := make([]int, len(recs)) // the index in recs of each of todo
+	for i := range recs {
+		todo[i], at[i] = &recs[i], i
 	}
-	err := s.w.WriteMessages(ctx, batch...)
-	s.wrote(ctx, err)
-	var (
-		perRecord kafkago.WriteErrors
-		tooLarge  kafkago.MessageTooLargeError
-	)
-	switch {
-	case err == nil:
-	case errors.As(err, &perRecord) && len(perRecord) == len(todo):
-		for j, e := range perRecord {
-			out[todo[j]] = e
+	bo := backoff.NewExponentialBackOff(backoff.WithInitialInterval(writeBackoffMin), backoff.WithMaxInterval(writeBackoffMax), backoff.WithMaxElapsedTime(0))
+	for attempt := 1; ; attempt++ {
+		errs := send(ctx, todo)
+		s.wrote(ctx, errs)
+		var again int
+		for j, err := range errs {
+			out[at[j]] = err
+			if err != nil && retryable(err) {
+				todo[again], at[again] = todo[j], at[j]
+				again++
+			}
 		}
-	case errors.As(err, &tooLarge) && slices.Contains(todo, writerIndex(tooLarge.Message)):
-		i := writerIndex(tooLarge.Message)
-		out[i] = errTooLarge(recordSize(&recs[i]), s.cfg.MaxMessageBytes)
-		return slices.DeleteFunc(todo, func(k int) bool { return k == i })
-	default:
-		for _, i := range todo {
-			out[i] = err
+		if again == 0 || attempt == writeAttempts || ctx.Err() != nil {
+			return out
+		}
+		todo, at = todo[:again], at[:again]
+		wait := bo.NextBackOff()
+		s.log.Warn("kafka sink: write failed, sending again", "records", again, "attempt", attempt, "in", wait, "err", out[at[0]])
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return out
 		}
 	}
-	return nil
-}
-
-// writerIndex is the index writeOnce gave rec, or -1.
-func writerIndex(rec kafkago.Message) int {
-	if i, ok := rec.WriterData.(int); ok {
-		return i
-	}
-	return -1
-}
-
-// indexes is 0, 1, ..., n-1.
-func indexes(n int) []int {
-	out := make([]int, n)
-	for i := range out {
-		out[i] = i
-	}
-	return out
 }
 
 // writeAlone writes rec in a produce request of its own. The broker
 // refuses a whole request when it finds the batch too large, so only a
 // record refused on its own is known to be too large: that is terminal.
-func (s *Sink) writeAlone(ctx context.Context, rec kafkago.Message) error {
-	err := s.alone.WriteMessages(ctx, rec)
-	s.wrote(ctx, err)
-	var perRecord kafkago.WriteErrors
-	if errors.As(err, &perRecord) && len(perRecord) == 1 {
-		err = perRecord[0]
-	}
+func (s *Sink) writeAlone(ctx context.Context, rec *kafkago.Message) error {
+	err := s.attempts(ctx, []kafkago.Message{*rec}, s.p.produceAlone)[0]
 	switch {
-	case err == nil:
-		return nil
+	case err == nil || sink.IsTerminal(err):
+		return err
 	case brokerTooLarge(err):
 		return sink.TooLarge(fmt.Errorf("kafka sink: topic %s refused a record of %d bytes as too large (topic max.message.bytes, broker message.max.bytes): %w",
-			rec.Topic, recordSize(&rec), err))
+			rec.Topic, recordSize(rec), err))
 	default:
 		return fmt.Errorf("kafka sink: write to topic %s: %w", rec.Topic, err)
 	}

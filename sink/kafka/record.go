@@ -34,9 +34,24 @@ func (s *Sink) encode(m *wire.Message, topic string, key []byte) (kafkago.Messag
 		size = 18
 	}
 	rec := kafkago.Message{Topic: topic, Key: key, Headers: make([]kafkago.Header, 0, size)}
+	// The header values are copied into one buffer, and sliced once every
+	// one is in: one allocation for all of them.
+	var (
+		vals  = make([]byte, 0, 256)
+		spans [24]struct{ header, end int }
+		n     int
+	)
 	add := func(name, value string) {
-		rec.Headers = append(rec.Headers, kafkago.Header{Key: name, Value: []byte(value)})
+		if n == len(spans) {
+			rec.Headers = append(rec.Headers, kafkago.Header{Key: name, Value: []byte(value)})
+			return
+		}
+		rec.Headers = append(rec.Headers, kafkago.Header{Key: name})
+		vals = append(vals, value...)
+		spans[n].header, spans[n].end = len(rec.Headers)-1, len(vals)
+		n++
 	}
+
 	// The value is the data, or the whole event, as the encoder wrote it
 	// in one buffer: not copied.
 	if s.cfg.CEMode == ModeBinary {
@@ -53,6 +68,11 @@ func (s *Sink) encode(m *wire.Message, topic string, key []byte) (kafkago.Messag
 	}
 	if m.View != "" && s.HoldsState() {
 		add(HeaderView, m.View)
+	}
+	start := 0
+	for _, sp := range spans[:n] {
+		rec.Headers[sp.header].Value = vals[start:sp.end:sp.end]
+		start = sp.end
 	}
 	return rec, nil
 }

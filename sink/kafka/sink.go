@@ -12,6 +12,7 @@ import (
 	"time"
 
 	kafkago "github.com/segmentio/kafka-go"
+	"github.com/segmentio/kafka-go/protocol"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/envvar"
@@ -27,10 +28,14 @@ const (
 	startTimeout = 30 * time.Second
 	// healthTimeout bounds Health's round trip.
 	healthTimeout = 5 * time.Second
-	// writeAttempts is how often kafka-go tries a produce request before
-	// it reports the failure. A few quick tries ride out a leader election;
-	// after them the pipeline retries with its own, longer, backoff.
+	// writeAttempts is how often the sink sends a record before it reports
+	// the failure. A few quick tries ride out a leader election; after them
+	// the pipeline retries with its own, longer, backoff.
 	writeAttempts = 3
+	// writeBackoffMin and writeBackoffMax bound the wait between two tries,
+	// as kafka-go's Writer did by default.
+	writeBackoffMin = 100 * time.Millisecond
+	writeBackoffMax = time.Second
 	// writeTimeout bounds one produce request, like the Java producer's
 	// request.timeout.ms.
 	writeTimeout = 30 * time.Second
@@ -38,7 +43,8 @@ const (
 
 // Sink publishes messages to Kafka. It is safe for concurrent use: each
 // Publish writes its own batch, and batches of different goroutines share
-// produce requests when they go to the same partition at the same time.
+// produce requests when they go to the same broker at the same time (see
+// producer).
 type Sink struct {
 	cfg  *Parsed
 	log  *slog.Logger
@@ -46,10 +52,9 @@ type Sink struct {
 
 	transport *kafkago.Transport
 	stop      context.CancelFunc // ends the transport's background work
-	// w writes every record. alone writes one record per produce request:
-	// it tells which record of a batch the broker found too large.
-	w, alone *kafkago.Writer
-	opts     options
+	// p writes every record.
+	p    *producer
+	opts options
 
 	// mu guards topics, the topics known to exist, discoveryReady,
 	// whether the discovery topic is known to exist, and
@@ -116,8 +121,16 @@ func New(ctx context.Context, cfg *Parsed, resources []schema.GroupVersionResour
 		return nil, err
 	}
 
-	s.w = s.writer(cfg.BatchSize)
-	s.alone = s.writer(1)
+	s.p = &producer{
+		transport:  transport,
+		addr:       s.addr,
+		acks:       cfg.acks,
+		attributes: protocol.Attributes(cfg.codec) & 0x7,
+		batchSize:  cfg.BatchSize,
+		batchBytes: cfg.MaxMessageBytes,
+		linger:     cfg.BatchTimeout,
+		timeout:    writeTimeout,
+	}
 	if cfg.acks != kafkago.RequireAll {
 		log.Warn("BRIDGE_KAFKA_REQUIRED_ACKS is not all: a broker failure can lose changes the bridge counted as delivered", "acks", cfg.RequiredAcks)
 	}
@@ -225,48 +238,22 @@ func topicsOf(cfg *Config, resources []schema.GroupVersionResource) ([]string, e
 	return topics, nil
 }
 
-// writer returns a kafka-go writer with the sink's delivery settings.
-func (s *Sink) writer(batchSize int) *kafkago.Writer {
-	return &kafkago.Writer{
-		Addr:         s.addr,
-		Balancer:     balancer,
-		MaxAttempts:  writeAttempts,
-		BatchSize:    batchSize,
-		BatchBytes:   int64(s.cfg.MaxMessageBytes),
-		BatchTimeout: s.cfg.BatchTimeout,
-		WriteTimeout: writeTimeout,
-		RequiredAcks: s.cfg.acks,
-		Compression:  s.cfg.codec,
-		Transport:    s.transport,
-		Logger:       logger(s.log, slog.LevelDebug),
-		ErrorLogger:  logger(s.log, slog.LevelWarn),
-	}
-}
-
 func (s *Sink) client(timeout time.Duration) *kafkago.Client {
 	return &kafkago.Client{Addr: s.addr, Transport: s.transport, Timeout: timeout}
 }
 
-// Close waits for writes in flight and releases the connections. It
-// waits until they end or ctx does, whichever comes first: kafka-go's
-// writers cannot be cut short, so at ctx's end Close stops waiting for
-// them, releases what it can and says so. A write still in flight then
-// was never confirmed to the pipeline, so it was never checkpointed: the
-// next start publishes it again. Calling Close more than once is harmless;
-// later calls return the first's error.
+// Close sends what is queued, waits for writes in flight and releases the
+// connections. It waits until they end or ctx does, whichever comes
+// first: at ctx's end Close stops waiting for them, releases what it can
+// and says so. A write still in flight then was never confirmed to the
+// pipeline, so it was never checkpointed: the next start publishes it
+// again. Calling Close more than once is harmless; later calls return the
+// first's error.
 func (s *Sink) Close(ctx context.Context) error {
 	s.closeOnce.Do(func() {
-		if s.w != nil {
-			done := make(chan struct{})
-			go func() {
-				defer close(done)
-				_ = s.w.Close() // kafka-go's Close always returns nil
-				_ = s.alone.Close()
-			}()
-			select {
-			case <-done:
-			case <-ctx.Done():
-				s.closeErr = fmt.Errorf("kafka sink: close: writes still in flight at the deadline, left unconfirmed: %w", context.Cause(ctx))
+		if s.p != nil {
+			if err := s.p.close(ctx); err != nil {
+				s.closeErr = fmt.Errorf("kafka sink: close: writes still in flight at the deadline, left unconfirmed: %w", err)
 			}
 		}
 		s.closeTransport()
@@ -277,13 +264,4 @@ func (s *Sink) Close(ctx context.Context) error {
 func (s *Sink) closeTransport() {
 	s.stop()
 	s.transport.CloseIdleConnections()
-}
-
-// logger adapts slog to kafka-go's Logger at one level.
-func logger(log *slog.Logger, level slog.Level) kafkago.LoggerFunc {
-	return func(format string, args ...any) {
-		if log.Enabled(context.Background(), level) {
-			log.Log(context.Background(), level, "kafka-go: "+fmt.Sprintf(format, args...))
-		}
-	}
 }

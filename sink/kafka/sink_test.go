@@ -270,10 +270,10 @@ func TestHealthAndClose(t *testing.T) {
 	}
 }
 
-// Should kafka-go refuse a record for its size before sending anything (the
-// sink checks first, so only a record that slipped past that check could
-// cause it), that record fails terminally and the others are written.
-func TestWriteRefusedWholeByKafkaGo(t *testing.T) {
+// A record over the producer's batch limit handed to write (the sink
+// checks first, so only a record that slipped past that check could be)
+// fails terminally without being sent, and the others are written.
+func TestWriteRefusesRecordOverLimit(t *testing.T) {
 	c := kafkatest.Start(t)
 	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_MAX_MESSAGE_BYTES": "2048"}), configmaps)
 	recs := []kafkago.Message{

@@ -25,11 +25,6 @@ func (c *Config) TopicOf(gvr schema.GroupVersionResource) string {
 // resource goes to one topic (BRIDGE_KAFKA_TOPIC).
 func (c *Config) KeyOf(m *wire.Message) string { return wire.KeyFor(m, c.Topic != "") }
 
-// balancer places each record in the partition wire.PartitionFor names.
-var balancer = kafkago.BalancerFunc(func(msg kafkago.Message, partitions ...int) int {
-	return partitions[wire.PartitionFor(msg.Key, len(partitions))]
-})
-
 // ParseTopicConfigs reads "name=value,name=value". A part without '=' goes
 // on with the value before it, so list values keep their commas:
 // "cleanup.policy=compact,delete,retention.ms=60000" is cleanup.policy
