@@ -8,7 +8,6 @@ import (
 	"testing"
 
 	"github.com/kubebus/bridge/source"
-
 )
 
 // leaseDeltas are the deltas of every path the encoder writes, for both
