@@ -44,7 +44,7 @@ func rawUpdates(tb testing.TB, r source.Resource, n int, object func(int) runtim
 // BenchmarkPipelineEncoded is the pipeline's cost per delta with the
 // bridge's encoder: BenchmarkPipeline's queueing and batching, plus
 // writing each delta's event, for updates of distinct ConfigMaps (about
-// 1 KiB) and Pods (about 5 KiB) as the source's raw path hands them on,
+// 1 KiB) and Pods (about 10 KiB) as the source's raw path hands them on,
 // 2,000 per run of the pipeline, to a sink that accepts everything at
 // once. B/op and allocs/op are per run: per delta, divide by 2,000.
 func BenchmarkPipelineEncoded(b *testing.B) {
