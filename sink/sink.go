@@ -13,6 +13,17 @@
 // message would then be followed by an older one). PublishInOrder keeps
 // this for sinks that publish asynchronously. Messages with different keys
 // may be delivered in any order.
+//
+// The bytes of the messages (wire.Message's Encoded and Data) are lent to
+// Publish, not given: once Publish returns, accepted or not, the bridge
+// reuses them for later events. A Sink must not keep any reference to
+// them, nor to slices of them, after Publish returns, and must not return
+// while the client of its bus may still read them (to send them later, or
+// again); what must outlive the call is copied. The one leeway: when
+// Publish returns because its context ended, the bridge does not reuse
+// the bytes of that call (it is stopping, and a client cut short may still
+// hold them), but leaves them to the garbage collector.
+// sinktest.KeepsNoBytes checks a Sink against its bus.
 package sink
 
 import (
@@ -25,7 +36,8 @@ import (
 // Sink publishes batches of messages to a message bus.
 //
 // Publish is called by several goroutines at once, each with its own batch;
-// implementations must be safe for concurrent use. Publish returns nil when
+// implementations must be safe for concurrent use. It may read the
+// messages' bytes until it returns, and not after (see the package doc). Publish returns nil when
 // every message was accepted. Otherwise it returns an error: a *BatchError
 // to report failures message by message, or any other error to fail the
 // whole batch. Failures are retried unless they are, or wrap, a

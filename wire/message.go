@@ -33,6 +33,16 @@ const (
 //
 // The same change always produces the same ID, so consumers and buses can
 // drop repeats of it.
+//
+// The bytes of a message the bridge hands to a sink (Encoded, Data, and
+// every slice of them) are lent, not given: the bridge writes later events
+// into the same buffers once Publish returned. A sink must not keep any
+// reference to them after Publish returns, nor leave one with a library
+// that may still read it (a client that sends, or sends again, later):
+// what must outlive the call is copied (see sink.Sink). While Publish runs
+// the bytes do not change, and a message sent again after a failure is the
+// same message. When the bridge takes the bytes back it sets Encoded and
+// Data to nil; the message's other fields do not change.
 type Message struct {
 	// ID is derived from the object's uid, its resourceVersion and Action
 	// (see ID).
@@ -102,7 +112,7 @@ type Message struct {
 	// so only while Data is still that sub-slice, so a copy of the message
 	// that replaces Data gets an encoding of its own. Whoever changes an
 	// attribute of an encoded message must set Encoded to nil. Never
-	// modify its bytes.
+	// modify its bytes, and keep none of them past Publish (see above).
 	Encoded []byte
 }
 
@@ -122,7 +132,7 @@ func (m *Message) Key() string { return m.Subject }
 //
 // When the message holds its encoding (Encoded, with Data its sub-slice),
 // MarshalJSON returns it as it is, without copying: the caller must not
-// modify it.
+// modify it, nor, in a sink, keep it past Publish.
 func (m *Message) MarshalJSON() ([]byte, error) {
 	if m.encoded() {
 		return m.Encoded, nil

@@ -45,9 +45,15 @@ type Encoder struct {
 // buffer is allocated once, at its size. A parsed object (d.Object) is
 // written as encoding/json writes it without HTML escaping. Both make
 // events equal as JSON values (test/equivalence).
+//
+// The buffer of a message from Encode is its own, for as long as anything
+// holds it. The pipeline uses Lease instead, which writes the same bytes
+// into a buffer lent by a pool and taken back after the sink is done with
+// it.
 func (e Encoder) Encode(d *source.Delta) (*wire.Message, error) {
-	m := e.message(d)
-	if d.Raw != nil && !d.ContentOmitted && d.OldObject == nil {
+	m := &wire.Message{}
+	e.fill(m, d)
+	if rawOnly(d) {
 		var scratch [512]byte
 		head := m.AppendHead(scratch[:0])
 		b := make([]byte, 0, len(head)+len(`{"object":}}`)+e.rawLen(d))
@@ -66,10 +72,31 @@ func (e Encoder) Encode(d *source.Delta) (*wire.Message, error) {
 	// size is known only once written, then copied out at their size.
 	buf := buffers.Get().(*[]byte)
 	defer buffers.Put(buf)
-	b := m.AppendHead((*buf)[:0])
-	start := len(b)
+	b, start, end, err := e.appendParsed((*buf)[:0], m, d)
+	if cap(b) <= maxPooledBuffer {
+		*buf = b[:0]
+	}
+	if err != nil {
+		return nil, err
+	}
+	ev := bytes.Clone(b)
+	m.Encoded, m.Data = ev, ev[start:end:end]
+	return m, nil
+}
+
+// rawOnly reports whether the event of d holds the object the API server
+// sent and nothing parsed: its size is then known before it is written.
+func rawOnly(d *source.Delta) bool {
+	return d.Raw != nil && !d.ContentOmitted && d.OldObject == nil
+}
+
+// appendParsed appends the event of m, whose data holds at least one
+// parsed object (d.Object, d.OldObject, or the identity of a delta whose
+// content is omitted), to b, and returns b with the data's bounds in it.
+func (e Encoder) appendParsed(b []byte, m *wire.Message, d *source.Delta) (_ []byte, start, end int, err error) {
+	b = m.AppendHead(b)
+	start = len(b)
 	b = append(b, `{"object":`...)
-	var err error
 	switch {
 	case d.ContentOmitted:
 		b, err = appendObject(b, identity(d))
@@ -79,28 +106,23 @@ func (e Encoder) Encode(d *source.Delta) (*wire.Message, error) {
 		b, err = appendObject(b, d.Object)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("event: encode %s %s: %w", d.Resource.Name(), d.Key(), err)
+		return b, 0, 0, fmt.Errorf("event: encode %s %s: %w", d.Resource.Name(), d.Key(), err)
 	}
 	if d.OldObject != nil && !d.ContentOmitted {
 		b = append(b, `,"oldObject":`...)
 		if b, err = appendObject(b, d.OldObject); err != nil {
-			return nil, fmt.Errorf("event: encode old %s %s: %w", d.Resource.Name(), d.Key(), err)
+			return b, 0, 0, fmt.Errorf("event: encode old %s %s: %w", d.Resource.Name(), d.Key(), err)
 		}
 	}
 	b = append(b, '}')
-	end := len(b)
+	end = len(b)
 	b = append(b, '}')
-	if cap(b) <= maxPooledBuffer {
-		*buf = b
-	}
-	ev := bytes.Clone(b)
-	m.Encoded, m.Data = ev, ev[start:end:end]
-	return m, nil
+	return b, start, end, nil
 }
 
-// message is the message of d without its data.
-func (e Encoder) message(d *source.Delta) *wire.Message {
-	m := &wire.Message{
+// fill sets m to the message of d without its data.
+func (e Encoder) fill(m *wire.Message, d *source.Delta) {
+	*m = wire.Message{
 		Time:            d.Observed,
 		Action:          string(d.Type),
 		Resource:        d.Resource.GroupVersionResource,
@@ -117,7 +139,6 @@ func (e Encoder) message(d *source.Delta) *wire.Message {
 		View:            d.View,
 	}
 	m.Derive()
-	return m
 }
 
 // identity is the object of d reduced to what identifies it: apiVersion,
@@ -158,7 +179,8 @@ func identity(d *source.Delta) *unstructured.Unstructured {
 }
 
 // buffers hold the events being encoded from parsed objects; each message
-// gets a copy of exactly its size. Buffers that grew past maxPooledBuffer
+// gets a copy of them, of exactly its size (Encode) or in a buffer of the
+// pool of its size (Lease). Buffers that grew past maxPooledBuffer
 // (for a rare huge object) are left to the garbage collector.
 var buffers = sync.Pool{New: func() any { return new([]byte) }}
 

@@ -132,3 +132,34 @@ func BenchmarkEvent(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkLeasedEvent is BenchmarkEvent as the pipeline writes events:
+// into a buffer lent by the pool (Lease), given back once sent (Release).
+func BenchmarkLeasedEvent(b *testing.B) {
+	enc := Encoder{Cluster: "prod"}
+	for _, fx := range fixtures {
+		data := readFixture(b, fx.name)
+		for _, p := range pathDeltas(b, fx.resource, data)[:2] {
+			b.Run(fx.name+"/"+p.name, func(b *testing.B) {
+				d := p.d
+				m, err := enc.Encode(&d)
+				if err != nil {
+					b.Fatal(err)
+				}
+				ev, _ := m.MarshalJSON()
+				b.SetBytes(int64(len(ev)))
+				b.ReportAllocs()
+				for b.Loop() {
+					l, err := enc.Lease(&d)
+					if err != nil {
+						b.Fatal(err)
+					}
+					if _, err := l.Message().MarshalJSON(); err != nil {
+						b.Fatal(err)
+					}
+					l.Release()
+				}
+			})
+		}
+	}
+}

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 
+	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/wire"
 )
@@ -16,6 +17,9 @@ type item struct {
 	key   string
 	delta *source.Delta
 	msg   *wire.Message
+	// lease holds msg's bytes when the encoder lent them (LeaseEncoder):
+	// release gives them back.
+	lease *event.Lease
 	// tooLarge is why the delta's full event was not published, when msg
 	// is the event without the object's content sent in its place.
 	tooLarge error
@@ -106,13 +110,38 @@ func (p *Pipeline) take(keys []string) []item {
 func (p *Pipeline) encode(items []item) []item {
 	out := items[:0]
 	for _, it := range items {
-		msg, err := p.enc.Encode(it.delta)
+		var err error
+		it.msg, it.lease, err = p.encodeDelta(it.delta)
 		if err != nil {
 			p.skip(it, err)
 			continue
 		}
-		it.msg = msg
 		out = append(out, it)
 	}
 	return out
+}
+
+// encodeDelta makes the message of d, in a leased buffer when the encoder
+// lends them.
+func (p *Pipeline) encodeDelta(d *source.Delta) (*wire.Message, *event.Lease, error) {
+	le, ok := p.enc.(LeaseEncoder)
+	if !ok {
+		msg, err := p.enc.Encode(d)
+		return msg, nil, err
+	}
+	l, err := le.Lease(d)
+	if err != nil {
+		return nil, nil, err
+	}
+	return l.Message(), l, nil
+}
+
+// release gives the item's message bytes back to the encoder's pool:
+// the pipeline calls it once it is done with the item, and only when no
+// sink can read the message any more.
+func (it *item) release() {
+	if it.lease != nil {
+		it.lease.Release()
+		it.lease, it.msg = nil, nil
+	}
 }

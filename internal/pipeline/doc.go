@@ -38,4 +38,11 @@
 //   - Batches are encoded while the workers wait for the sink, so encoding
 //     does not add to the wait: at most Workers batches are in the sink and
 //     at most Workers more wait encoded for a free worker.
+//   - With an encoder that lends buffers (LeaseEncoder, as event.Encoder
+//     does), each event is written into a buffer of the encoder's pool and
+//     given back once, when its message is accepted, skipped, replaced by
+//     its event without content, or abandoned, never while a sink may
+//     still read it (sinks keep nothing of it once Publish returned, see
+//     sink.Sink): events make no garbage. The buffers of a Publish cut
+//     short by the end of the context are left to the garbage collector.
 package pipeline

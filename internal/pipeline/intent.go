@@ -90,6 +90,8 @@ func (p *Pipeline) abandonCreations(items []item, damaged error) []item {
 	for _, it := range items {
 		if !needsIntent(it.delta) {
 			rest = append(rest, it)
+		} else {
+			it.release() // never sent
 		}
 	}
 	if n := len(items) - len(rest); n > 0 {

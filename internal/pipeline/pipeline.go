@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/kubebus/bridge/checkpoint"
+	"github.com/kubebus/bridge/internal/event"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/wire"
@@ -49,6 +50,15 @@ const (
 // Encoder turns a delta into a message.
 type Encoder interface {
 	Encode(d *source.Delta) (*wire.Message, error)
+}
+
+// LeaseEncoder is an Encoder that can write messages into buffers lent by
+// a pool (event.Encoder): the pipeline then takes every message from
+// Lease, and releases each lease once no sink can read the message any
+// more (see publish).
+type LeaseEncoder interface {
+	Encoder
+	Lease(d *source.Delta) (*event.Lease, error)
 }
 
 // Recorder takes acknowledged deltas for the checkpoint. Record must not

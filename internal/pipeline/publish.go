@@ -18,12 +18,24 @@ import (
 // in the checkpoint what the sink accepted. What failed retryably is sent
 // again with backoff, together with every later delta of its object, so
 // that order holds; what failed for good is skipped and counted.
+//
+// Messages' bytes are lent by the encoder's pool (LeaseEncoder), and the
+// worker gives each back (item.release) once, when it is done with the
+// message: after the sink accepted it, after it was skipped for good,
+// after an event without the object's content took its place, or when it
+// is abandoned unpublished. A sink keeps nothing of the bytes once Publish
+// returned (see sink.Sink); a message sent again after a failure is the
+// same message, still held. Only the bytes of a Publish that returned
+// after ctx ended are not given back, but left to the garbage collector:
+// a sink cut short may leave them with its bus's client, which may still
+// send them.
 
 // work publishes the batches the assemblers make until ready is closed.
 func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
 	for b := range ready {
 		if ctx.Err() != nil {
 			p.abandoned.Add(int64(len(b.items)))
+			releaseAll(b.items)
 		} else {
 			p.publish(ctx, b.items)
 		}
@@ -45,10 +57,21 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 		if !checkpoint.IsTerminal(err) {
 			// ctx ended: nothing is published.
 			p.abandoned.Add(int64(len(items)))
+			releaseAll(items)
 			return
 		}
 		if items = p.abandonCreations(items, err); len(items) == 0 {
 			return
+		}
+	}
+	// cut is set when a Publish returned after ctx ended: the bytes of
+	// what it was given are no longer given back (see above).
+	cut := false
+	// done is called once the pipeline is done with an item sent in the
+	// last Publish.
+	done := func(it item) {
+		if !cut {
+			it.release()
 		}
 	}
 	op := func() error {
@@ -60,6 +83,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 			start := time.Now()
 			errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
 			p.opts.Observer.PublishDuration(time.Since(start))
+			cut = ctx.Err() != nil
 
 			var (
 				acked []checkpoint.Record
@@ -91,13 +115,16 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 						p.logOmitted(it)
 					}
 					p.opts.Observer.Published(it.delta)
+					done(it)
 				case sink.IsTooLarge(err) && it.tooLarge == nil:
 					if r, ok := p.withoutContent(it, err); ok {
 						failed[it.key] = false
 						retry = append(retry, r)
 					}
+					done(it)
 				case sink.IsTerminal(err):
 					p.skip(it, err)
+					done(it)
 				default:
 					failed[it.key] = true
 					retry = append(retry, it)
@@ -134,6 +161,17 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 	if err := backoff.RetryNotify(op, backoff.WithContext(p.opts.NewBackOff(), ctx), notify); err != nil {
 		// Only the end of ctx stops the retries: what is left is abandoned.
 		p.abandoned.Add(int64(len(items)))
+		for _, it := range items {
+			done(it)
+		}
+	}
+}
+
+// releaseAll releases the items of a batch abandoned before any of it
+// was sent.
+func releaseAll(items []item) {
+	for _, it := range items {
+		it.release()
 	}
 }
 

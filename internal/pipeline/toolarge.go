@@ -15,12 +15,12 @@ import (
 func (p *Pipeline) withoutContent(it item, tooLarge error) (item, bool) {
 	d := *it.delta
 	d.ContentOmitted = true
-	msg, err := p.enc.Encode(&d)
+	msg, lease, err := p.encodeDelta(&d)
 	if err != nil {
 		p.skip(it, fmt.Errorf("%w; without its content: %w", tooLarge, err))
 		return item{}, false
 	}
-	return item{key: it.key, delta: &d, msg: msg, tooLarge: tooLarge}, true
+	return item{key: it.key, delta: &d, msg: msg, lease: lease, tooLarge: tooLarge}, true
 }
 
 func (p *Pipeline) logOmitted(it item) {

@@ -12,6 +12,15 @@
 // set, decides the outcome of each call instead, and may block. A message
 // counts as accepted when sink.PerMessage of Publish's result is nil for
 // it. All methods are safe for concurrent use.
+//
+// Like every sink, a Recorder keeps nothing of the bytes of the messages
+// it is given once Publish returned (see wire.Message): what it records
+// are copies (Clone). Respond sees the messages themselves, and must not
+// keep them either.
+//
+// KeepsNoBytes checks that a real sink keeps nothing either: it publishes
+// messages, writes over their bytes as soon as Publish returned, and
+// reads back what the bus holds.
 package sinktest
 
 import (
@@ -64,7 +73,9 @@ func (r *Recorder) Publish(ctx context.Context, msgs []*wire.Message) error {
 	if r.inflight == nil {
 		r.inflight = map[key]bool{}
 	}
-	r.attempts = append(r.attempts, msgs...)
+	for _, m := range msgs {
+		r.attempts = append(r.attempts, Clone(m))
+	}
 	for _, m := range msgs {
 		k := key{m.Resource, m.Key()}
 		if rv := m.ResourceVersion; resourceversion.Comparable(rv) {
@@ -95,7 +106,7 @@ func (r *Recorder) Publish(ctx context.Context, msgs []*wire.Message) error {
 	}
 	for i, e := range sink.PerMessage(err, len(msgs)) {
 		if e == nil {
-			m := msgs[i]
+			m := Clone(msgs[i])
 			r.accepted = append(r.accepted, m)
 			r.byKey[m.Key()] = append(r.byKey[m.Key()], m)
 		}
@@ -175,4 +186,22 @@ func (r *Recorder) Problems() []string {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return slices.Clone(r.problems)
+}
+
+// Clone is a copy of m that shares nothing with it: its bytes (Encoded,
+// Data) are copies, with Data a sub-slice of Encoded again when it was
+// one. A sink that must keep a message past Publish keeps a clone.
+func Clone(m *wire.Message) *wire.Message {
+	c := *m
+	if m.Encoded == nil {
+		c.Data = slices.Clone(m.Data)
+		return &c
+	}
+	c.Encoded = slices.Clone(m.Encoded)
+	if n, d := len(m.Encoded), len(m.Data); d > 0 && n > d && &m.Encoded[n-1-d] == &m.Data[0] {
+		c.Data = c.Encoded[n-1-d : n-1 : n-1]
+	} else {
+		c.Data = slices.Clone(m.Data)
+	}
+	return &c
 }
