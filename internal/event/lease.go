@@ -34,7 +34,8 @@ type Lease struct {
 func (l *Lease) Message() *wire.Message { return &l.msg }
 
 // Release gives the message's bytes back to the pool, to be written over
-// by a later event, and clears Encoded and Data. Call it once, when no
+// by a later event, and clears Encoded and Data (with Poison on, it leaves
+// them on the poisoned bytes). Call it once, when no
 // sink can read the bytes any more: after the Publish that was given the
 // message returned, and not while a library a sink used may still send
 // them (the pipeline leaves the buffers of a Publish cut short by the end
@@ -47,10 +48,16 @@ func (l *Lease) Release() {
 	l.released = true
 	buf := l.buf
 	l.buf = nil
-	l.msg.Encoded, l.msg.Data = nil, nil
 	if buf != nil {
 		give(buf)
 	}
+	if poisoned.Load() {
+		// The message keeps pointing at its poisoned bytes, so that a sink
+		// that kept the message itself and encodes it after the release
+		// writes garbage, not a well-formed event without data.
+		return
+	}
+	l.msg.Encoded, l.msg.Data = nil, nil
 }
 
 // Lease turns d into a message, as Encode does, written into a buffer

@@ -2,6 +2,7 @@ package event
 
 import (
 	"bytes"
+	"encoding/json"
 	"math"
 	"reflect"
 	"strings"
@@ -119,11 +120,16 @@ func TestReleaseOnce(t *testing.T) {
 	}
 	kept := l.Message().Encoded
 	l.Release()
-	if m := l.Message(); m.Encoded != nil || m.Data != nil {
-		t.Error("a released message still has its bytes")
-	}
 	if len(kept) == 0 || bytes.Count(kept, []byte{PoisonByte}) != len(kept) {
 		t.Errorf("a released buffer still holds its event: %.100q", kept)
+	}
+	// A sink that kept the message itself reads garbage, not an event
+	// without data.
+	if m := l.Message(); len(m.Encoded) == 0 || bytes.Count(m.Encoded, []byte{PoisonByte}) != len(m.Encoded) {
+		t.Errorf("a released message, with poisoning on, shows %.100q, want poisoned bytes", m.Encoded)
+	}
+	if b, err := l.Message().MarshalJSON(); err == nil && json.Valid(b) {
+		t.Errorf("a released message still encodes as an event: %.100q", b)
 	}
 	func() {
 		defer func() {
@@ -186,5 +192,17 @@ func TestLeaseFailure(t *testing.T) {
 	d.Object.Object["bad"] = math.NaN()
 	if l, err := (Encoder{Cluster: "prod"}).Lease(&d); err == nil || l != nil {
 		t.Fatalf("Lease of an object JSON cannot hold: %v, %v", l, err)
+	}
+}
+
+// Without poisoning, Release clears the message's bytes.
+func TestReleaseClears(t *testing.T) {
+	defer Poison(Poison(false))
+	enc := Encoder{Cluster: "prod"}
+	d := leaseDeltas(t)[0].d
+	l := lease(t, enc, &d)
+	l.Release()
+	if m := l.Message(); m.Encoded != nil || m.Data != nil {
+		t.Error("a released message still has its bytes")
 	}
 }

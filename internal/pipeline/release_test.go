@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"bytes"
+	"encoding/json"
 	"context"
 	"errors"
 	"fmt"
@@ -41,7 +42,7 @@ func (w *byteWitness) see(call int, msgs []*wire.Message) {
 		ev, _ := m.MarshalJSON()
 		prev, ok := w.first[m]
 		switch {
-		case len(m.Encoded) == 0:
+		case len(m.Encoded) == 0 || !json.Valid(m.Encoded):
 			w.problems = append(w.problems, fmt.Sprintf("call %d: %s@%s has no bytes: released before it was sent", call, m.Name, m.ResourceVersion))
 		case !ok:
 			w.first[m] = bytes.Clone(ev)
@@ -53,8 +54,8 @@ func (w *byteWitness) see(call int, msgs []*wire.Message) {
 }
 
 // released returns the messages seen whose bytes were given back (Release
-// clears them), and those still holding theirs. Call it once the pipeline
-// stopped.
+// poisons them, and a later event may have taken the buffer since), and
+// those still holding theirs. Call it once the pipeline stopped.
 func (w *byteWitness) released() (released, held []string) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -63,7 +64,7 @@ func (w *byteWitness) released() (released, held []string) {
 		if m.ContentOmitted {
 			id += " without content"
 		}
-		if m.Encoded == nil {
+		if ev, _ := m.MarshalJSON(); !bytes.Equal(ev, w.first[m]) {
 			released = append(released, id)
 		} else {
 			held = append(held, id)
