@@ -108,7 +108,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 						retried++
 					}
 				case err == nil:
-					acked = append(acked, record(it.delta))
+					acked = append(acked, record(it))
 					if it.tooLarge != nil {
 						p.omitted.Add(1)
 						p.opts.Observer.Omitted(it.delta)
@@ -183,12 +183,16 @@ func (p *Pipeline) skip(it item, err error) {
 		"uid", it.delta.UID, "resourceVersion", it.delta.ResourceVersion, "type", it.delta.Type, "err", err)
 }
 
-// record is the checkpoint record of a published delta: its position, and
-// its state in the view it went through, which a restart compares with.
-func record(d *source.Delta) checkpoint.Record {
+// record is the checkpoint record of a published item: its delta's
+// position, and its state in the view it went through, which a restart
+// compares with. The object's key is the tail of the item's, not built
+// again.
+func record(it item) checkpoint.Record {
+	d := it.delta
+	res := d.Resource.Name()
 	return checkpoint.Record{
-		Resource: d.Resource.Name(),
-		Key:      d.Key(),
+		Resource: res,
+		Key:      it.key[len(res)+1:],
 		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion, View: d.View},
 		Deleted:  d.Type == source.Deleted,
 	}
