@@ -96,14 +96,14 @@ chart-lint: $(HELM)
 # helm, and against a kube-apiserver too); then test/outside, a module of
 # its own that uses the public API as another module would.
 test: controlplane helm pyclient
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -timeout 45m ./...
 	cd test/outside && $(GO) test -race -count=1 ./...
 
 unit:
 	$(GO) test -race -count=1 $$($(GO) list ./... | grep -v /test/)
 
 e2e: controlplane pyclient
-	$(GO) test -race -count=1 -v ./test/e2e/
+	$(GO) test -race -count=1 -timeout 45m -v ./test/e2e/
 
 # Starts a throwaway control plane and the bridge with the stdout sink,
 # applies, updates and deletes a few objects, and shows the stream.
