@@ -202,21 +202,77 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 }
 
 // produceAlone writes each of recs in a produce request of its own, one
-// after the other, bypassing the queues.
+// after the other, bypassing the queues. Once ctx ends it sends no more of
+// them, and returns without waiting for the one in flight: that request
+// goes on, bounded by ctx's deadline if it has one and by the producer's
+// request timeout, and counts as in flight for close.
 func (p *producer) produceAlone(ctx context.Context, recs []*kafkago.Message) []error {
 	out := make([]error, len(recs))
 	for i, r := range p.route(ctx, recs) {
 		size := recordSize(recs[i])
 		switch {
+		case ctx.Err() != nil:
+			out[i] = notSent(ctx)
 		case r.err != nil:
 			out[i] = r.err
 		case size > p.batchBytes:
 			out[i] = errTooLarge(size, p.batchBytes)
 		default:
-			out[i] = p.request([]*pending{{rec: recs[i], partition: r.partition, size: size}})[0]
+			out[i] = p.sendAlone(ctx, &pending{rec: recs[i], partition: r.partition, size: size})
 		}
 	}
 	return out
+}
+
+// sendAlone sends pd in a request of its own and returns its outcome, or
+// ctx's error once ctx ends.
+func (p *producer) sendAlone(ctx context.Context, pd *pending) error {
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return errProducerClosed
+	case ctx.Err() != nil:
+		p.mu.Unlock()
+		return notSent(ctx)
+	}
+	p.busy++
+	p.mu.Unlock()
+
+	// The request keeps ctx's values and deadline, not its cancellation: a
+	// request written to a connection is not taken back, so the producer
+	// counts it until the broker answers or the deadline passes.
+	rctx := context.WithoutCancel(ctx)
+	if deadline, ok := ctx.Deadline(); ok {
+		var cancel context.CancelFunc
+		rctx, cancel = context.WithDeadline(rctx, deadline)
+		defer cancel()
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := p.request(rctx, []*pending{pd})[0]
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.busy--
+		p.settle()
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	select {
+	case err := <-done:
+		return err // answered as ctx ended
+	default:
+	}
+	return fmt.Errorf("not acknowledged: %w", context.Cause(ctx))
+}
+
+// notSent is the error of a record not sent because ctx ended.
+func notSent(ctx context.Context) error {
+	return fmt.Errorf("not sent: %w", context.Cause(ctx))
 }
 
 // route is where a record goes: its partition and that partition's
@@ -358,6 +414,12 @@ func (p *producer) dispatch(b *brokerQueue, now time.Time) {
 			p.dispatch(b, time.Now())
 		})
 	}
+	p.settle()
+}
+
+// settle closes p.idle once the producer is closed with nothing queued or
+// in flight. Called with p.mu held.
+func (p *producer) settle() {
 	if p.closed && p.busy == 0 && p.idle != nil && p.empty() {
 		close(p.idle)
 		p.idle = nil
@@ -409,7 +471,7 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 // send writes batch to broker b, answers its records, and sends what may
 // go next.
 func (p *producer) send(b *brokerQueue, batch []*pending) {
-	errs := p.request(batch)
+	errs := p.request(context.Background(), batch)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	for k, pd := range batch {
@@ -420,9 +482,9 @@ func (p *producer) send(b *brokerQueue, batch []*pending) {
 	p.dispatch(b, time.Now())
 }
 
-// request sends batch in one produce request and returns each record's
-// outcome.
-func (p *producer) request(batch []*pending) []error {
+// request sends batch in one produce request, bounded by ctx and the
+// producer's request timeout, and returns each record's outcome.
+func (p *producer) request(ctx context.Context, batch []*pending) []error {
 	req := &produceAPI.Request{Acks: int16(p.acks), Timeout: int32(p.timeout.Milliseconds())}
 	for _, pd := range batch {
 		ti := -1
@@ -455,7 +517,7 @@ func (p *producer) request(batch []*pending) []error {
 		r.recs = append(r.recs, pd.rec)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	res, err := p.transport.RoundTrip(ctx, p.addr, req)
 	errs := make([]error, len(batch))
@@ -521,10 +583,7 @@ func (p *producer) close(ctx context.Context) error {
 		for _, b := range p.brokers {
 			p.dispatch(b, time.Now())
 		}
-		if p.busy == 0 && p.empty() && p.idle != nil {
-			close(p.idle)
-			p.idle = nil
-		}
+		p.settle()
 		p.mu.Unlock()
 		select {
 		case <-idle:

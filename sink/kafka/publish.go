@@ -97,12 +97,14 @@ func (s *Sink) events(msgs []*wire.Message, errs []error) (events []kafkago.Mess
 // per record. A record whose write failed in a way that may pass is sent
 // again, up to writeAttempts times in all. A request the broker refused
 // for its size is sent again record by record (writeAlone), to tell which
-// record is too large.
+// record is too large; once ctx ends, no more records go alone.
 func (s *Sink) write(ctx context.Context, recs []kafkago.Message) []error {
 	out := s.attempts(ctx, recs, s.p.produce)
 	for i, err := range out {
 		switch {
 		case err == nil || sink.IsTerminal(err):
+		case brokerTooLarge(err) && ctx.Err() != nil:
+			out[i] = fmt.Errorf("kafka sink: write to topic %s: not sent again alone: %w", recs[i].Topic, context.Cause(ctx))
 		case brokerTooLarge(err):
 			out[i] = s.writeAlone(ctx, &recs[i])
 		default:
