@@ -67,7 +67,10 @@ const maxRequestBytes = 16 << 20
 // handed over, but two requests to one broker may be in flight together,
 // so a record may reach the log before one handed over earlier. The sink
 // never has two records of one key in flight (see Publish), so records of
-// one object keep their order.
+// one object keep their order. A caller that stops waiting (its context
+// ended) may leave records in flight, and hand the same keys over again:
+// those later records wait until the request of the earlier ones is
+// answered (see held), so that they never land before them.
 type producer struct {
 	transport  *kafkago.Transport
 	addr       net.Addr
@@ -83,6 +86,18 @@ type producer struct {
 	closed  bool
 	busy    int           // requests in flight, to every broker
 	idle    chan struct{} // closed once closed, with nothing queued or in flight
+	// held counts, by key, the records in flight whose caller stopped
+	// waiting: no record of such a key goes until their requests are
+	// answered. released is closed (and forgotten) when a key leaves held.
+	held     map[recordKey]int
+	released chan struct{}
+}
+
+// recordKey is a record's key in its topic-partition.
+type recordKey struct {
+	topic     string
+	partition int32
+	key       string
 }
 
 // brokerQueue is what waits for one broker: records not sent yet, in the
@@ -94,6 +109,7 @@ type brokerQueue struct {
 	since    time.Time                    // when the oldest record of queue came
 	inflight int
 	timer    *time.Timer // armed while records wait behind a request
+	waiting  int         // records of queue left by the last take for their key (see held)
 }
 
 type topicPartition struct {
@@ -110,7 +126,13 @@ type pending struct {
 	partition int32
 	size      int
 	call      *call
-	i         int // the record's index in call
+	i         int  // the record's index in call
+	sent      bool // in a request not answered yet
+	holds     bool // counted in producer.held
+}
+
+func (pd *pending) key() recordKey {
+	return recordKey{pd.rec.Topic, pd.partition, string(pd.rec.Key)}
 }
 
 // call is one produce call: its records' outcomes, and how many are still
@@ -138,21 +160,32 @@ var errProducerClosed = errors.New("producer closed")
 // produce writes recs and returns one error per record: nil once the
 // record is acknowledged (or sent, without acks). It returns when every
 // record is answered or ctx ends; records not sent by then are dropped,
-// and those in flight are answered to nobody. A record larger than
-// batchBytes fails without being sent (see errTooLarge).
+// and those in flight are answered to nobody (and hold their keys until
+// they are). A call whose ctx has ended sends nothing. A record larger
+// than batchBytes fails without being sent (see errTooLarge).
 func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error {
 	c := &call{errs: make([]error, len(recs)), left: len(recs), done: make(chan struct{})}
 	if len(recs) == 0 {
 		return c.errs
 	}
-	routes := p.route(ctx, recs)
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	fail := func(err error) []error {
 		for i := range recs {
-			c.errs[i] = errProducerClosed
+			c.errs[i] = err
 		}
 		return c.errs
+	}
+	if ctx.Err() != nil {
+		return fail(notSent(ctx))
+	}
+	routes := p.route(ctx, recs)
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return fail(errProducerClosed)
+	case ctx.Err() != nil:
+		p.mu.Unlock()
+		return fail(notSent(ctx))
 	}
 	var now time.Time
 	pends := make([]pending, len(recs)) // one allocation for the call's records
@@ -188,17 +221,64 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 		return c.errs
 	case <-ctx.Done():
 	}
-	c.abandoned.Store(true)
 	err := fmt.Errorf("not acknowledged: %w", context.Cause(ctx))
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c.abandoned.Store(true)
 	out := make([]error, len(recs))
 	for i, e := range c.errs {
 		if out[i] = e; e == errUnanswered {
 			out[i] = err
+			if pends[i].sent {
+				p.hold(&pends[i])
+			}
 		}
 	}
 	return out
+}
+
+// hold counts pd, in flight, in p.held. Called with p.mu held.
+func (p *producer) hold(pd *pending) {
+	if p.held == nil {
+		p.held = map[recordKey]int{}
+	}
+	pd.holds = true
+	p.held[pd.key()]++
+}
+
+// unhold takes pd, answered, out of p.held, and reports whether its key
+// left it. Called with p.mu held.
+func (p *producer) unhold(pd *pending) bool {
+	pd.sent = false
+	if !pd.holds {
+		return false
+	}
+	pd.holds = false
+	k := pd.key()
+	if p.held[k]--; p.held[k] > 0 {
+		return false
+	}
+	delete(p.held, k)
+	if p.released != nil {
+		close(p.released)
+		p.released = nil
+	}
+	return true
+}
+
+// isHeld reports whether a record of pd's key is in flight for a caller
+// that stopped waiting. Called with p.mu held.
+func (p *producer) isHeld(pd *pending) bool {
+	return len(p.held) > 0 && p.held[pd.key()] > 0
+}
+
+// release sends what waited for a key that left p.held. Called with p.mu
+// held.
+func (p *producer) release(now time.Time) {
+	for _, b := range p.brokers {
+		b.waiting = 0
+		p.dispatch(b, now)
+	}
 }
 
 // produceAlone writes each of recs in a produce request of its own, one
@@ -228,15 +308,31 @@ func (p *producer) produceAlone(ctx context.Context, recs []*kafkago.Message) []
 // ctx's error once ctx ends.
 func (p *producer) sendAlone(ctx context.Context, pd *pending) error {
 	p.mu.Lock()
-	switch {
-	case p.closed:
+	for {
+		switch {
+		case p.closed:
+			p.mu.Unlock()
+			return errProducerClosed
+		case ctx.Err() != nil:
+			p.mu.Unlock()
+			return notSent(ctx)
+		}
+		if !p.isHeld(pd) {
+			break
+		}
+		if p.released == nil {
+			p.released = make(chan struct{})
+		}
+		released := p.released
 		p.mu.Unlock()
-		return errProducerClosed
-	case ctx.Err() != nil:
-		p.mu.Unlock()
-		return notSent(ctx)
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
 	}
 	p.busy++
+	pd.sent = true
 	p.mu.Unlock()
 
 	// The request keeps ctx's values and deadline, not its cancellation: a
@@ -254,19 +350,25 @@ func (p *producer) sendAlone(ctx context.Context, pd *pending) error {
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.busy--
-		p.settle()
 		done <- err
+		if p.unhold(pd) {
+			p.release(time.Now())
+		}
+		p.settle()
 	}()
 	select {
 	case err := <-done:
 		return err
 	case <-ctx.Done():
 	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	select {
 	case err := <-done:
 		return err // answered as ctx ended
 	default:
 	}
+	p.hold(pd)
 	return fmt.Errorf("not acknowledged: %w", context.Cause(ctx))
 }
 
@@ -400,13 +502,13 @@ func (p *producer) dispatch(b *brokerQueue, now time.Time) {
 	for p.mayGo(b, now) {
 		batch := p.take(b, now)
 		if len(batch) == 0 {
-			continue // every record was dropped
+			break // every record was dropped, or waits for its key
 		}
 		b.inflight++
 		p.busy++
 		go p.send(b, batch)
 	}
-	if len(b.queue) > 0 && b.inflight < maxInFlight && b.timer == nil {
+	if len(b.queue) > b.waiting && b.inflight < maxInFlight && b.timer == nil {
 		b.timer = time.AfterFunc(p.linger-now.Sub(b.since), func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
@@ -439,7 +541,8 @@ func (p *producer) empty() bool {
 // take removes from b's queue the records of its next request: in order,
 // up to batchSize records and batchBytes bytes per partition, and
 // maxRequestBytes in all. Records of calls whose caller stopped waiting
-// are dropped. Called with p.mu held.
+// are dropped; records of a key held (see producer.held) stay queued.
+// Called with p.mu held.
 func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 	var (
 		batch []*pending
@@ -447,9 +550,15 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 		taken = map[topicPartition]partBatch{}
 		total int
 	)
+	b.waiting = 0
 	for _, pd := range b.queue {
 		if pd.call.abandoned.Load() {
 			b.count(pd, -1, p)
+			continue
+		}
+		if p.isHeld(pd) {
+			b.waiting++
+			rest = append(rest, pd)
 			continue
 		}
 		k := topicPartition{pd.rec.Topic, pd.partition}
@@ -461,6 +570,7 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 		taken[k] = partBatch{pb.count + 1, pb.bytes + pd.size}
 		total += pd.size
 		b.count(pd, -1, p)
+		pd.sent = true
 		batch = append(batch, pd)
 	}
 	b.queue = rest
@@ -474,12 +584,20 @@ func (p *producer) send(b *brokerQueue, batch []*pending) {
 	errs := p.request(context.Background(), batch)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	released := false
 	for k, pd := range batch {
+		if p.unhold(pd) {
+			released = true
+		}
 		pd.call.answer(pd.i, errs[k])
 	}
 	b.inflight--
 	p.busy--
-	p.dispatch(b, time.Now())
+	if released {
+		p.release(time.Now())
+	} else {
+		p.dispatch(b, time.Now())
+	}
 }
 
 // request sends batch in one produce request, bounded by ctx and the

@@ -51,7 +51,8 @@ func (s *Sink) Publish(ctx context.Context, msgs []*wire.Message) error {
 // and one whose event is over the size limit with sink.TooLarge. A delete
 // gets no tombstone while its event fails in a way that holds its object
 // (sink.HoldsKey): the bridge sends the event, or its replacement, again,
-// and the tombstone with it.
+// and the tombstone with it. Once ctx has ended, no tombstone is sent, and the
+// deletes fail, to be sent again.
 func (s *Sink) round(ctx context.Context, msgs []*wire.Message) []error {
 	errs := make([]error, len(msgs))
 	events, eventOf := s.events(msgs, errs)
@@ -66,6 +67,14 @@ func (s *Sink) round(ctx context.Context, msgs []*wire.Message) []error {
 			tombstones = append(tombstones, tombstone(s.cfg.TopicOf(m.Resource), []byte(s.cfg.KeyOf(m)), m))
 			tombstoneOf = append(tombstoneOf, i)
 		}
+	}
+	if err := ctx.Err(); err != nil && len(tombstones) > 0 {
+		// A tombstone sent now could land while its delete is reported
+		// failed; the delete is sent again, with its tombstone.
+		for _, i := range tombstoneOf {
+			errs[i] = worse(errs[i], fmt.Errorf("kafka sink: tombstone not sent: %w", context.Cause(ctx)))
+		}
+		return errs
 	}
 	for j, err := range s.write(ctx, tombstones) {
 		errs[tombstoneOf[j]] = worse(errs[tombstoneOf[j]], err)
