@@ -378,12 +378,22 @@ func notSent(ctx context.Context) error {
 }
 
 // route is where a record goes: its partition and that partition's
-// leader, or the error that keeps it from going.
+// leader, or the error that keeps it from going (a *routeError).
 type route struct {
 	partition int32
 	leader    int32
 	err       error
 }
+
+// routeError is the error of a record that found no broker to go to: the
+// transport's metadata could not be had, or named no leader for the
+// record's partition (a Kafka error code taken from the metadata the
+// transport caches, such as LEADER_NOT_AVAILABLE). No request was sent,
+// so no broker answered the record.
+type routeError struct{ err error }
+
+func (e *routeError) Error() string { return e.err.Error() }
+func (e *routeError) Unwrap() error { return e.err }
 
 // route finds the partition of each record (wire.PartitionFor of its key
 // among the topic's partitions, as kafka-go's Writer placed it with the
@@ -402,13 +412,13 @@ func (p *producer) route(ctx context.Context, recs []*kafkago.Message) []route {
 			leaders, err = p.leaders(ctx, topic)
 		}
 		if err != nil {
-			out[i].err = err
+			out[i].err = &routeError{err}
 			continue
 		}
 		part := wire.PartitionFor(rec.Key, len(leaders))
 		out[i] = route{partition: int32(part), leader: leaders[part]}
 		if out[i].leader < 0 {
-			out[i].err = fmt.Errorf("topic %s partition %d: %w", topic, part, kafkago.LeaderNotAvailable)
+			out[i].err = &routeError{fmt.Errorf("topic %s partition %d: %w", topic, part, kafkago.LeaderNotAvailable)}
 		}
 	}
 	return out
