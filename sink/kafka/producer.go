@@ -338,15 +338,14 @@ func (p *producer) sendAlone(ctx context.Context, pd *pending) error {
 	// The request keeps ctx's values and deadline, not its cancellation: a
 	// request written to a connection is not taken back, so the producer
 	// counts it until the broker answers or the deadline passes.
-	rctx := context.WithoutCancel(ctx)
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
 	if deadline, ok := ctx.Deadline(); ok {
-		var cancel context.CancelFunc
 		rctx, cancel = context.WithDeadline(rctx, deadline)
-		defer cancel()
 	}
 	done := make(chan error, 1)
 	go func() {
 		err := p.request(rctx, []*pending{pd})[0]
+		cancel()
 		p.mu.Lock()
 		defer p.mu.Unlock()
 		p.busy--
