@@ -61,7 +61,8 @@ func (s *Sink) Health() error {
 // ctx: healthy when a broker answered any of them. An outcome that says
 // nothing of the brokers is left out: the caller's ctx ended, or the
 // producer refused a record before sending anything (too large, or
-// closed).
+// closed). A record that found no partition leader to go to (a leader
+// election) counts as a failure: no broker answered it.
 func (s *Sink) wrote(ctx context.Context, errs []error) {
 	if ctx.Err() != nil {
 		return
@@ -84,10 +85,19 @@ func (s *Sink) wrote(ctx context.Context, errs []error) {
 
 // answered reports whether the record that failed with err (or succeeded,
 // when err is nil) reached a broker that answered it: it was written, or
-// refused with one of Kafka's error codes.
+// refused with one of Kafka's error codes. A Kafka error code the
+// producer took from cached metadata to route the record (a
+// *routeError) is no answer.
 func answered(err error) bool {
+	if err == nil {
+		return true
+	}
+	var route *routeError
+	if errors.As(err, &route) {
+		return false
+	}
 	var code kafkago.Error
-	return err == nil || errors.As(err, &code)
+	return errors.As(err, &code)
 }
 
 // brokersError names the brokers in err, which it returns; nil stays nil.

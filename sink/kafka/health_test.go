@@ -3,11 +3,14 @@ package kafka
 import (
 	"context"
 	"errors"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	kafkago "github.com/segmentio/kafka-go"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -153,5 +156,60 @@ func TestHealthKeepsAWriteNewerThanTheCheck(t *testing.T) {
 	now = now.Add(time.Second)
 	if got := h.checked(began, down); got != down {
 		t.Errorf("a check alone: %v, want %v", got, down)
+	}
+}
+
+// During a leader election the brokers' metadata names no leader for a
+// partition: its records fail before any request is sent, and Health,
+// which no broker answered, says so.
+func TestHealthShowsNoLeader(t *testing.T) {
+	c := kafkatest.Start(t)
+	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_PARTITIONS": "1"}), configmaps)
+	skipAhead(s) // the clock stands still: only the write can tell
+	if err := s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "a", "updated", 1)}); err != nil {
+		t.Fatalf("Publish: %v", err)
+	}
+	if err := s.Health(); err != nil {
+		t.Fatalf("Health after a write: %v", err)
+	}
+
+	// From now on the brokers' metadata says the topic's partition has no
+	// leader.
+	real, err := kmsg.NewPtrMetadataRequest().RequestWith(t.Context(), c.Client())
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.ControlKey(kmsg.Metadata.Int16(), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		c.KeepControl()
+		res := req.ResponseKind().(*kmsg.MetadataResponse)
+		res.Brokers, res.ClusterID, res.ControllerID = real.Brokers, real.ClusterID, real.ControllerID
+		for _, topic := range real.Topics {
+			topic.Partitions = slices.Clone(topic.Partitions)
+			if topic.Topic != nil && *topic.Topic == "kube.configmaps" {
+				for i := range topic.Partitions {
+					topic.Partitions[i].Leader = -1
+					topic.Partitions[i].ErrorCode = kerr.LeaderNotAvailable.Code
+				}
+			}
+			res.Topics = append(res.Topics, topic)
+		}
+		return res, nil, true
+	})
+	for deadline := time.Now().Add(time.Minute); ; time.Sleep(10 * time.Millisecond) {
+		leaders, err := s.p.leaders(t.Context(), "kube.configmaps")
+		if err == nil && len(leaders) == 1 && leaders[0] < 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the sink's metadata still names a leader after a minute: %v %v", leaders, err)
+		}
+	}
+
+	err = sink.PerMessage(s.Publish(t.Context(), []*wire.Message{message(configmaps, "ns", "a", "updated", 2)}), 1)[0]
+	if err == nil || sink.IsTerminal(err) || !errors.Is(err, kafkago.LeaderNotAvailable) {
+		t.Fatalf("Publish to a partition without a leader: %v, want a retryable LeaderNotAvailable", err)
+	}
+	if err := s.Health(); err == nil || !errors.Is(err, kafkago.LeaderNotAvailable) || !strings.Contains(err.Error(), "kafka sink: brokers ") {
+		t.Errorf("Health after writes that found no leader: %v, want the missing leader, brokers named", err)
 	}
 }

@@ -67,7 +67,10 @@ const maxRequestBytes = 16 << 20
 // handed over, but two requests to one broker may be in flight together,
 // so a record may reach the log before one handed over earlier. The sink
 // never has two records of one key in flight (see Publish), so records of
-// one object keep their order.
+// one object keep their order. A caller that stops waiting (its context
+// ended) may leave records in flight, and hand the same keys over again:
+// those later records wait until the request of the earlier ones is
+// answered (see held), so that they never land before them.
 type producer struct {
 	transport  *kafkago.Transport
 	addr       net.Addr
@@ -83,6 +86,18 @@ type producer struct {
 	closed  bool
 	busy    int           // requests in flight, to every broker
 	idle    chan struct{} // closed once closed, with nothing queued or in flight
+	// held counts, by key, the records in flight whose caller stopped
+	// waiting: no record of such a key goes until their requests are
+	// answered. released is closed (and forgotten) when a key leaves held.
+	held     map[recordKey]int
+	released chan struct{}
+}
+
+// recordKey is a record's key in its topic-partition.
+type recordKey struct {
+	topic     string
+	partition int32
+	key       string
 }
 
 // brokerQueue is what waits for one broker: records not sent yet, in the
@@ -94,6 +109,7 @@ type brokerQueue struct {
 	since    time.Time                    // when the oldest record of queue came
 	inflight int
 	timer    *time.Timer // armed while records wait behind a request
+	waiting  int         // records of queue left by the last take for their key (see held)
 }
 
 type topicPartition struct {
@@ -110,7 +126,13 @@ type pending struct {
 	partition int32
 	size      int
 	call      *call
-	i         int // the record's index in call
+	i         int  // the record's index in call
+	sent      bool // in a request not answered yet
+	holds     bool // counted in producer.held
+}
+
+func (pd *pending) key() recordKey {
+	return recordKey{pd.rec.Topic, pd.partition, string(pd.rec.Key)}
 }
 
 // call is one produce call: its records' outcomes, and how many are still
@@ -138,21 +160,32 @@ var errProducerClosed = errors.New("producer closed")
 // produce writes recs and returns one error per record: nil once the
 // record is acknowledged (or sent, without acks). It returns when every
 // record is answered or ctx ends; records not sent by then are dropped,
-// and those in flight are answered to nobody. A record larger than
-// batchBytes fails without being sent (see errTooLarge).
+// and those in flight are answered to nobody (and hold their keys until
+// they are). A call whose ctx has ended sends nothing. A record larger
+// than batchBytes fails without being sent (see errTooLarge).
 func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error {
 	c := &call{errs: make([]error, len(recs)), left: len(recs), done: make(chan struct{})}
 	if len(recs) == 0 {
 		return c.errs
 	}
-	routes := p.route(ctx, recs)
-	p.mu.Lock()
-	if p.closed {
-		p.mu.Unlock()
+	fail := func(err error) []error {
 		for i := range recs {
-			c.errs[i] = errProducerClosed
+			c.errs[i] = err
 		}
 		return c.errs
+	}
+	if ctx.Err() != nil {
+		return fail(notSent(ctx))
+	}
+	routes := p.route(ctx, recs)
+	p.mu.Lock()
+	switch {
+	case p.closed:
+		p.mu.Unlock()
+		return fail(errProducerClosed)
+	case ctx.Err() != nil:
+		p.mu.Unlock()
+		return fail(notSent(ctx))
 	}
 	var now time.Time
 	pends := make([]pending, len(recs)) // one allocation for the call's records
@@ -188,44 +221,178 @@ func (p *producer) produce(ctx context.Context, recs []*kafkago.Message) []error
 		return c.errs
 	case <-ctx.Done():
 	}
-	c.abandoned.Store(true)
 	err := fmt.Errorf("not acknowledged: %w", context.Cause(ctx))
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	c.abandoned.Store(true)
 	out := make([]error, len(recs))
 	for i, e := range c.errs {
 		if out[i] = e; e == errUnanswered {
 			out[i] = err
+			if pends[i].sent {
+				p.hold(&pends[i])
+			}
 		}
 	}
 	return out
 }
 
+// hold counts pd, in flight, in p.held. Called with p.mu held.
+func (p *producer) hold(pd *pending) {
+	if p.held == nil {
+		p.held = map[recordKey]int{}
+	}
+	pd.holds = true
+	p.held[pd.key()]++
+}
+
+// unhold takes pd, answered, out of p.held, and reports whether its key
+// left it. Called with p.mu held.
+func (p *producer) unhold(pd *pending) bool {
+	pd.sent = false
+	if !pd.holds {
+		return false
+	}
+	pd.holds = false
+	k := pd.key()
+	if p.held[k]--; p.held[k] > 0 {
+		return false
+	}
+	delete(p.held, k)
+	if p.released != nil {
+		close(p.released)
+		p.released = nil
+	}
+	return true
+}
+
+// isHeld reports whether a record of pd's key is in flight for a caller
+// that stopped waiting. Called with p.mu held.
+func (p *producer) isHeld(pd *pending) bool {
+	return len(p.held) > 0 && p.held[pd.key()] > 0
+}
+
+// release sends what waited for a key that left p.held. Called with p.mu
+// held.
+func (p *producer) release(now time.Time) {
+	for _, b := range p.brokers {
+		b.waiting = 0
+		p.dispatch(b, now)
+	}
+}
+
 // produceAlone writes each of recs in a produce request of its own, one
-// after the other, bypassing the queues.
+// after the other, bypassing the queues. Once ctx ends it sends no more of
+// them, and returns without waiting for the one in flight: that request
+// goes on, bounded by ctx's deadline if it has one and by the producer's
+// request timeout, and counts as in flight for close.
 func (p *producer) produceAlone(ctx context.Context, recs []*kafkago.Message) []error {
 	out := make([]error, len(recs))
 	for i, r := range p.route(ctx, recs) {
 		size := recordSize(recs[i])
 		switch {
+		case ctx.Err() != nil:
+			out[i] = notSent(ctx)
 		case r.err != nil:
 			out[i] = r.err
 		case size > p.batchBytes:
 			out[i] = errTooLarge(size, p.batchBytes)
 		default:
-			out[i] = p.request([]*pending{{rec: recs[i], partition: r.partition, size: size}})[0]
+			out[i] = p.sendAlone(ctx, &pending{rec: recs[i], partition: r.partition, size: size})
 		}
 	}
 	return out
 }
 
+// sendAlone sends pd in a request of its own and returns its outcome, or
+// ctx's error once ctx ends.
+func (p *producer) sendAlone(ctx context.Context, pd *pending) error {
+	p.mu.Lock()
+	for {
+		switch {
+		case p.closed:
+			p.mu.Unlock()
+			return errProducerClosed
+		case ctx.Err() != nil:
+			p.mu.Unlock()
+			return notSent(ctx)
+		}
+		if !p.isHeld(pd) {
+			break
+		}
+		if p.released == nil {
+			p.released = make(chan struct{})
+		}
+		released := p.released
+		p.mu.Unlock()
+		select {
+		case <-released:
+		case <-ctx.Done():
+		}
+		p.mu.Lock()
+	}
+	p.busy++
+	pd.sent = true
+	p.mu.Unlock()
+
+	// The request keeps ctx's values and deadline, not its cancellation: a
+	// request written to a connection is not taken back, so the producer
+	// counts it until the broker answers or the deadline passes.
+	rctx, cancel := context.WithoutCancel(ctx), context.CancelFunc(func() {})
+	if deadline, ok := ctx.Deadline(); ok {
+		rctx, cancel = context.WithDeadline(rctx, deadline)
+	}
+	done := make(chan error, 1)
+	go func() {
+		err := p.request(rctx, []*pending{pd})[0]
+		cancel()
+		p.mu.Lock()
+		defer p.mu.Unlock()
+		p.busy--
+		done <- err
+		if p.unhold(pd) {
+			p.release(time.Now())
+		}
+		p.settle()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case err := <-done:
+		return err // answered as ctx ended
+	default:
+	}
+	p.hold(pd)
+	return fmt.Errorf("not acknowledged: %w", context.Cause(ctx))
+}
+
+// notSent is the error of a record not sent because ctx ended.
+func notSent(ctx context.Context) error {
+	return fmt.Errorf("not sent: %w", context.Cause(ctx))
+}
+
 // route is where a record goes: its partition and that partition's
-// leader, or the error that keeps it from going.
+// leader, or the error that keeps it from going (a *routeError).
 type route struct {
 	partition int32
 	leader    int32
 	err       error
 }
+
+// routeError is the error of a record that found no broker to go to: the
+// transport's metadata could not be had, or named no leader for the
+// record's partition (a Kafka error code taken from the metadata the
+// transport caches, such as LEADER_NOT_AVAILABLE). No request was sent,
+// so no broker answered the record.
+type routeError struct{ err error }
+
+func (e *routeError) Error() string { return e.err.Error() }
+func (e *routeError) Unwrap() error { return e.err }
 
 // route finds the partition of each record (wire.PartitionFor of its key
 // among the topic's partitions, as kafka-go's Writer placed it with the
@@ -244,13 +411,13 @@ func (p *producer) route(ctx context.Context, recs []*kafkago.Message) []route {
 			leaders, err = p.leaders(ctx, topic)
 		}
 		if err != nil {
-			out[i].err = err
+			out[i].err = &routeError{err}
 			continue
 		}
 		part := wire.PartitionFor(rec.Key, len(leaders))
 		out[i] = route{partition: int32(part), leader: leaders[part]}
 		if out[i].leader < 0 {
-			out[i].err = fmt.Errorf("topic %s partition %d: %w", topic, part, kafkago.LeaderNotAvailable)
+			out[i].err = &routeError{fmt.Errorf("topic %s partition %d: %w", topic, part, kafkago.LeaderNotAvailable)}
 		}
 	}
 	return out
@@ -344,13 +511,13 @@ func (p *producer) dispatch(b *brokerQueue, now time.Time) {
 	for p.mayGo(b, now) {
 		batch := p.take(b, now)
 		if len(batch) == 0 {
-			continue // every record was dropped
+			break // every record was dropped, or waits for its key
 		}
 		b.inflight++
 		p.busy++
 		go p.send(b, batch)
 	}
-	if len(b.queue) > 0 && b.inflight < maxInFlight && b.timer == nil {
+	if len(b.queue) > b.waiting && b.inflight < maxInFlight && b.timer == nil {
 		b.timer = time.AfterFunc(p.linger-now.Sub(b.since), func() {
 			p.mu.Lock()
 			defer p.mu.Unlock()
@@ -358,6 +525,12 @@ func (p *producer) dispatch(b *brokerQueue, now time.Time) {
 			p.dispatch(b, time.Now())
 		})
 	}
+	p.settle()
+}
+
+// settle closes p.idle once the producer is closed with nothing queued or
+// in flight. Called with p.mu held.
+func (p *producer) settle() {
 	if p.closed && p.busy == 0 && p.idle != nil && p.empty() {
 		close(p.idle)
 		p.idle = nil
@@ -377,7 +550,8 @@ func (p *producer) empty() bool {
 // take removes from b's queue the records of its next request: in order,
 // up to batchSize records and batchBytes bytes per partition, and
 // maxRequestBytes in all. Records of calls whose caller stopped waiting
-// are dropped. Called with p.mu held.
+// are dropped; records of a key held (see producer.held) stay queued.
+// Called with p.mu held.
 func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 	var (
 		batch []*pending
@@ -385,9 +559,15 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 		taken = map[topicPartition]partBatch{}
 		total int
 	)
+	b.waiting = 0
 	for _, pd := range b.queue {
 		if pd.call.abandoned.Load() {
 			b.count(pd, -1, p)
+			continue
+		}
+		if p.isHeld(pd) {
+			b.waiting++
+			rest = append(rest, pd)
 			continue
 		}
 		k := topicPartition{pd.rec.Topic, pd.partition}
@@ -399,6 +579,7 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 		taken[k] = partBatch{pb.count + 1, pb.bytes + pd.size}
 		total += pd.size
 		b.count(pd, -1, p)
+		pd.sent = true
 		batch = append(batch, pd)
 	}
 	b.queue = rest
@@ -409,20 +590,28 @@ func (p *producer) take(b *brokerQueue, now time.Time) []*pending {
 // send writes batch to broker b, answers its records, and sends what may
 // go next.
 func (p *producer) send(b *brokerQueue, batch []*pending) {
-	errs := p.request(batch)
+	errs := p.request(context.Background(), batch)
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	released := false
 	for k, pd := range batch {
+		if p.unhold(pd) {
+			released = true
+		}
 		pd.call.answer(pd.i, errs[k])
 	}
 	b.inflight--
 	p.busy--
-	p.dispatch(b, time.Now())
+	if released {
+		p.release(time.Now())
+	} else {
+		p.dispatch(b, time.Now())
+	}
 }
 
-// request sends batch in one produce request and returns each record's
-// outcome.
-func (p *producer) request(batch []*pending) []error {
+// request sends batch in one produce request, bounded by ctx and the
+// producer's request timeout, and returns each record's outcome.
+func (p *producer) request(ctx context.Context, batch []*pending) []error {
 	req := &produceAPI.Request{Acks: int16(p.acks), Timeout: int32(p.timeout.Milliseconds())}
 	for _, pd := range batch {
 		ti := -1
@@ -455,7 +644,7 @@ func (p *producer) request(batch []*pending) []error {
 		r.recs = append(r.recs, pd.rec)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), p.timeout)
+	ctx, cancel := context.WithTimeout(ctx, p.timeout)
 	defer cancel()
 	res, err := p.transport.RoundTrip(ctx, p.addr, req)
 	errs := make([]error, len(batch))
@@ -521,10 +710,7 @@ func (p *producer) close(ctx context.Context) error {
 		for _, b := range p.brokers {
 			p.dispatch(b, time.Now())
 		}
-		if p.busy == 0 && p.empty() && p.idle != nil {
-			close(p.idle)
-			p.idle = nil
-		}
+		p.settle()
 		p.mu.Unlock()
 		select {
 		case <-idle:

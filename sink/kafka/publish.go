@@ -51,7 +51,8 @@ func (s *Sink) Publish(ctx context.Context, msgs []*wire.Message) error {
 // and one whose event is over the size limit with sink.TooLarge. A delete
 // gets no tombstone while its event fails in a way that holds its object
 // (sink.HoldsKey): the bridge sends the event, or its replacement, again,
-// and the tombstone with it.
+// and the tombstone with it. Once ctx has ended, no tombstone is sent, and the
+// deletes fail, to be sent again.
 func (s *Sink) round(ctx context.Context, msgs []*wire.Message) []error {
 	errs := make([]error, len(msgs))
 	events, eventOf := s.events(msgs, errs)
@@ -66,6 +67,14 @@ func (s *Sink) round(ctx context.Context, msgs []*wire.Message) []error {
 			tombstones = append(tombstones, tombstone(s.cfg.TopicOf(m.Resource), []byte(s.cfg.KeyOf(m)), m))
 			tombstoneOf = append(tombstoneOf, i)
 		}
+	}
+	if err := ctx.Err(); err != nil && len(tombstones) > 0 {
+		// A tombstone sent now could land while its delete is reported
+		// failed; the delete is sent again, with its tombstone.
+		for _, i := range tombstoneOf {
+			errs[i] = worse(errs[i], fmt.Errorf("kafka sink: tombstone not sent: %w", context.Cause(ctx)))
+		}
+		return errs
 	}
 	for j, err := range s.write(ctx, tombstones) {
 		errs[tombstoneOf[j]] = worse(errs[tombstoneOf[j]], err)
@@ -97,12 +106,14 @@ func (s *Sink) events(msgs []*wire.Message, errs []error) (events []kafkago.Mess
 // per record. A record whose write failed in a way that may pass is sent
 // again, up to writeAttempts times in all. A request the broker refused
 // for its size is sent again record by record (writeAlone), to tell which
-// record is too large.
+// record is too large; once ctx ends, no more records go alone.
 func (s *Sink) write(ctx context.Context, recs []kafkago.Message) []error {
 	out := s.attempts(ctx, recs, s.p.produce)
 	for i, err := range out {
 		switch {
 		case err == nil || sink.IsTerminal(err):
+		case brokerTooLarge(err) && ctx.Err() != nil:
+			out[i] = fmt.Errorf("kafka sink: write to topic %s: not sent again alone: %w", recs[i].Topic, context.Cause(ctx))
 		case brokerTooLarge(err):
 			out[i] = s.writeAlone(ctx, &recs[i])
 		default:
