@@ -45,7 +45,15 @@ func TestLoneMessageNotDelayed(t *testing.T) {
 func TestConcurrentMessagesShareRequests(t *testing.T) {
 	c := kafkatest.Start(t)
 	const partitions = 6
-	s := newSink(t, clusterConfig(t, c, map[string]string{"BRIDGE_KAFKA_PARTITIONS": fmt.Sprint(partitions)}), configmaps)
+	// Records wait behind a request in flight for as long as it takes
+	// (BRIDGE_KAFKA_BATCH_TIMEOUT): on a slow machine, goroutines that
+	// start late would otherwise see the records before them leave in
+	// requests of their own, which the held brokers do not answer, and
+	// never reach the queue the brokers wait for.
+	s := newSink(t, clusterConfig(t, c, map[string]string{
+		"BRIDGE_KAFKA_PARTITIONS":    fmt.Sprint(partitions),
+		"BRIDGE_KAFKA_BATCH_TIMEOUT": "1m",
+	}), configmaps)
 
 	// The brokers hold their first produce request until the first change
 	// of every goroutine is handed over: all but those in flight (one per
