@@ -6,7 +6,6 @@
 package event
 
 import (
-	"bytes"
 	"fmt"
 	"sync"
 
@@ -52,36 +51,52 @@ type Encoder struct {
 // it.
 func (e Encoder) Encode(d *source.Delta) (*wire.Message, error) {
 	m := &wire.Message{}
+	if _, err := e.write(m, d, func(n int) *[]byte {
+		b := make([]byte, 0, n)
+		return &b
+	}); err != nil {
+		return nil, err
+	}
+	return m, nil
+}
+
+// write fills m from d and writes its event into a buffer that get
+// returns for the event's size, and returns that buffer, holding the
+// event; Encode and Lease differ only in where the buffer comes from. An
+// event whose size is known beforehand (rawOnly) is written there
+// directly, its head measured first; one holding parsed objects is
+// written into a pooled scratch buffer, then copied at its size.
+func (e Encoder) write(m *wire.Message, d *source.Delta, get func(n int) *[]byte) (*[]byte, error) {
 	e.fill(m, d)
 	if rawOnly(d) {
 		var scratch [512]byte
 		head := m.AppendHead(scratch[:0])
-		b := make([]byte, 0, len(head)+len(`{"object":}}`)+e.rawLen(d))
-		b = append(b, head...)
+		buf := get(len(head) + len(`{"object":}}`) + e.rawLen(d))
+		b := append((*buf)[:0], head...)
 		start := len(b)
 		b = append(b, `{"object":`...)
 		b = e.appendRaw(b, d)
 		b = append(b, '}')
 		end := len(b)
 		b = append(b, '}')
+		*buf = b
 		m.Encoded, m.Data = b, b[start:end:end]
-		return m, nil
+		return buf, nil
 	}
-
-	// Parsed objects are written into a pooled buffer first, since their
-	// size is known only once written, then copied out at their size.
-	buf := buffers.Get().(*[]byte)
-	defer buffers.Put(buf)
-	b, start, end, err := e.appendParsed((*buf)[:0], m, d)
+	scratch := buffers.Get().(*[]byte)
+	defer buffers.Put(scratch)
+	b, start, end, err := e.appendParsed((*scratch)[:0], m, d)
 	if cap(b) <= maxPooledBuffer {
-		*buf = b[:0]
+		*scratch = b[:0]
 	}
 	if err != nil {
 		return nil, err
 	}
-	ev := bytes.Clone(b)
+	buf := get(len(b))
+	ev := append((*buf)[:0], b...)
+	*buf = ev
 	m.Encoded, m.Data = ev, ev[start:end:end]
-	return m, nil
+	return buf, nil
 }
 
 // rawOnly reports whether the event of d holds the object the API server

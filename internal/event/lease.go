@@ -65,36 +65,11 @@ func (l *Lease) Release() {
 // read the message any more.
 func (e Encoder) Lease(d *source.Delta) (*Lease, error) {
 	l := &Lease{}
-	m := &l.msg
-	e.fill(m, d)
-	if rawOnly(d) {
-		// Room for the whole event, unless its attributes hold many
-		// characters JSON escapes: append grows the buffer then.
-		l.buf = take(m.HeadLen() + len(`{"object":}}`) + e.rawLen(d))
-		b := m.AppendHead((*l.buf)[:0])
-		start := len(b)
-		b = append(b, `{"object":`...)
-		b = e.appendRaw(b, d)
-		b = append(b, '}')
-		end := len(b)
-		b = append(b, '}')
-		*l.buf = b
-		m.Encoded, m.Data = b, b[start:end:end]
-		return l, nil
-	}
-	scratch := buffers.Get().(*[]byte)
-	defer buffers.Put(scratch)
-	b, start, end, err := e.appendParsed((*scratch)[:0], m, d)
-	if cap(b) <= maxPooledBuffer {
-		*scratch = b[:0]
-	}
+	buf, err := e.write(&l.msg, d, take)
 	if err != nil {
 		return nil, err
 	}
-	l.buf = take(len(b))
-	ev := append((*l.buf)[:0], b...)
-	*l.buf = ev
-	m.Encoded, m.Data = ev, ev[start:end:end]
+	l.buf = buf
 	return l, nil
 }
 
