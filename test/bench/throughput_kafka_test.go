@@ -185,21 +185,7 @@ func checkKafkaCount(b *testing.B, c *kafkatest.Cluster, topic string, n int) {
 func (kb *kafkaBus) check(b *testing.B, c *kafkatest.Cluster, viewed bool) {
 	b.Helper()
 	topic := kb.recs[0].Topic
-	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var got *kgo.Record
-	for got == nil {
-		fs := cl.PollRecords(ctx, 1)
-		if err := ctx.Err(); err != nil {
-			b.Fatalf("reading topic %s: %v", topic, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if got == nil {
-				got = r
-			}
-		})
-	}
+	got := firstRecord(b, c, topic)
 	for _, want := range kb.recs {
 		if !bytes.Equal(want.Key, got.Key) {
 			continue
@@ -227,4 +213,22 @@ func (kb *kafkaBus) check(b *testing.B, c *kafkatest.Cluster, viewed bool) {
 		return
 	}
 	b.Fatalf("topic %s: the baseline has no record with the key %q", topic, got.Key)
+}
+
+// firstRecord is the first record of partition 0 of topic, read with
+// franz-go.
+func firstRecord(b *testing.B, c *kafkatest.Cluster, topic string) *kgo.Record {
+	b.Helper()
+	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for {
+		fs := cl.PollRecords(ctx, 1)
+		if err := ctx.Err(); err != nil {
+			b.Fatalf("reading topic %s: %v", topic, err)
+		}
+		if recs := fs.Records(); len(recs) > 0 {
+			return recs[0]
+		}
+	}
 }

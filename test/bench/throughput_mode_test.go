@@ -8,8 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kubebus/bridge/test/kafkatest"
 	"github.com/kubebus/bridge/test/natstest"
 	"github.com/kubebus/bridge/wire"
@@ -164,21 +162,7 @@ func kafkaModeBridge(b *testing.B, wl *workload, mode string, verify bool) runRe
 		return r
 	}
 	// The first record of a partition, and the message of its key.
-	cl := c.Client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: {0: kgo.NewOffset().AtStart()}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var got *kgo.Record
-	for got == nil {
-		fs := cl.PollRecords(ctx, 1)
-		if err := ctx.Err(); err != nil {
-			b.Fatalf("reading topic %s: %v", topic, err)
-		}
-		fs.EachRecord(func(r *kgo.Record) {
-			if got == nil {
-				got = r
-			}
-		})
-	}
+	got := firstRecord(b, c, topic)
 	headers := map[string][]string{}
 	for _, h := range got.Headers {
 		headers[h.Key] = append(headers[h.Key], string(h.Value))
