@@ -3,6 +3,7 @@ package bench
 import (
 	"bufio"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -53,32 +54,11 @@ func startLatencyObserver(b *testing.B, bin string, args []string, kubeconfig st
 	b.Helper()
 	cmd := exec.Command(bin, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "KUBECONFIG=" + kubeconfig}
-	stdin, err := cmd.StdinPipe() // closed when b ends, which stops it
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
 	stderr, err := cmd.StderrPipe()
 	if err != nil {
 		b.Fatal(err)
 	}
-	done := make(chan struct{}) // closed when its stdout is
-	if err := controlplane.StartTied(cmd, done); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = cmd.Wait()
-	})
+	stdout, done := startStdinTied(b, cmd)
 	go func() {
 		defer close(done)
 		sc := bufio.NewScanner(stdout)
@@ -241,28 +221,7 @@ func startLatencyNATS(b *testing.B, bin string) string {
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH")}
 	said := &latencyOutput{}
 	cmd.Stderr = said
-	stdin, err := cmd.StdinPipe() // closed when b ends, which stops it
-	if err != nil {
-		b.Fatal(err)
-	}
-	stdout, err := cmd.StdoutPipe()
-	if err != nil {
-		b.Fatal(err)
-	}
-	done := make(chan struct{}) // closed when its stdout is
-	if err := controlplane.StartTied(cmd, done); err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() {
-		stdin.Close()
-		select {
-		case <-done:
-		case <-time.After(10 * time.Second):
-			_ = cmd.Process.Kill()
-			<-done
-		}
-		_ = cmd.Wait()
-	})
+	stdout, done := startStdinTied(b, cmd)
 	url := make(chan string, 1)
 	go func() {
 		defer close(done)
@@ -302,4 +261,36 @@ func (o *latencyOutput) String() string {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return o.out.String()
+}
+
+// startStdinTied starts cmd, a process that runs until its stdin closes,
+// tied to this one (controlplane.StartTied), and returns its stdout and a
+// channel the caller closes once it has read stdout to its end. When b
+// ends, cmd's stdin is closed, and cmd is killed if its stdout has not
+// ended 10 s later.
+func startStdinTied(b *testing.B, cmd *exec.Cmd) (io.ReadCloser, chan struct{}) {
+	b.Helper()
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	done := make(chan struct{})
+	if err := controlplane.StartTied(cmd, done); err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() {
+		stdin.Close()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			_ = cmd.Process.Kill()
+			<-done
+		}
+		_ = cmd.Wait()
+	})
+	return stdout, done
 }
