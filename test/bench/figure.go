@@ -63,8 +63,9 @@ type Figure struct {
 	Rounds int `json:"rounds,omitempty"`
 	// SpreadLow and SpreadHigh are the least and the greatest per-round
 	// value of the quantity the target is on (bridge ÷ baseline of each
-	// round, or the bridge's own value where the target names the
-	// bridge); meaningful only with Rounds.
+	// round, bridge − baseline for a Difference figure, or the bridge's
+	// own value where the target names the bridge); meaningful only with
+	// Rounds.
 	SpreadLow  float64 `json:"spreadLow,omitempty"`
 	SpreadHigh float64 `json:"spreadHigh,omitempty"`
 	// Note adds context: sample sizes, settings.
@@ -142,7 +143,7 @@ func (f *Figure) Judge(text string, target Bound, value float64, perRound []floa
 
 // Spread records, for a figure without a target, the rounds it was
 // measured in and the least and greatest of perRound, each round's
-// bridge ÷ baseline.
+// bridge ÷ baseline (bridge − baseline for a Difference figure).
 func (f *Figure) Spread(perRound []float64) {
 	f.Rounds = len(perRound)
 	if len(perRound) > 0 {
@@ -185,13 +186,27 @@ func Compare(a, b Figure) int {
 	)
 }
 
-// SpreadText is the spread across rounds in words, e.g. "0.91–1.07 over
-// 5 rounds"; empty for a figure measured once.
+// SpreadText is the spread across rounds in words, e.g. "0.912–1.071
+// over 5 rounds"; empty for a figure measured once.
 func (f Figure) SpreadText() string {
 	if f.Rounds == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.3f–%.3f over %d rounds", f.SpreadLow, f.SpreadHigh, f.Rounds)
+	return fmt.Sprintf("%s over %d rounds", f.SpreadRange(), f.Rounds)
+}
+
+// SpreadRange is the least and the greatest per-round value, e.g.
+// "0.912–1.071", or for a Difference figure "+0.41–+2.30 ms"; empty for a
+// figure measured once.
+func (f Figure) SpreadRange() string {
+	switch {
+	case f.Rounds == 0:
+		return ""
+	case f.Difference:
+		return fmt.Sprintf("%+.2f–%+.2f %s", f.SpreadLow, f.SpreadHigh, f.Unit)
+	default:
+		return fmt.Sprintf("%.3f–%.3f", f.SpreadLow, f.SpreadHigh)
+	}
 }
 
 // Summary is f in one line, as a benchmark logs it.

@@ -46,6 +46,30 @@ func TestFigureJudge(t *testing.T) {
 	}
 }
 
+// A latency figure's target is a margin over its baseline: its rounds are
+// each window's difference, and its spread reads as one.
+func TestFigureDifferenceSpread(t *testing.T) {
+	ms := func(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+	windows := []latencyWindow{{}, {}, {}}
+	for i := range 100 {
+		// Window 0: the bridge 1 ms behind; window 1: 3 ms behind at its
+		// slowest; window 2: level.
+		windows[0].add(ms(float64(i)), ms(float64(i)+1))
+		windows[1].add(ms(float64(i)), ms(float64(i)+float64(i/98)*3))
+		windows[2].add(ms(float64(i)), ms(float64(i)))
+	}
+	windows = append(windows, latencyWindow{}) // a window without samples is no round
+	diffs := latencyWindowDiffs(windows, 0.99)
+	if want := []float64{1, 3, 0}; !slices.Equal(diffs, want) {
+		t.Fatalf("p99 differences %v, want %v", diffs, want)
+	}
+	f := Figure{Unit: "ms", Bridge: 12, Baseline: 10.5, Difference: true}
+	f.Judge("≤ baseline + 2 ms", AtMost(2), f.Bridge-f.Baseline, diffs)
+	if f.Verdict != VerdictUnclear || f.SpreadRange() != "+0.00–+3.00 ms" || f.SpreadText() != "+0.00–+3.00 ms over 3 rounds" {
+		t.Errorf("verdict %q, spread %q / %q", f.Verdict, f.SpreadRange(), f.SpreadText())
+	}
+}
+
 func TestFigureBoundString(t *testing.T) {
 	for b, want := range map[Bound]string{AtLeast(1): "≥ 1.0×", AtLeast(0.9): "≥ 0.9×", AtMost(1.25): "≤ 1.25×", AtMost(1.05): "≤ 1.05×"} {
 		if got := b.String(); got != want {

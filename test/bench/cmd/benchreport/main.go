@@ -175,7 +175,7 @@ func spread(f bench.Figure) string {
 	if f.Rounds == 0 {
 		return ""
 	}
-	return fmt.Sprintf("%.3f–%.3f (%d)", f.SpreadLow, f.SpreadHigh, f.Rounds)
+	return fmt.Sprintf("%s (%d)", f.SpreadRange(), f.Rounds)
 }
 
 func num(v float64) string {
