@@ -1,11 +1,13 @@
 package checkpoint
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"io/fs"
+	"math"
 	"os"
 	"runtime"
 	"slices"
@@ -212,6 +214,9 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 	if len(records) == 0 {
 		return nil
 	}
+	if len(records) > math.MaxInt32 {
+		return fmt.Errorf("checkpoint: commit %d records: more than %d in one commit", len(records), math.MaxInt32)
+	}
 	for i, r := range records {
 		if err := r.validate(i); err != nil {
 			return err
@@ -220,26 +225,6 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("checkpoint: commit: %w", err)
 	}
-	// bbolt keeps a transaction's changes to a leaf in a sorted slice until
-	// the commit splits it, so keys inserted out of order move that slice
-	// again and again: quadratic in the batch for objects the file has not
-	// seen yet. Applied in key order, each insert appends. Of two records
-	// for one key the later still wins: they are ordered by their place
-	// in the batch.
-	order := make([]int, len(records))
-	for i := range order {
-		order[i] = i
-	}
-	slices.SortFunc(order, func(i, j int) int {
-		a, b := &records[i], &records[j]
-		if c := strings.Compare(a.Resource, b.Resource); c != 0 {
-			return c
-		}
-		if c := strings.Compare(a.Key, b.Key); c != 0 {
-			return c
-		}
-		return cmp.Compare(i, j)
-	})
 	// bbolt keeps the keys and values it is given until the transaction
 	// ends: they are written one after another into one buffer, sized for
 	// all of them, rather than allocated one by one. A slice of it is
@@ -249,59 +234,81 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 		size += min(len(records[i].Key), maxFileKey) + valueSize(&records[i])
 	}
 	buf := make([]byte, 0, size)
+	entries := make([]commitEntry, len(records))
+	var resources commitResources
+	for i := range records {
+		r := &records[i]
+		start := len(buf)
+		buf = appendFileKey(buf, r.Key)
+		entries[i] = commitEntry{key: buf[start:len(buf):len(buf)], res: resources.index(r.Resource), rec: int32(i)}
+	}
 	err := f.guard("commit to", func() error {
 		return f.db.Update(func(tx *bolt.Tx) error {
 			meta, err := tx.CreateBucketIfNotExists([]byte(metaBucket))
 			if err != nil {
 				return fmt.Errorf("bucket %s: %w", metaBucket, err)
 			}
-			// Records come grouped by resource, so the bucket in use, and
-			// its LastResourceVersion, are remembered; last keeps that of
-			// every resource touched.
-			var (
-				res     string
-				objects *bolt.Bucket
-				cur     string
-				last    = map[string]string{}
-			)
-			for _, i := range order {
-				r := &records[i]
-				if objects == nil || r.Resource != res {
-					if objects != nil {
-						last[res] = cur
-					}
+			// LaterResourceVersion depends on the order of the versions
+			// it is given when they are not comparable: each resource's
+			// is advanced from the stored one through its records in the
+			// order of the batch, before they are put in the order of the
+			// file.
+			for k := range resources.list {
+				rs := &resources.list[k]
+				rs.stored = string(meta.Get([]byte(rs.name)))
+				rs.last = rs.stored
+			}
+			for _, e := range entries {
+				rs := &resources.list[e.res]
+				rs.last = LaterResourceVersion(rs.last, records[e.rec].ResourceVersion)
+			}
+			// bbolt keeps a transaction's changes to a leaf in a sorted
+			// slice until the commit splits it, so keys inserted out of
+			// order move that slice again and again: quadratic in the batch
+			// for objects the file has not seen yet. Applied in the order
+			// of their bbolt keys, resource by resource, each insert
+			// appends. Of two records for one key the later still wins:
+			// they are ordered by their place in the batch.
+			slices.SortFunc(entries, func(a, b commitEntry) int {
+				if c := cmp.Compare(a.res, b.res); c != 0 {
+					return c
+				}
+				if c := bytes.Compare(a.key, b.key); c != 0 {
+					return c
+				}
+				return cmp.Compare(a.rec, b.rec)
+			})
+			var objects *bolt.Bucket
+			res := int32(-1)
+			for _, e := range entries {
+				r := &records[e.rec]
+				if e.res != res {
+					res = e.res
 					name := objectsBucket(r.Resource)
 					if objects, err = tx.CreateBucketIfNotExists(name); err != nil {
 						return fmt.Errorf("bucket %s: %w", name, err)
 					}
-					res = r.Resource
-					var seen bool
-					if cur, seen = last[res]; !seen {
-						cur = string(meta.Get([]byte(res)))
-					}
 				}
-				start := len(buf)
-				buf = appendFileKey(buf, r.Key)
-				key := buf[start:len(buf):len(buf)]
 				if r.Deleted {
-					err = objects.Delete(key)
+					err = objects.Delete(e.key)
 				} else {
-					start = len(buf)
+					start := len(buf)
 					buf = appendValue(buf, r.Key, r.Position)
-					err = objects.Put(key, buf[start:len(buf):len(buf)])
+					err = objects.Put(e.key, buf[start:len(buf):len(buf)])
 				}
 				if err != nil {
-					return fmt.Errorf("%s %q: %w", r.Resource, key, err)
+					return fmt.Errorf("%s %q: %w", r.Resource, e.key, err)
 				}
-				cur = LaterResourceVersion(cur, r.ResourceVersion)
 			}
-			last[res] = cur
-			for resource, rv := range last {
-				if rv == "" {
+			// A LastResourceVersion that did not move is not written
+			// again, so that a commit of intents alone, which carry no
+			// resourceVersion, leaves the meta bucket's pages as they are.
+			for _, rs := range resources.list {
+				if rs.last == rs.stored {
 					continue
 				}
-				if err := meta.Put([]byte(resource), []byte(rv)); err != nil {
-					return fmt.Errorf("%s: last resource version: %w", resource, err)
+				if err := meta.Put([]byte(rs.name), []byte(rs.last)); err != nil {
+					return fmt.Errorf("%s: last resource version: %w", rs.name, err)
 				}
 			}
 			// Returning an error rolls the transaction back.
@@ -316,6 +323,53 @@ func (f *File) Commit(ctx context.Context, records []Record) error {
 	default:
 		return fmt.Errorf("checkpoint: commit %d records: %w", len(records), err)
 	}
+}
+
+// commitEntry is one record of a commit, ordered for the file by its
+// resource, then by its bbolt key, then by its place in the batch.
+type commitEntry struct {
+	key []byte // the record's bbolt key (fileKey)
+	res int32  // the record's resource, an index into commitResources.list
+	rec int32  // the record's index in the batch
+}
+
+// commitResources numbers the resources of a commit in the order they
+// first appear.
+type commitResources struct {
+	list []commitResource
+	// byName is the number of each resource, made only once a commit
+	// touches a second resource.
+	byName map[string]int32
+	cur    int32 // the number last returned
+}
+
+// commitResource is one resource a commit touches.
+type commitResource struct {
+	name string
+	// stored is its LastResourceVersion before the commit, last after it.
+	stored, last string
+}
+
+// index returns the number of resource, numbering it if it has none yet.
+// Records come grouped by resource, so the number last returned is
+// checked before any other.
+func (rs *commitResources) index(resource string) int32 {
+	if len(rs.list) > 0 && rs.list[rs.cur].name == resource {
+		return rs.cur
+	}
+	if n, ok := rs.byName[resource]; ok {
+		rs.cur = n
+		return n
+	}
+	if len(rs.list) == 1 {
+		rs.byName = map[string]int32{rs.list[0].name: 0}
+	}
+	rs.cur = int32(len(rs.list))
+	rs.list = append(rs.list, commitResource{name: resource})
+	if rs.byName != nil {
+		rs.byName[resource] = rs.cur
+	}
+	return rs.cur
 }
 
 // appendPosition appends p as the JSON Load reads, {"uid":"…","rv":"…"}

@@ -346,3 +346,38 @@ func BenchmarkFileCommit(b *testing.B) {
 	}
 	b.ReportMetric(float64(b.N*batchSize)/b.Elapsed().Seconds(), "records/s")
 }
+
+// TestFileCommitLastResourceVersionInRecordOrder commits records whose
+// resourceVersions are not comparable, in an order that is not the order
+// of their keys: the later record's resourceVersion is the resource's
+// LastResourceVersion, as LaterResourceVersion rules and the other stores
+// keep it, whatever the order the file writes the keys in.
+func TestFileCommitLastResourceVersionInRecordOrder(t *testing.T) {
+	f, _ := openTemp(t)
+	err := f.Commit(t.Context(), []Record{
+		put("configmaps", "ns/z", "uz", "opaque-1"),
+		put("secrets", "ns/s", "us", "12"),
+		put("configmaps", "ns/a", "ua", "opaque-2"),
+		del("configmaps", "ns/m", "um", "opaque-3"),
+		put("configmaps", "ns/b", "ub", ""),
+		put("secrets", "ns/r", "ur", "11"),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertSnapshot(t, mustLoad(t, f, "configmaps"), Snapshot{
+		Objects: map[string]Position{
+			"ns/z": {UID: "uz", ResourceVersion: "opaque-1"},
+			"ns/a": {UID: "ua", ResourceVersion: "opaque-2"},
+			"ns/b": {UID: "ub"},
+		},
+		LastResourceVersion: "opaque-3",
+	})
+	assertSnapshot(t, mustLoad(t, f, "secrets"), Snapshot{
+		Objects: map[string]Position{
+			"ns/s": {UID: "us", ResourceVersion: "12"},
+			"ns/r": {UID: "ur", ResourceVersion: "11"},
+		},
+		LastResourceVersion: "12",
+	})
+}
