@@ -98,6 +98,9 @@ func (p *Pipeline) take(keys []string) []item {
 		for i := range o.pending {
 			items = append(items, item{key: key, delta: &o.pending[i]})
 		}
+		if len(o.pending) > 0 {
+			o.flying = o.first
+		}
 		o.pending = nil
 		o.taken = o.last
 	}

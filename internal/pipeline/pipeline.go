@@ -134,7 +134,7 @@ type Pipeline struct {
 	mu       sync.Mutex
 	objects  map[string]*object
 	seq      uint64
-	barriers map[*barrier]struct{}
+	barriers []*barrier
 
 	published, skipped, omitted, retried, coalesced, abandoned atomic.Int64
 }
@@ -163,14 +163,13 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		opts.NewBackOff = defaultBackOff(opts.MaxRetryInterval)
 	}
 	return &Pipeline{
-		sink:     s,
-		enc:      enc,
-		rec:      rec,
-		opts:     opts,
-		log:      log,
-		queue:    workqueue.NewTyped[string](),
-		objects:  map[string]*object{},
-		barriers: map[*barrier]struct{}{},
+		sink:    s,
+		enc:     enc,
+		rec:     rec,
+		opts:    opts,
+		log:     log,
+		queue:   workqueue.NewTyped[string](),
+		objects: map[string]*object{},
 	}
 }
 

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/kubebus/bridge/source"
 )
@@ -12,6 +13,11 @@ import (
 // object's key; a key is handed to one assembler at a time, so one
 // object's deltas are never in two batches at once. finish releases a
 // batch's keys and wakes the Drain calls waiting on them.
+//
+// Every delta is numbered in the order OnDelta queued it (Pipeline.seq).
+// An object is in p.objects exactly as long as some of its deltas are not
+// done (published, skipped or abandoned): it is added with its first
+// delta and removed when the batch that took its last one finishes.
 
 // object is the state of one object with deltas waiting or in flight.
 type object struct {
@@ -20,13 +26,37 @@ type object struct {
 	// the newest in the batch in flight; done is the newest finished
 	// (published, skipped or abandoned).
 	last, taken, done uint64
+	// first is the number of the oldest waiting delta, while some wait;
+	// flying that of the oldest in the batch in flight, while one is. A
+	// delta collapsed into a later one keeps its number here: it is done
+	// when the delta that carries its state is.
+	first, flying uint64
 }
 
-// barrier waits until, for each key, the delta numbered target[key] or a
-// later one is done.
+// oldest is the number of the object's oldest delta not done, or
+// noDelta when all are done.
+func (o *object) oldest() uint64 {
+	switch {
+	case o.taken > o.done:
+		return o.flying
+	case len(o.pending) > 0:
+		return o.first
+	}
+	return noDelta
+}
+
+// noDelta is after every delta's number.
+const noDelta = ^uint64(0)
+
+// barrier is one Drain call waiting: it waits for every delta numbered up
+// to seq. left counts the objects that still have such a delta not done.
+// An object's deltas are done in order, one batch at a time, so an object
+// leaves the count once, when a batch that took its last delta numbered
+// up to seq finishes.
 type barrier struct {
-	target map[string]uint64
-	ch     chan struct{}
+	seq  uint64
+	left int
+	ch   chan struct{}
 }
 
 // OnDelta queues d behind the other waiting deltas of its object. It never
@@ -46,6 +76,9 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 		p.objects[key] = o
 	}
 	p.seq++
+	if len(o.pending) == 0 {
+		o.first = p.seq
+	}
 	o.last = p.seq
 	o.pending = append(o.pending, d)
 	if len(o.pending) > p.opts.MaxPendingPerObject {
@@ -58,20 +91,19 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 }
 
 // Drain waits until every delta queued before the call is published,
-// skipped or abandoned, or until ctx ends.
+// skipped or abandoned, or until ctx ends. A delta collapsed into a later
+// one (see coalesce) is done when that one is. What is queued after the
+// call is not waited for, even when it collapses an earlier delta: Drain
+// then waits for the delta that carries the earlier one's state.
 func (p *Pipeline) Drain(ctx context.Context) error {
 	p.mu.Lock()
-	b := &barrier{target: map[string]uint64{}, ch: make(chan struct{})}
-	for key, o := range p.objects {
-		if o.done < o.last {
-			b.target[key] = o.last
-		}
-	}
-	if len(b.target) == 0 {
+	if len(p.objects) == 0 {
 		p.mu.Unlock()
 		return nil
 	}
-	p.barriers[b] = struct{}{}
+	// Every object in p.objects has a delta not done, numbered up to seq.
+	b := &barrier{seq: p.seq, left: len(p.objects), ch: make(chan struct{})}
+	p.barriers = append(p.barriers, b)
 	p.mu.Unlock()
 
 	select {
@@ -79,8 +111,8 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		p.mu.Lock()
-		delete(p.barriers, b)
-		left := len(b.target)
+		p.barriers = slices.DeleteFunc(p.barriers, func(x *barrier) bool { return x == b })
+		left := b.left
 		p.mu.Unlock()
 		return fmt.Errorf("pipeline: %d objects still have deltas in flight: %w", left, ctx.Err())
 	}
@@ -94,15 +126,10 @@ func (p *Pipeline) finish(keys []string) {
 		if o == nil {
 			continue
 		}
+		before := o.oldest()
 		o.done = o.taken
-		for b := range p.barriers {
-			if t, ok := b.target[key]; ok && t <= o.done {
-				delete(b.target, key)
-				if len(b.target) == 0 {
-					close(b.ch)
-					delete(p.barriers, b)
-				}
-			}
+		if after := o.oldest(); after != before {
+			p.passed(before, after)
 		}
 		if len(o.pending) == 0 && o.done == o.last {
 			delete(p.objects, key)
@@ -112,4 +139,25 @@ func (p *Pipeline) finish(keys []string) {
 	for _, key := range keys {
 		p.queue.Done(key)
 	}
+}
+
+// passed counts, for the Drain calls waiting, that an object's oldest
+// delta not done went from the one numbered before to the one numbered
+// after (noDelta: none is left). A barrier that waited for the object's
+// deltas up to its seq no longer does when seq lies between the two, and
+// is released when it was the last object it waited for. Called with
+// p.mu held.
+func (p *Pipeline) passed(before, after uint64) {
+	if len(p.barriers) == 0 {
+		return
+	}
+	p.barriers = slices.DeleteFunc(p.barriers, func(b *barrier) bool {
+		if before <= b.seq && b.seq < after {
+			if b.left--; b.left == 0 {
+				close(b.ch)
+				return true
+			}
+		}
+		return false
+	})
 }
