@@ -14,7 +14,7 @@ import (
 
 // item is one delta in a batch, with its message.
 type item struct {
-	key   string
+	obj   *object
 	delta *source.Delta
 	msg   *wire.Message
 	// lease holds msg's bytes when the encoder lent them (LeaseEncoder):
@@ -25,10 +25,10 @@ type item struct {
 	tooLarge error
 }
 
-// batch is what an assembler hands to a worker: the keys it took off the
-// queue and their deltas, encoded.
+// batch is what an assembler hands to a worker: the objects it took off
+// the queue and their deltas, encoded.
 type batch struct {
-	keys  []string
+	objs  []*object
 	items []item
 }
 
@@ -37,70 +37,64 @@ type batch struct {
 // encodes nothing more: what it takes is abandoned.
 func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
 	for {
-		keys := p.nextBatch()
-		if keys == nil {
+		objs, items := p.nextBatch()
+		if objs == nil {
 			return
 		}
-		items := p.take(keys)
 		if ctx.Err() != nil {
 			// Hard stop: the queue hands out what is left; do not publish
 			// it with a dead context, just count it.
 			p.abandoned.Add(int64(len(items)))
-			p.finish(keys)
+			p.finish(objs)
 			continue
 		}
-		ready <- batch{keys: keys, items: p.encode(items)}
+		ready <- batch{objs: objs, items: p.encode(items)}
 	}
 }
 
-// nextBatch takes keys off the queue until their waiting deltas fill a
-// batch or the queue is empty. Only the worker holding getMu calls Get, so
-// after the first key a non-empty queue means Get does not block: a worker
-// never sits on keys it has taken while waiting for new ones.
-func (p *Pipeline) nextBatch() []string {
+// nextBatch takes objects off the queue until their waiting deltas fill a
+// batch or the queue is empty, and moves their deltas into the batch.
+// Only the worker holding getMu calls Get, so after the first object a
+// non-empty queue means Get does not block: a worker never sits on
+// objects it has taken while waiting for new ones.
+func (p *Pipeline) nextBatch() ([]*object, []item) {
 	p.getMu.Lock()
 	defer p.getMu.Unlock()
-	key, shutdown := p.queue.Get()
+	o, shutdown := p.queue.Get()
 	if shutdown {
-		return nil
+		return nil, nil
 	}
-	keys := []string{key}
-	n := p.pendingLen(key)
+	objs := []*object{o}
+	n := p.pendingLen(o)
 	for n < p.opts.BatchSize && p.queue.Len() > 0 {
-		key, shutdown := p.queue.Get()
+		o, shutdown := p.queue.Get()
 		if shutdown {
 			break
 		}
-		keys = append(keys, key)
-		n += p.pendingLen(key)
+		objs = append(objs, o)
+		n += p.pendingLen(o)
 	}
-	return keys
+	return objs, p.take(objs, n)
 }
 
-func (p *Pipeline) pendingLen(key string) int {
+func (p *Pipeline) pendingLen(o *object) int {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if o := p.objects[key]; o != nil {
-		return len(o.pending)
-	}
-	return 0
+	return len(o.pending)
 }
 
-// take moves the waiting deltas of keys into a batch.
-func (p *Pipeline) take(keys []string) []item {
-	var items []item
+// take moves the waiting deltas of objs, about n, into a batch.
+func (p *Pipeline) take(objs []*object, n int) []item {
+	items := make([]item, 0, n)
 	p.mu.Lock()
-	for _, key := range keys {
-		o := p.objects[key]
-		if o == nil {
+	for _, o := range objs {
+		if len(o.pending) == 0 {
 			continue
 		}
 		for i := range o.pending {
-			items = append(items, item{key: key, delta: &o.pending[i]})
+			items = append(items, item{obj: o, delta: &o.pending[i]})
 		}
-		if len(o.pending) > 0 {
-			o.flying = o.first
-		}
+		o.flying = o.first
 		o.pending = nil
 		o.taken = o.last
 	}

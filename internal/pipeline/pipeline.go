@@ -128,7 +128,7 @@ type Pipeline struct {
 	opts Options
 	log  *slog.Logger
 
-	queue workqueue.TypedInterface[string]
+	queue workqueue.TypedInterface[*object]
 	getMu sync.Mutex // serialises batch assembly: see nextBatch
 
 	mu       sync.Mutex
@@ -168,7 +168,7 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		rec:     rec,
 		opts:    opts,
 		log:     log,
-		queue:   workqueue.NewTyped[string](),
+		queue:   workqueue.NewTyped[*object](),
 		objects: map[string]*object{},
 	}
 }

@@ -39,7 +39,7 @@ func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
 		} else {
 			p.publish(ctx, b.items)
 		}
-		p.finish(b.keys)
+		p.finish(b.objs)
 	}
 }
 
@@ -86,18 +86,18 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 			cut = ctx.Err() != nil
 
 			var (
-				acked []checkpoint.Record
+				acked = make([]checkpoint.Record, 0, len(items))
 				retry []item
 				first error
 			)
 			// failed holds the objects whose later deltas must be sent
 			// again: true after a retryable failure, false after a
 			// replacement.
-			failed := map[string]bool{}
+			failed := map[*object]bool{}
 			retried := 0
 			for i, it := range items {
 				err := errs[i]
-				again, held := failed[it.key]
+				again, held := failed[it.obj]
 				switch {
 				case held:
 					// An earlier delta of this object failed or is replaced:
@@ -118,7 +118,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 					done(it)
 				case sink.IsTooLarge(err) && it.tooLarge == nil:
 					if r, ok := p.withoutContent(it, err); ok {
-						failed[it.key] = false
+						failed[it.obj] = false
 						retry = append(retry, r)
 					}
 					done(it)
@@ -126,7 +126,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 					p.skip(it, err)
 					done(it)
 				default:
-					failed[it.key] = true
+					failed[it.obj] = true
 					retry = append(retry, it)
 					retried++
 					p.opts.Observer.Failed(it.delta, false)
@@ -185,14 +185,13 @@ func (p *Pipeline) skip(it item, err error) {
 
 // record is the checkpoint record of a published item: its delta's
 // position, and its state in the view it went through, which a restart
-// compares with. The object's key is the tail of the item's, not built
-// again.
+// compares with. The resource's name and the object's key are parts of
+// the object's key in the pipeline, not built again.
 func record(it item) checkpoint.Record {
 	d := it.delta
-	res := d.Resource.Name()
 	return checkpoint.Record{
-		Resource: res,
-		Key:      it.key[len(res)+1:],
+		Resource: it.obj.resource(),
+		Key:      it.obj.objectKey(),
 		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion, View: d.View},
 		Deleted:  d.Type == source.Deleted,
 	}

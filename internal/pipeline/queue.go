@@ -10,9 +10,17 @@ import (
 
 // The queue: OnDelta appends a delta to its object's waiting deltas
 // (collapsing them past MaxPendingPerObject, see coalesce) and queues the
-// object's key; a key is handed to one assembler at a time, so one
-// object's deltas are never in two batches at once. finish releases a
-// batch's keys and wakes the Drain calls waiting on them.
+// object; an object is handed to one assembler at a time, so its deltas
+// are never in two batches at once. finish releases a batch's objects and
+// wakes the Drain calls waiting on them.
+//
+// The work queue holds the objects themselves, so that neither assembly
+// nor finish looks a key up again. A key has at most one object at a
+// time, and a new one only once the old one has nothing left in flight,
+// so the order of a key's deltas holds across objects too. An object
+// removed from p.objects may still come off the queue once (it was queued
+// again while its last batch was in flight): it is gone, and has nothing
+// to take.
 //
 // Every delta is numbered in the order OnDelta queued it (Pipeline.seq).
 // An object is in p.objects exactly as long as some of its deltas are not
@@ -21,6 +29,13 @@ import (
 
 // object is the state of one object with deltas waiting or in flight.
 type object struct {
+	// key is the object's resource name, "/" and its key (appendKey); res
+	// is the length of the resource name in it.
+	key string
+	res int
+	// gone is set once the object is removed from p.objects.
+	gone bool
+
 	pending []source.Delta
 	// last is the sequence number of the newest delta enqueued; taken is
 	// the newest in the batch in flight; done is the newest finished
@@ -68,12 +83,13 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 		p.abandoned.Add(1)
 		return
 	}
-	key := d.Resource.Name() + "/" + d.Key()
+	var buf [128]byte
+	key, res := appendKey(buf[:0], &d)
 	p.mu.Lock()
-	o := p.objects[key]
+	o := p.objects[string(key)]
 	if o == nil {
-		o = &object{}
-		p.objects[key] = o
+		o = &object{key: string(key), res: res}
+		p.objects[o.key] = o
 	}
 	p.seq++
 	if len(o.pending) == 0 {
@@ -87,7 +103,27 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 		p.coalesced.Add(int64(before - len(o.pending)))
 	}
 	p.mu.Unlock()
-	p.queue.Add(key)
+	p.queue.Add(o)
+}
+
+// appendKey appends to b the key of d's object in p.objects: its
+// resource's name (source.Resource.Name), "/" and d.Key(). It returns it
+// with the length of the resource's name. Looking an object up with it
+// makes no garbage; only a new object's key is copied into a string.
+func appendKey(b []byte, d *source.Delta) ([]byte, int) {
+	gr := d.Resource.GroupResource()
+	b = append(b, gr.Resource...)
+	if gr.Group != "" {
+		b = append(b, '.')
+		b = append(b, gr.Group...)
+	}
+	res := len(b)
+	b = append(b, '/')
+	if d.Namespace != "" {
+		b = append(b, d.Namespace...)
+		b = append(b, '/')
+	}
+	return append(b, d.Name...), res
 }
 
 // Drain waits until every delta queued before the call is published,
@@ -118,12 +154,12 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 	}
 }
 
-// finish marks the batch of keys done and releases them to other workers.
-func (p *Pipeline) finish(keys []string) {
+// finish marks the batch of objs done and releases them to other
+// workers.
+func (p *Pipeline) finish(objs []*object) {
 	p.mu.Lock()
-	for _, key := range keys {
-		o := p.objects[key]
-		if o == nil {
+	for _, o := range objs {
+		if o.gone {
 			continue
 		}
 		before := o.oldest()
@@ -132,12 +168,13 @@ func (p *Pipeline) finish(keys []string) {
 			p.passed(before, after)
 		}
 		if len(o.pending) == 0 && o.done == o.last {
-			delete(p.objects, key)
+			delete(p.objects, o.key)
+			o.gone = true
 		}
 	}
 	p.mu.Unlock()
-	for _, key := range keys {
-		p.queue.Done(key)
+	for _, o := range objs {
+		p.queue.Done(o)
 	}
 }
 
@@ -161,3 +198,9 @@ func (p *Pipeline) passed(before, after uint64) {
 		return false
 	})
 }
+
+// resource is the name of the object's resource (source.Resource.Name).
+func (o *object) resource() string { return o.key[:o.res] }
+
+// objectKey is the object's key (source.Delta.Key).
+func (o *object) objectKey() string { return o.key[o.res+1:] }
