@@ -46,6 +46,10 @@ type object struct {
 	// delta collapsed into a later one keeps its number here: it is done
 	// when the delta that carries its state is.
 	first, flying uint64
+	// firstDelta is where the object's first delta waits, so that an
+	// object and its first delta take one allocation: most objects have
+	// only one delta waiting at a time.
+	firstDelta [1]source.Delta
 }
 
 // oldest is the number of the object's oldest delta not done, or
@@ -89,6 +93,7 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 	o := p.objects[string(key)]
 	if o == nil {
 		o = &object{key: string(key), res: res}
+		o.pending = o.firstDelta[:0]
 		p.objects[o.key] = o
 	}
 	p.seq++
@@ -97,6 +102,11 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 	}
 	o.last = p.seq
 	o.pending = append(o.pending, d)
+	if len(o.pending) == 2 && o.taken == 0 {
+		// The first delta moved out of firstDelta before it was taken:
+		// let what its copy there points to be collected.
+		clear(o.firstDelta[:])
+	}
 	if len(o.pending) > p.opts.MaxPendingPerObject {
 		before := len(o.pending)
 		o.pending = coalesce(o.pending)

@@ -71,3 +71,20 @@ func TestGoneObjectComesOffTheQueue(t *testing.T) {
 		t.Errorf("a: recorded %v, want [3]", got)
 	}
 }
+
+// TestFirstDeltaLeavesNothingBehind checks that an object whose first
+// delta moves on to make room for more keeps no copy of it.
+func TestFirstDeltaLeavesNothingBehind(t *testing.T) {
+	h := newHarness(t, &sinktest.Recorder{}, Options{}, nil)
+	h.p.OnDelta(mkDelta(source.Added, "a", "uid-a", 1))
+	h.p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 2))
+	h.p.mu.Lock()
+	o := h.p.objects[configmaps.Name()+"/"+subject("a")]
+	h.p.mu.Unlock()
+	if len(o.pending) != 2 || o.pending[0].ResourceVersion != "1" {
+		t.Fatalf("pending %v, want deltas 1 and 2", o.pending)
+	}
+	if o.firstDelta[0].Object != nil {
+		t.Error("the first delta's object is still held where it first waited")
+	}
+}
