@@ -62,7 +62,8 @@ type LeaseEncoder interface {
 }
 
 // Recorder takes acknowledged deltas for the checkpoint. Record must not
-// block on I/O.
+// block on I/O, and must not keep recs once it returns (the records
+// themselves it may copy): the pipeline reuses it.
 type Recorder interface {
 	Record(recs ...checkpoint.Record)
 }
