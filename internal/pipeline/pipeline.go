@@ -47,7 +47,9 @@ const (
 	DefaultMaxRetryInterval = 30 * time.Second
 )
 
-// Encoder turns a delta into a message.
+// Encoder turns a delta into a message. It must not keep d once it
+// returned (the message may share what d points to): the pipeline reuses
+// the room its deltas wait in.
 type Encoder interface {
 	Encode(d *source.Delta) (*wire.Message, error)
 }
@@ -69,7 +71,8 @@ type Recorder interface {
 }
 
 // Observer is told what happens to deltas, for metrics. Its methods are
-// called from worker goroutines and must not block.
+// called from worker goroutines and must not block, nor keep d once they
+// returned: the pipeline reuses the room its deltas wait in.
 type Observer interface {
 	// Published: the sink accepted d.
 	Published(d *source.Delta)
@@ -134,6 +137,7 @@ type Pipeline struct {
 
 	mu       sync.Mutex
 	objects  map[string]*object
+	spare    sync.Pool // of *object removed from objects, to reuse
 	seq      uint64
 	barriers []*barrier
 
@@ -163,7 +167,7 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	if opts.NewBackOff == nil {
 		opts.NewBackOff = defaultBackOff(opts.MaxRetryInterval)
 	}
-	return &Pipeline{
+	p := &Pipeline{
 		sink:    s,
 		enc:     enc,
 		rec:     rec,
@@ -172,6 +176,8 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		queue:   workqueue.NewTyped[*object](),
 		objects: map[string]*object{},
 	}
+	p.spare.New = func() any { return new(object) }
+	return p
 }
 
 // ErrAbandoned is wrapped by the error Run returns when the pipeline

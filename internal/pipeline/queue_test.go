@@ -1,7 +1,10 @@
 package pipeline
 
 import (
+	"maps"
 	"slices"
+	"strconv"
+	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -51,6 +54,9 @@ func TestGoneObjectComesOffTheQueue(t *testing.T) {
 	if !o.gone || p.Stats().Pending != 0 {
 		t.Fatalf("object not removed once done: gone %v, %d pending", o.gone, p.Stats().Pending)
 	}
+	// Keep the removed object from being reused for the next one (see
+	// TestReusedObjectComesOffTheQueue).
+	p.spare = sync.Pool{New: func() any { return new(object) }}
 
 	p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 3)) // a new object for a
 	stale, _ := p.queue.Get()
@@ -86,5 +92,43 @@ func TestFirstDeltaLeavesNothingBehind(t *testing.T) {
 	}
 	if o.firstDelta[0].Object != nil {
 		t.Error("the first delta's object is still held where it first waited")
+	}
+}
+
+// TestReusedObjectComesOffTheQueue checks that an object removed while
+// queued again, whether it comes off the queue gone or reused for another
+// key since, hands each delta to one batch, once.
+func TestReusedObjectComesOffTheQueue(t *testing.T) {
+	for range 20 {
+		h := newHarness(t, &sinktest.Recorder{}, Options{}, nil)
+		p := h.p
+		p.OnDelta(mkDelta(source.Added, "a", "uid-a", 1))
+		o, _ := p.queue.Get()
+		p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 2)) // queued again while taken
+		p.take([]*object{o}, 2)
+		p.finish([]*object{o})
+
+		// New objects, one of which may be the removed one.
+		for i := range 3 {
+			name := "b-" + strconv.Itoa(i)
+			p.OnDelta(mkDelta(source.Added, name, "uid-"+name, 1))
+		}
+		taken := map[string]int{}
+		for p.queue.Len() > 0 {
+			o, _ := p.queue.Get()
+			for _, it := range p.take([]*object{o}, 1) {
+				if it.obj != o || it.obj.objectKey() != it.delta.Key() {
+					t.Fatalf("delta of %s taken with object %q", it.delta.Key(), it.obj.key)
+				}
+				taken[it.delta.Name]++
+			}
+			p.finish([]*object{o})
+		}
+		if want := map[string]int{"b-0": 1, "b-1": 1, "b-2": 1}; !maps.Equal(taken, want) {
+			t.Fatalf("taken %v, want %v", taken, want)
+		}
+		if n := p.Stats().Pending; n != 0 {
+			t.Fatalf("%d objects pending once all was taken and finished", n)
+		}
 	}
 }
