@@ -26,29 +26,35 @@ type item struct {
 }
 
 // batch is what an assembler hands to a worker: the objects it took off
-// the queue and their deltas, encoded.
+// the queue and their deltas, encoded. Once the worker is done with it,
+// the room of its slices goes to a later batch (see recycle).
 type batch struct {
 	objs  []*object
 	items []item
+	// taken is how many items take made, before encode left out those
+	// it skipped.
+	taken int
 }
 
 // assemble takes batches off the queue, encodes them and hands them to
 // the workers on ready, until the queue shuts down. After ctx ends it
 // encodes nothing more: what it takes is abandoned.
-func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
+func (p *Pipeline) assemble(ctx context.Context, ready chan<- *batch) {
 	for {
-		objs, items := p.nextBatch()
-		if objs == nil {
+		b := p.nextBatch()
+		if b == nil {
 			return
 		}
 		if ctx.Err() != nil {
 			// Hard stop: the queue hands out what is left; do not publish
 			// it with a dead context, just count it.
-			p.abandoned.Add(int64(len(items)))
-			p.finish(objs)
+			p.abandoned.Add(int64(len(b.items)))
+			p.finish(b.objs)
+			p.recycle(b)
 			continue
 		}
-		ready <- batch{objs: objs, items: p.encode(items)}
+		b.items = p.encode(b.items)
+		ready <- b
 	}
 }
 
@@ -57,24 +63,29 @@ func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
 // Only the worker holding getMu calls Get, so after the first object a
 // non-empty queue means Get does not block: a worker never sits on
 // objects it has taken while waiting for new ones.
-func (p *Pipeline) nextBatch() ([]*object, []item) {
+func (p *Pipeline) nextBatch() *batch {
 	p.getMu.Lock()
 	defer p.getMu.Unlock()
 	o, shutdown := p.queue.Get()
 	if shutdown {
-		return nil, nil
+		return nil
 	}
-	objs := []*object{o}
+	b, _ := p.rooms.Get().(*batch)
+	if b == nil {
+		b = &batch{}
+	}
+	b.objs = append(b.objs, o)
 	n := p.pendingLen(o)
 	for n < p.opts.BatchSize && p.queue.Len() > 0 {
 		o, shutdown := p.queue.Get()
 		if shutdown {
 			break
 		}
-		objs = append(objs, o)
+		b.objs = append(b.objs, o)
 		n += p.pendingLen(o)
 	}
-	return objs, p.take(objs, n)
+	p.take(b, n)
+	return b
 }
 
 func (p *Pipeline) pendingLen(o *object) int {
@@ -83,11 +94,14 @@ func (p *Pipeline) pendingLen(o *object) int {
 	return len(o.pending)
 }
 
-// take moves the waiting deltas of objs, about n, into a batch.
-func (p *Pipeline) take(objs []*object, n int) []item {
-	items := make([]item, 0, n)
+// take moves the waiting deltas of b's objects, about n, into b.
+func (p *Pipeline) take(b *batch, n int) {
+	items := b.items[:0]
+	if cap(items) < n {
+		items = make([]item, 0, n)
+	}
 	p.mu.Lock()
-	for _, o := range objs {
+	for _, o := range b.objs {
 		if len(o.pending) == 0 {
 			continue
 		}
@@ -99,7 +113,16 @@ func (p *Pipeline) take(objs []*object, n int) []item {
 		o.taken = o.last
 	}
 	p.mu.Unlock()
-	return items
+	b.items, b.taken = items, len(items)
+}
+
+// recycle keeps the room of b's slices for a later batch, once b is
+// finished: nothing reads its items any more.
+func (p *Pipeline) recycle(b *batch) {
+	clear(b.objs)
+	clear(b.items[:b.taken])
+	b.objs, b.items, b.taken = b.objs[:0], b.items[:0], 0
+	p.rooms.Put(b)
 }
 
 // encode makes the message of every item, skipping those that cannot be

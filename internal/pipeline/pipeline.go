@@ -134,6 +134,7 @@ type Pipeline struct {
 
 	queue workqueue.TypedInterface[*object]
 	getMu sync.Mutex // serialises batch assembly: see nextBatch
+	rooms sync.Pool  // of *batch finished, to reuse
 
 	mu       sync.Mutex
 	objects  map[string]*object
@@ -204,7 +205,7 @@ var ErrAbandoned = errors.New("deltas abandoned unpublished")
 // for acknowledgements instead of adding to it. An assembled batch goes to
 // the first worker that is free; at most Workers batches wait assembled.
 func (p *Pipeline) Run(ctx context.Context) error {
-	ready := make(chan batch)
+	ready := make(chan *batch)
 	var assemblers, workers sync.WaitGroup
 	for range p.opts.Workers {
 		assemblers.Go(func() {

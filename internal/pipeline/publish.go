@@ -32,7 +32,7 @@ import (
 // send them.
 
 // work publishes the batches the assemblers make until ready is closed.
-func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
+func (p *Pipeline) work(ctx context.Context, ready <-chan *batch) {
 	// acked holds the records of a batch: the Recorder keeps none of
 	// them, so the next batch reuses it.
 	var acked []checkpoint.Record
@@ -44,6 +44,7 @@ func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
 			acked = p.publish(ctx, b.items, acked)
 		}
 		p.finish(b.objs)
+		p.recycle(b)
 	}
 }
 

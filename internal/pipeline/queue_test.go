@@ -47,7 +47,7 @@ func TestGoneObjectComesOffTheQueue(t *testing.T) {
 	p.OnDelta(mkDelta(source.Added, "a", "uid-a", 1))
 	o, _ := p.queue.Get()
 	p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 2)) // queued again while taken
-	if items := p.take([]*object{o}, 2); len(items) != 2 {
+	if items := takeOf(p, o); len(items) != 2 {
 		t.Fatalf("took %d deltas, want 2", len(items))
 	}
 	p.finish([]*object{o})
@@ -63,7 +63,7 @@ func TestGoneObjectComesOffTheQueue(t *testing.T) {
 	if stale != o {
 		t.Fatal("the removed object did not come off the queue first")
 	}
-	if items := p.take([]*object{stale}, 0); len(items) != 0 {
+	if items := takeOf(p, stale); len(items) != 0 {
 		t.Errorf("took %d deltas of a removed object", len(items))
 	}
 	p.finish([]*object{stale})
@@ -105,7 +105,7 @@ func TestReusedObjectComesOffTheQueue(t *testing.T) {
 		p.OnDelta(mkDelta(source.Added, "a", "uid-a", 1))
 		o, _ := p.queue.Get()
 		p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 2)) // queued again while taken
-		p.take([]*object{o}, 2)
+		takeOf(p, o)
 		p.finish([]*object{o})
 
 		// New objects, one of which may be the removed one.
@@ -116,7 +116,7 @@ func TestReusedObjectComesOffTheQueue(t *testing.T) {
 		taken := map[string]int{}
 		for p.queue.Len() > 0 {
 			o, _ := p.queue.Get()
-			for _, it := range p.take([]*object{o}, 1) {
+			for _, it := range takeOf(p, o) {
 				if it.obj != o || it.obj.objectKey() != it.delta.Key() {
 					t.Fatalf("delta of %s taken with object %q", it.delta.Key(), it.obj.key)
 				}
@@ -131,4 +131,11 @@ func TestReusedObjectComesOffTheQueue(t *testing.T) {
 			t.Fatalf("%d objects pending once all was taken and finished", n)
 		}
 	}
+}
+
+// takeOf takes the waiting deltas of o, as a batch of o alone.
+func takeOf(p *Pipeline, o *object) []item {
+	b := &batch{objs: []*object{o}}
+	p.take(b, 1)
+	return b.items
 }
