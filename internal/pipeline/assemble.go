@@ -59,10 +59,10 @@ func (p *Pipeline) assemble(ctx context.Context, ready chan<- *batch) {
 }
 
 // nextBatch takes objects off the queue until their waiting deltas fill a
-// batch or the queue is empty, and moves their deltas into the batch.
-// Only the worker holding getMu calls Get, so after the first object a
-// non-empty queue means Get does not block: a worker never sits on
-// objects it has taken while waiting for new ones.
+// batch or the queue is empty, moving each object's deltas into the batch
+// as it takes the object. Only the worker holding getMu calls Get, so
+// after the first object a non-empty queue means Get does not block: a
+// worker never sits on objects it has taken while waiting for new ones.
 func (p *Pipeline) nextBatch() *batch {
 	p.getMu.Lock()
 	defer p.getMu.Unlock()
@@ -74,46 +74,32 @@ func (p *Pipeline) nextBatch() *batch {
 	if b == nil {
 		b = &batch{}
 	}
-	b.objs = append(b.objs, o)
-	n := p.pendingLen(o)
-	for n < p.opts.BatchSize && p.queue.Len() > 0 {
+	p.take(b, o)
+	for len(b.items) < p.opts.BatchSize && p.queue.Len() > 0 {
 		o, shutdown := p.queue.Get()
 		if shutdown {
 			break
 		}
-		b.objs = append(b.objs, o)
-		n += p.pendingLen(o)
+		p.take(b, o)
 	}
-	p.take(b, n)
+	b.taken = len(b.items)
 	return b
 }
 
-func (p *Pipeline) pendingLen(o *object) int {
+// take adds o to b and moves its waiting deltas into b.
+func (p *Pipeline) take(b *batch, o *object) {
+	b.objs = append(b.objs, o)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return len(o.pending)
-}
-
-// take moves the waiting deltas of b's objects, about n, into b.
-func (p *Pipeline) take(b *batch, n int) {
-	items := b.items[:0]
-	if cap(items) < n {
-		items = make([]item, 0, n)
+	if len(o.pending) == 0 {
+		return
 	}
-	p.mu.Lock()
-	for _, o := range b.objs {
-		if len(o.pending) == 0 {
-			continue
-		}
-		for i := range o.pending {
-			items = append(items, item{obj: o, delta: &o.pending[i]})
-		}
-		o.flying = o.first
-		o.pending = nil
-		o.taken = o.last
+	for i := range o.pending {
+		b.items = append(b.items, item{obj: o, delta: &o.pending[i]})
 	}
-	p.mu.Unlock()
-	b.items, b.taken = items, len(items)
+	o.flying = o.first
+	o.pending = nil
+	o.taken = o.last
 }
 
 // recycle keeps the room of b's slices for a later batch, once b is

@@ -135,7 +135,7 @@ func TestReusedObjectComesOffTheQueue(t *testing.T) {
 
 // takeOf takes the waiting deltas of o, as a batch of o alone.
 func takeOf(p *Pipeline, o *object) []item {
-	b := &batch{objs: []*object{o}}
-	p.take(b, 1)
+	b := &batch{}
+	p.take(b, o)
 	return b.items
 }
