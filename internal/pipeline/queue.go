@@ -141,10 +141,9 @@ func appendKey(b []byte, d *source.Delta) ([]byte, int) {
 }
 
 // Drain waits until every delta queued before the call is published,
-// skipped or abandoned, or until ctx ends. A delta collapsed into a later
-// one (see coalesce) is done when that one is. What is queued after the
-// call is not waited for, even when it collapses an earlier delta: Drain
-// then waits for the delta that carries the earlier one's state.
+// skipped or abandoned, or until ctx ends; not for what is queued after
+// it. A delta collapsed into a later one (see coalesce) is done when that
+// one is, even one queued after the call.
 func (p *Pipeline) Drain(ctx context.Context) error {
 	p.mu.Lock()
 	if len(p.objects) == 0 {
