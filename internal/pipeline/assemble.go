@@ -14,7 +14,7 @@ import (
 
 // item is one delta in a batch, with its message.
 type item struct {
-	key   string
+	obj   *object
 	delta *source.Delta
 	msg   *wire.Message
 	// lease holds msg's bytes when the encoder lent them (LeaseEncoder):
@@ -25,84 +25,90 @@ type item struct {
 	tooLarge error
 }
 
-// batch is what an assembler hands to a worker: the keys it took off the
-// queue and their deltas, encoded.
+// batch is what an assembler hands to a worker: the objects it took off
+// the queue and their deltas, encoded. Once the worker is done with it,
+// the room of its slices goes to a later batch (see recycle).
 type batch struct {
-	keys  []string
+	objs  []*object
 	items []item
+	// taken is how many items take made, before encode left out those
+	// it skipped.
+	taken int
 }
 
 // assemble takes batches off the queue, encodes them and hands them to
 // the workers on ready, until the queue shuts down. After ctx ends it
 // encodes nothing more: what it takes is abandoned.
-func (p *Pipeline) assemble(ctx context.Context, ready chan<- batch) {
+func (p *Pipeline) assemble(ctx context.Context, ready chan<- *batch) {
 	for {
-		keys := p.nextBatch()
-		if keys == nil {
+		b := p.nextBatch()
+		if b == nil {
 			return
 		}
-		items := p.take(keys)
 		if ctx.Err() != nil {
 			// Hard stop: the queue hands out what is left; do not publish
 			// it with a dead context, just count it.
-			p.abandoned.Add(int64(len(items)))
-			p.finish(keys)
+			p.abandoned.Add(int64(len(b.items)))
+			p.finish(b.objs)
+			p.recycle(b)
 			continue
 		}
-		ready <- batch{keys: keys, items: p.encode(items)}
+		b.items = p.encode(b.items)
+		ready <- b
 	}
 }
 
-// nextBatch takes keys off the queue until their waiting deltas fill a
-// batch or the queue is empty. Only the worker holding getMu calls Get, so
-// after the first key a non-empty queue means Get does not block: a worker
-// never sits on keys it has taken while waiting for new ones.
-func (p *Pipeline) nextBatch() []string {
+// nextBatch takes objects off the queue until their waiting deltas fill a
+// batch or the queue is empty, moving each object's deltas into the batch
+// as it takes the object. Only the worker holding getMu calls Get, so
+// after the first object a non-empty queue means Get does not block: a
+// worker never sits on objects it has taken while waiting for new ones.
+func (p *Pipeline) nextBatch() *batch {
 	p.getMu.Lock()
 	defer p.getMu.Unlock()
-	key, shutdown := p.queue.Get()
+	o, shutdown := p.queue.Get()
 	if shutdown {
 		return nil
 	}
-	keys := []string{key}
-	n := p.pendingLen(key)
-	for n < p.opts.BatchSize && p.queue.Len() > 0 {
-		key, shutdown := p.queue.Get()
+	b, _ := p.rooms.Get().(*batch)
+	if b == nil {
+		b = &batch{}
+	}
+	p.take(b, o)
+	for len(b.items) < p.opts.BatchSize && p.queue.Len() > 0 {
+		o, shutdown := p.queue.Get()
 		if shutdown {
 			break
 		}
-		keys = append(keys, key)
-		n += p.pendingLen(key)
+		p.take(b, o)
 	}
-	return keys
+	b.taken = len(b.items)
+	return b
 }
 
-func (p *Pipeline) pendingLen(key string) int {
+// take adds o to b and moves its waiting deltas into b.
+func (p *Pipeline) take(b *batch, o *object) {
+	b.objs = append(b.objs, o)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if o := p.objects[key]; o != nil {
-		return len(o.pending)
+	if len(o.pending) == 0 {
+		return
 	}
-	return 0
+	for i := range o.pending {
+		b.items = append(b.items, item{obj: o, delta: &o.pending[i]})
+	}
+	o.flying = o.first
+	o.pending = nil
+	o.taken = o.last
 }
 
-// take moves the waiting deltas of keys into a batch.
-func (p *Pipeline) take(keys []string) []item {
-	var items []item
-	p.mu.Lock()
-	for _, key := range keys {
-		o := p.objects[key]
-		if o == nil {
-			continue
-		}
-		for i := range o.pending {
-			items = append(items, item{key: key, delta: &o.pending[i]})
-		}
-		o.pending = nil
-		o.taken = o.last
-	}
-	p.mu.Unlock()
-	return items
+// recycle keeps the room of b's slices for a later batch, once b is
+// finished: nothing reads its items any more.
+func (p *Pipeline) recycle(b *batch) {
+	clear(b.objs)
+	clear(b.items[:b.taken])
+	b.objs, b.items, b.taken = b.objs[:0], b.items[:0], 0
+	p.rooms.Put(b)
 }
 
 // encode makes the message of every item, skipping those that cannot be

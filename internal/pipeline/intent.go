@@ -50,13 +50,10 @@ func (p *Pipeline) recordIntents(ctx context.Context, items []item) error {
 	intents := make([]checkpoint.Intent, 0, n)
 	for _, it := range items {
 		if needsIntent(it.delta) {
-			res := it.delta.Resource.Name()
 			intents = append(intents, checkpoint.Intent{
-				Resource: res,
-				// The item's key is the resource, "/" and this key
-				// (objectKey).
-				Key: it.key[len(res)+1:],
-				UID: string(it.delta.UID),
+				Resource: it.obj.resource(),
+				Key:      it.obj.objectKey(),
+				UID:      string(it.delta.UID),
 			})
 		}
 	}

@@ -47,7 +47,9 @@ const (
 	DefaultMaxRetryInterval = 30 * time.Second
 )
 
-// Encoder turns a delta into a message.
+// Encoder turns a delta into a message. It must not keep d once it
+// returned (the message may share what d points to): the pipeline reuses
+// the room its deltas wait in.
 type Encoder interface {
 	Encode(d *source.Delta) (*wire.Message, error)
 }
@@ -62,13 +64,15 @@ type LeaseEncoder interface {
 }
 
 // Recorder takes acknowledged deltas for the checkpoint. Record must not
-// block on I/O.
+// block on I/O, and must not keep recs once it returns (the records
+// themselves it may copy): the pipeline reuses it.
 type Recorder interface {
 	Record(recs ...checkpoint.Record)
 }
 
 // Observer is told what happens to deltas, for metrics. Its methods are
-// called from worker goroutines and must not block.
+// called from worker goroutines and must not block, nor keep d once they
+// returned: the pipeline reuses the room its deltas wait in.
 type Observer interface {
 	// Published: the sink accepted d.
 	Published(d *source.Delta)
@@ -128,13 +132,15 @@ type Pipeline struct {
 	opts Options
 	log  *slog.Logger
 
-	queue workqueue.TypedInterface[string]
+	queue workqueue.TypedInterface[*object]
 	getMu sync.Mutex // serialises batch assembly: see nextBatch
+	rooms sync.Pool  // of *batch finished, to reuse
 
 	mu       sync.Mutex
 	objects  map[string]*object
+	spare    sync.Pool // of *object removed from objects, to reuse
 	seq      uint64
-	barriers map[*barrier]struct{}
+	barriers []*barrier
 
 	published, skipped, omitted, retried, coalesced, abandoned atomic.Int64
 }
@@ -162,16 +168,17 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	if opts.NewBackOff == nil {
 		opts.NewBackOff = defaultBackOff(opts.MaxRetryInterval)
 	}
-	return &Pipeline{
-		sink:     s,
-		enc:      enc,
-		rec:      rec,
-		opts:     opts,
-		log:      log,
-		queue:    workqueue.NewTyped[string](),
-		objects:  map[string]*object{},
-		barriers: map[*barrier]struct{}{},
+	p := &Pipeline{
+		sink:    s,
+		enc:     enc,
+		rec:     rec,
+		opts:    opts,
+		log:     log,
+		queue:   workqueue.NewTyped[*object](),
+		objects: map[string]*object{},
 	}
+	p.spare.New = func() any { return new(object) }
+	return p
 }
 
 // ErrAbandoned is wrapped by the error Run returns when the pipeline
@@ -198,7 +205,7 @@ var ErrAbandoned = errors.New("deltas abandoned unpublished")
 // for acknowledgements instead of adding to it. An assembled batch goes to
 // the first worker that is free; at most Workers batches wait assembled.
 func (p *Pipeline) Run(ctx context.Context) error {
-	ready := make(chan batch)
+	ready := make(chan *batch)
 	var assemblers, workers sync.WaitGroup
 	for range p.opts.Workers {
 		assemblers.Go(func() {

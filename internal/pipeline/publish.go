@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/cenkalti/backoff/v4"
@@ -31,37 +32,43 @@ import (
 // send them.
 
 // work publishes the batches the assemblers make until ready is closed.
-func (p *Pipeline) work(ctx context.Context, ready <-chan batch) {
+func (p *Pipeline) work(ctx context.Context, ready <-chan *batch) {
+	// acked holds the records of a batch: the Recorder keeps none of
+	// them, so the next batch reuses it.
+	var acked []checkpoint.Record
 	for b := range ready {
 		if ctx.Err() != nil {
 			p.abandoned.Add(int64(len(b.items)))
 			releaseAll(b.items)
 		} else {
-			p.publish(ctx, b.items)
+			acked = p.publish(ctx, b.items, acked)
 		}
-		p.finish(b.keys)
+		p.finish(b.objs)
+		p.recycle(b)
 	}
 }
 
 // publish sends items until each is accepted or skipped, or ctx ends.
+// It records what is accepted in acked, emptied, and returns it for the
+// next batch to reuse.
 //
 // A delta whose event the sink finds too large for the bus
 // (sink.ErrTooLarge) is encoded again without the object's content and
 // sent in its place, at once, with the object's later deltas after it;
 // only when that event is too large as well is the delta skipped.
-func (p *Pipeline) publish(ctx context.Context, items []item) {
+func (p *Pipeline) publish(ctx context.Context, items []item, acked []checkpoint.Record) []checkpoint.Record {
 	if len(items) == 0 {
-		return
+		return acked
 	}
 	if err := p.recordIntents(ctx, items); err != nil {
 		if !checkpoint.IsTerminal(err) {
 			// ctx ended: nothing is published.
 			p.abandoned.Add(int64(len(items)))
 			releaseAll(items)
-			return
+			return acked
 		}
 		if items = p.abandonCreations(items, err); len(items) == 0 {
-			return
+			return acked
 		}
 	}
 	// cut is set when a Publish returned after ctx ended: the bytes of
@@ -81,23 +88,29 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 				msgs[i] = it.msg
 			}
 			start := time.Now()
-			errs := sink.PerMessage(p.sink.Publish(ctx, msgs), len(items))
+			var errs []error // nil: every message was accepted
+			if err := p.sink.Publish(ctx, msgs); err != nil {
+				errs = sink.PerMessage(err, len(items))
+			}
 			p.opts.Observer.PublishDuration(time.Since(start))
 			cut = ctx.Err() != nil
 
 			var (
-				acked []checkpoint.Record
 				retry []item
 				first error
 			)
+			acked = slices.Grow(acked, len(items))
 			// failed holds the objects whose later deltas must be sent
 			// again: true after a retryable failure, false after a
 			// replacement.
-			failed := map[string]bool{}
+			failed := map[*object]bool{}
 			retried := 0
 			for i, it := range items {
-				err := errs[i]
-				again, held := failed[it.key]
+				var err error
+				if errs != nil {
+					err = errs[i]
+				}
+				again, held := failed[it.obj]
 				switch {
 				case held:
 					// An earlier delta of this object failed or is replaced:
@@ -118,7 +131,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 					done(it)
 				case sink.IsTooLarge(err) && it.tooLarge == nil:
 					if r, ok := p.withoutContent(it, err); ok {
-						failed[it.key] = false
+						failed[it.obj] = false
 						retry = append(retry, r)
 					}
 					done(it)
@@ -126,7 +139,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 					p.skip(it, err)
 					done(it)
 				default:
-					failed[it.key] = true
+					failed[it.obj] = true
 					retry = append(retry, it)
 					retried++
 					p.opts.Observer.Failed(it.delta, false)
@@ -138,6 +151,8 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 			if len(acked) > 0 {
 				p.rec.Record(acked...)
 				p.published.Add(int64(len(acked)))
+				clear(acked) // let what the records point to be collected
+				acked = acked[:0]
 			}
 			items = retry
 			if len(retry) == 0 {
@@ -165,6 +180,7 @@ func (p *Pipeline) publish(ctx context.Context, items []item) {
 			done(it)
 		}
 	}
+	return acked
 }
 
 // releaseAll releases the items of a batch abandoned before any of it
@@ -185,14 +201,13 @@ func (p *Pipeline) skip(it item, err error) {
 
 // record is the checkpoint record of a published item: its delta's
 // position, and its state in the view it went through, which a restart
-// compares with. The object's key is the tail of the item's, not built
-// again.
+// compares with. The resource's name and the object's key are parts of
+// the object's key in the pipeline, not built again.
 func record(it item) checkpoint.Record {
 	d := it.delta
-	res := d.Resource.Name()
 	return checkpoint.Record{
-		Resource: res,
-		Key:      it.key[len(res)+1:],
+		Resource: it.obj.resource(),
+		Key:      it.obj.objectKey(),
 		Position: checkpoint.Position{UID: string(d.UID), ResourceVersion: d.ResourceVersion, View: d.View},
 		Deleted:  d.Type == source.Deleted,
 	}

@@ -3,30 +3,82 @@ package pipeline
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/kubebus/bridge/source"
 )
 
 // The queue: OnDelta appends a delta to its object's waiting deltas
 // (collapsing them past MaxPendingPerObject, see coalesce) and queues the
-// object's key; a key is handed to one assembler at a time, so one
-// object's deltas are never in two batches at once. finish releases a
-// batch's keys and wakes the Drain calls waiting on them.
+// object; an object is handed to one assembler at a time, so its deltas
+// are never in two batches at once. finish releases a batch's objects and
+// wakes the Drain calls waiting on them.
+//
+// The work queue holds the objects themselves, so that neither assembly
+// nor finish looks a key up again. A key has at most one object at a
+// time, and a new one only once the old one has nothing left in flight,
+// so the order of a key's deltas holds across objects too. An object
+// removed from p.objects is kept for reuse (p.spare), with the room of its
+// first delta: the batch that held its last deltas is over, and neither
+// Encoder nor Observer keeps a delta. It may still come off the queue
+// once (it was queued again while its last batch was in flight): gone, it
+// has nothing to take; reused for another key, it is that key's object,
+// queued.
+//
+// Every delta is numbered in the order OnDelta queued it (Pipeline.seq).
+// An object is in p.objects exactly as long as some of its deltas are not
+// done (published, skipped or abandoned): it is added with its first
+// delta and removed when the batch that took its last one finishes.
 
 // object is the state of one object with deltas waiting or in flight.
 type object struct {
+	// key is the object's resource name, "/" and its key (appendKey); res
+	// is the length of the resource name in it.
+	key string
+	res int
+	// gone is set once the object is removed from p.objects.
+	gone bool
+
 	pending []source.Delta
 	// last is the sequence number of the newest delta enqueued; taken is
 	// the newest in the batch in flight; done is the newest finished
 	// (published, skipped or abandoned).
 	last, taken, done uint64
+	// first is the number of the oldest waiting delta, while some wait;
+	// flying that of the oldest in the batch in flight, while one is. A
+	// delta collapsed into a later one keeps its number here: it is done
+	// when the delta that carries its state is.
+	first, flying uint64
+	// firstDelta is where the object's first delta waits, so that an
+	// object and its first delta take one allocation: most objects have
+	// only one delta waiting at a time.
+	firstDelta [1]source.Delta
 }
 
-// barrier waits until, for each key, the delta numbered target[key] or a
-// later one is done.
+// oldest is the number of the object's oldest delta not done, or
+// noDelta when all are done.
+func (o *object) oldest() uint64 {
+	switch {
+	case o.taken > o.done:
+		return o.flying
+	case len(o.pending) > 0:
+		return o.first
+	}
+	return noDelta
+}
+
+// noDelta is after every delta's number.
+const noDelta = ^uint64(0)
+
+// barrier is one Drain call waiting: it waits for every delta numbered up
+// to seq. left counts the objects that still have such a delta not done.
+// An object's deltas are done in order, one batch at a time, so an object
+// leaves the count once, when a batch that took its last delta numbered
+// up to seq finishes.
 type barrier struct {
-	target map[string]uint64
-	ch     chan struct{}
+	seq  uint64
+	left int
+	ch   chan struct{}
 }
 
 // OnDelta queues d behind the other waiting deltas of its object. It never
@@ -38,40 +90,69 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 		p.abandoned.Add(1)
 		return
 	}
-	key := d.Resource.Name() + "/" + d.Key()
+	var buf [128]byte
+	key, res := appendKey(buf[:0], &d)
 	p.mu.Lock()
-	o := p.objects[key]
+	o := p.objects[string(key)]
 	if o == nil {
-		o = &object{}
-		p.objects[key] = o
+		o = p.spare.Get().(*object)
+		o.key, o.res, o.gone = string(key), res, false
+		o.pending = o.firstDelta[:0]
+		p.objects[o.key] = o
 	}
 	p.seq++
+	if len(o.pending) == 0 {
+		o.first = p.seq
+	}
 	o.last = p.seq
 	o.pending = append(o.pending, d)
+	if len(o.pending) == 2 && o.taken == 0 {
+		// The first delta moved out of firstDelta before it was taken:
+		// let what its copy there points to be collected.
+		clear(o.firstDelta[:])
+	}
 	if len(o.pending) > p.opts.MaxPendingPerObject {
 		before := len(o.pending)
 		o.pending = coalesce(o.pending)
 		p.coalesced.Add(int64(before - len(o.pending)))
 	}
 	p.mu.Unlock()
-	p.queue.Add(key)
+	p.queue.Add(o)
+}
+
+// appendKey appends to b the key of d's object in p.objects: its
+// resource's name (source.Resource.Name), "/" and d.Key(). It returns it
+// with the length of the resource's name. Looking an object up with it
+// makes no garbage; only a new object's key is copied into a string.
+func appendKey(b []byte, d *source.Delta) ([]byte, int) {
+	gr := d.Resource.GroupResource()
+	b = append(b, gr.Resource...)
+	if gr.Group != "" {
+		b = append(b, '.')
+		b = append(b, gr.Group...)
+	}
+	res := len(b)
+	b = append(b, '/')
+	if d.Namespace != "" {
+		b = append(b, d.Namespace...)
+		b = append(b, '/')
+	}
+	return append(b, d.Name...), res
 }
 
 // Drain waits until every delta queued before the call is published,
-// skipped or abandoned, or until ctx ends.
+// skipped or abandoned, or until ctx ends; not for what is queued after
+// it. A delta collapsed into a later one (see coalesce) is done when that
+// one is, even one queued after the call.
 func (p *Pipeline) Drain(ctx context.Context) error {
 	p.mu.Lock()
-	b := &barrier{target: map[string]uint64{}, ch: make(chan struct{})}
-	for key, o := range p.objects {
-		if o.done < o.last {
-			b.target[key] = o.last
-		}
-	}
-	if len(b.target) == 0 {
+	if len(p.objects) == 0 {
 		p.mu.Unlock()
 		return nil
 	}
-	p.barriers[b] = struct{}{}
+	// Every object in p.objects has a delta not done, numbered up to seq.
+	b := &barrier{seq: p.seq, left: len(p.objects), ch: make(chan struct{})}
+	p.barriers = append(p.barriers, b)
 	p.mu.Unlock()
 
 	select {
@@ -79,37 +160,63 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 		return nil
 	case <-ctx.Done():
 		p.mu.Lock()
-		delete(p.barriers, b)
-		left := len(b.target)
+		p.barriers = slices.DeleteFunc(p.barriers, func(x *barrier) bool { return x == b })
+		left := b.left
 		p.mu.Unlock()
 		return fmt.Errorf("pipeline: %d objects still have deltas in flight: %w", left, ctx.Err())
 	}
 }
 
-// finish marks the batch of keys done and releases them to other workers.
-func (p *Pipeline) finish(keys []string) {
+// finish marks the batch of objs done and releases them to other
+// workers.
+func (p *Pipeline) finish(objs []*object) {
 	p.mu.Lock()
-	for _, key := range keys {
-		o := p.objects[key]
-		if o == nil {
+	for _, o := range objs {
+		if o.gone {
 			continue
 		}
+		before := o.oldest()
 		o.done = o.taken
-		for b := range p.barriers {
-			if t, ok := b.target[key]; ok && t <= o.done {
-				delete(b.target, key)
-				if len(b.target) == 0 {
-					close(b.ch)
-					delete(p.barriers, b)
-				}
-			}
+		if after := o.oldest(); after != before {
+			p.passed(before, after)
 		}
 		if len(o.pending) == 0 && o.done == o.last {
-			delete(p.objects, key)
+			delete(p.objects, o.key)
+			// Nothing of the batch is read any more: the object and
+			// the room of its first delta go to the next new object.
+			*o = object{gone: true}
+			p.spare.Put(o)
 		}
 	}
 	p.mu.Unlock()
-	for _, key := range keys {
-		p.queue.Done(key)
+	for _, o := range objs {
+		p.queue.Done(o)
 	}
 }
+
+// passed counts, for the Drain calls waiting, that an object's oldest
+// delta not done went from the one numbered before to the one numbered
+// after (noDelta: none is left). A barrier that waited for the object's
+// deltas up to its seq no longer does when seq lies between the two, and
+// is released when it was the last object it waited for. Called with
+// p.mu held.
+func (p *Pipeline) passed(before, after uint64) {
+	if len(p.barriers) == 0 {
+		return
+	}
+	p.barriers = slices.DeleteFunc(p.barriers, func(b *barrier) bool {
+		if before <= b.seq && b.seq < after {
+			if b.left--; b.left == 0 {
+				close(b.ch)
+				return true
+			}
+		}
+		return false
+	})
+}
+
+// resource is the name of the object's resource (source.Resource.Name).
+func (o *object) resource() string { return o.key[:o.res] }
+
+// objectKey is the object's key (source.Delta.Key).
+func (o *object) objectKey() string { return o.key[o.res+1:] }

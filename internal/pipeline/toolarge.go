@@ -20,7 +20,7 @@ func (p *Pipeline) withoutContent(it item, tooLarge error) (item, bool) {
 		p.skip(it, fmt.Errorf("%w; without its content: %w", tooLarge, err))
 		return item{}, false
 	}
-	return item{key: it.key, delta: &d, msg: msg, lease: lease, tooLarge: tooLarge}, true
+	return item{obj: it.obj, delta: &d, msg: msg, lease: lease, tooLarge: tooLarge}, true
 }
 
 func (p *Pipeline) logOmitted(it item) {
