@@ -123,7 +123,9 @@ func (t Bound) String() string {
 // target is on (f.Ratio(), or the bridge's own value), perRound the same
 // quantity in each round, none for a figure measured once. It sets
 // Target, Rounds, the spread, Verdict and Met: unclear when the rounds
-// disagree on the target, else whether value meets it.
+// disagree on the target, or agree but value does not (a difference of
+// two percentiles taken over every round need not lie between the
+// rounds'), else whether value meets it.
 func (f *Figure) Judge(text string, target Bound, value float64, perRound []float64) {
 	f.Target = text
 	f.Rounds = len(perRound)
@@ -134,7 +136,8 @@ func (f *Figure) Judge(text string, target Bound, value float64, perRound []floa
 	}
 	if len(perRound) > 0 {
 		f.SpreadLow, f.SpreadHigh = slices.Min(perRound), slices.Max(perRound)
-		if target.Holds(f.SpreadLow) != target.Holds(f.SpreadHigh) {
+		low, high := target.Holds(f.SpreadLow), target.Holds(f.SpreadHigh)
+		if low != high || low != target.Holds(value) {
 			f.Verdict = VerdictUnclear
 		}
 	}

@@ -29,6 +29,10 @@ func TestFigureJudge(t *testing.T) {
 		{"at most, met", AtMost(1.25), 1.1, []float64{1.0, 1.2, 1.1}, VerdictMet, 1.0, 1.2},
 		{"at most, straddle", AtMost(1.25), 1.2, []float64{1.1, 1.3, 1.2}, VerdictUnclear, 1.1, 1.3},
 		{"a round on the limit meets it", AtMost(1.05), 1.0, []float64{1.05, 0.9}, VerdictMet, 0.9, 1.05},
+		// A margin on two p99s: the pooled p99s can meet it while every
+		// window misses, and the other way round.
+		{"every round misses, the pooled value meets", AtMost(2), -7, []float64{3, 3}, VerdictUnclear, 3, 3},
+		{"every round meets, the pooled value misses", AtLeast(1), 0.98, []float64{1.01, 1.05}, VerdictUnclear, 1.01, 1.05},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var f Figure
