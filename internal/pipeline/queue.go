@@ -180,6 +180,12 @@ func (p *Pipeline) finish(objs []*object) {
 		if after := o.oldest(); after != before {
 			p.passed(before, after)
 		}
+		if o.taken > 0 {
+			// The batch that took the first delta from where it waited
+			// (firstDelta) is over, and later deltas wait elsewhere:
+			// nothing is held there for them.
+			clear(o.firstDelta[:])
+		}
 		if len(o.pending) == 0 && o.done == o.last {
 			delete(p.objects, o.key)
 			// Nothing of the batch is read any more: the object and

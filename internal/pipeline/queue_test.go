@@ -95,6 +95,27 @@ func TestFirstDeltaLeavesNothingBehind(t *testing.T) {
 	}
 }
 
+// TestFirstDeltaLeavesNothingBehindOnceDone checks that an object whose
+// first delta was published while another waited keeps no copy of the
+// published one.
+func TestFirstDeltaLeavesNothingBehindOnceDone(t *testing.T) {
+	h := newHarness(t, &sinktest.Recorder{}, Options{}, nil)
+	p := h.p
+	p.OnDelta(mkDelta(source.Added, "a", "uid-a", 1))
+	o, _ := p.queue.Get()
+	takeOf(p, o)
+	p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 2)) // waits while 1 is in flight
+	p.finish([]*object{o})
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if len(o.pending) != 1 || o.pending[0].ResourceVersion != "2" {
+		t.Fatalf("pending %v, want delta 2", o.pending)
+	}
+	if o.firstDelta[0].Object != nil {
+		t.Error("the published first delta's object is still held where it first waited")
+	}
+}
+
 // TestReusedObjectComesOffTheQueue checks that an object removed while
 // queued again, whether it comes off the queue gone or reused for another
 // key since, hands each delta to one batch, once.
