@@ -23,6 +23,41 @@ const (
 // rest is room for the headers the publish adds (Nats-Expected-Stream).
 const maxHeaderLen = 65535 - 1024
 
+// attributeCount is the number of attributes, the most headers binary
+// mode writes for an event.
+var attributeCount = len(wire.Attributes())
+
+// headers are the headers of one message. The values share one backing
+// array, each a slice of one value whose capacity ends at it, so that a
+// message costs one allocation for all its values, and appending to one
+// header's values, as nats.Header.Add does, copies them instead of
+// overwriting the next header's.
+type headers struct {
+	h    nats.Header
+	vals []string
+	// n is the size of the header block on the wire: the status line,
+	// a line per header and the blank line that ends them.
+	n int
+}
+
+// newHeaders makes room for size headers: the map holds them without
+// growing, and the values' backing array too.
+func newHeaders(size int) headers {
+	return headers{
+		h:    make(nats.Header, size),
+		vals: make([]string, 0, size),
+		n:    len("NATS/1.0\r\n") + len("\r\n"),
+	}
+}
+
+// set sets the header name to value, and counts it in n.
+func (hs *headers) set(name, value string) {
+	i := len(hs.vals)
+	hs.vals = append(hs.vals, value)
+	hs.h[name] = hs.vals[i : i+1 : i+1]
+	hs.n += len(name) + len(value) + 4 // "k: v\r\n"
+}
+
 // encode builds the NATS message for m: its subject from the template, the
 // Nats-Msg-Id header, for a delete in the state layout the Nats-TTL
 // header of BRIDGE_NATS_DELETE_TTL, and the event in the content mode of the
@@ -36,35 +71,47 @@ func (s *Sink) encode(m *wire.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	size := 6
-	if s.cfg.CEMode == CEBinary {
-		size = 22
+	binary := s.cfg.CEMode == CEBinary
+	// The number of headers m gets at most, so that neither the map nor
+	// the values' backing array grows: exact in structured mode, every
+	// attribute in binary mode. (Only the rare binary event sent
+	// structured after all may grow the backing array.)
+	size := 1 // Nats-Msg-Id
+	deleteTTL := m.Action == wire.ActionDeleted && s.deleteTTL != ""
+	if deleteTTL {
+		size++
 	}
-	h := make(nats.Header, size)
-	// The status line and the blank line that ends the headers.
-	n := len("NATS/1.0\r\n") + len("\r\n")
-	add := func(name, value string) {
-		h[name] = []string{value}
-		n += len(name) + len(value) + 4 // "k: v\r\n"
+	view := m.View != "" && s.HoldsState()
+	if view {
+		size++
 	}
-	add(MsgIDHeader, m.ID)
+	switch {
+	case binary:
+		size += attributeCount
+	case s.HoldsState():
+		size += 1 + 2 // Content-Type, ce-uid and ce-resourceversion
+	default:
+		size++ // Content-Type
+	}
+	hs := newHeaders(size)
+	hs.set(MsgIDHeader, m.ID)
 	// In the state layout a delete replaces its object's state in the
 	// stream, and expires after the delete TTL, so the stream does not
 	// keep every object that ever lived.
-	if m.Action == wire.ActionDeleted && s.deleteTTL != "" {
-		add(jetstream.MsgTTLHeader, s.deleteTTL)
+	if deleteTTL {
+		hs.set(jetstream.MsgTTLHeader, s.deleteTTL)
 	}
-	if m.View != "" && s.HoldsState() {
-		add(wire.NATS.ViewHeader(), m.View)
+	if view {
+		hs.set(wire.NATS.ViewHeader(), m.View)
 	}
-	if s.cfg.CEMode == CEBinary {
-		wire.NATS.BinaryHeaders(m, add)
-		if n <= maxHeaderLen {
+	if binary {
+		wire.NATS.BinaryHeaders(m, hs.set)
+		if hs.n <= maxHeaderLen {
 			// The data, a part of the encoder's buffer: not copied.
-			return &nats.Msg{Subject: subject, Header: h, Data: m.Data}, nil
+			return &nats.Msg{Subject: subject, Header: hs.h, Data: m.Data}, nil
 		}
 		for _, a := range wire.Attributes() {
-			delete(h, wire.NATS.Header(a))
+			delete(hs.h, wire.NATS.Header(a))
 		}
 	}
 	// The event as the encoder wrote it, in one buffer: not copied.
@@ -72,11 +119,11 @@ func (s *Sink) encode(m *wire.Message) (*nats.Msg, error) {
 	if err != nil {
 		return nil, err
 	}
-	add(ContentTypeHeader, wire.NATS.StructuredContentType())
+	hs.set(ContentTypeHeader, wire.NATS.StructuredContentType())
 	if s.HoldsState() {
 		// What the stream holds can be read with headers only (see
 		// ReadState).
-		wire.NATS.IdentityHeaders(m, add)
+		wire.NATS.IdentityHeaders(m, hs.set)
 	}
-	return &nats.Msg{Subject: subject, Header: h, Data: body}, nil
+	return &nats.Msg{Subject: subject, Header: hs.h, Data: body}, nil
 }
