@@ -20,7 +20,8 @@ const (
 
 // maxHeaderLen is the most header bytes a binary-mode message may have. A
 // stream refuses a message whose headers pass 64 KiB (65,535 bytes); the
-// rest is room for the headers the publish adds (Nats-Expected-Stream).
+// rest is room for Nats-Expected-Stream, which encode sets in JetStream
+// mode and does not count.
 const maxHeaderLen = 65535 - 1024
 
 // attributeCount is the number of attributes, the most headers binary
@@ -52,15 +53,21 @@ func newHeaders(size int) headers {
 
 // set sets the header name to value, and counts it in n.
 func (hs *headers) set(name, value string) {
-	i := len(hs.vals)
-	hs.vals = append(hs.vals, value)
-	hs.h[name] = hs.vals[i : i+1 : i+1]
+	hs.setUncounted(name, value)
 	hs.n += len(name) + len(value) + 4 // "k: v\r\n"
 }
 
+// setUncounted sets the header name to value without counting it in n.
+func (hs *headers) setUncounted(name, value string) {
+	i := len(hs.vals)
+	hs.vals = append(hs.vals, value)
+	hs.h[name] = hs.vals[i : i+1 : i+1]
+}
+
 // encode builds the NATS message for m: its subject from the template, the
-// Nats-Msg-Id header, for a delete in the state layout the Nats-TTL
-// header of BRIDGE_NATS_DELETE_TTL, and the event in the content mode of the
+// Nats-Msg-Id header, in JetStream mode the Nats-Expected-Stream header
+// of the stream, for a delete in the state layout the Nats-TTL header of
+// BRIDGE_NATS_DELETE_TTL, and the event in the content mode of the
 // configuration, its headers as wire.NATS writes them. In binary mode an
 // event whose attributes would pass maxHeaderLen, which only an object
 // name of more than about 30 KB can do, is sent in structured mode
@@ -85,6 +92,9 @@ func (s *Sink) encode(m *wire.Message) (*nats.Msg, error) {
 	if view {
 		size++
 	}
+	if s.expectStream != "" {
+		size++
+	}
 	switch {
 	case binary:
 		size += attributeCount
@@ -103,6 +113,13 @@ func (s *Sink) encode(m *wire.Message) (*nats.Msg, error) {
 	}
 	if view {
 		hs.set(wire.NATS.ViewHeader(), m.View)
+	}
+	if s.expectStream != "" {
+		// Only the sink's stream stores the message; another stream
+		// that captures the subject refuses it. Set here rather than by
+		// jetstream.WithExpectStream, which does it on every publish
+		// at a cost of its own; not counted, as the option's was not.
+		hs.setUncounted(jetstream.ExpectedStreamHeader, s.expectStream)
 	}
 	if binary {
 		wire.NATS.BinaryHeaders(m, hs.set)

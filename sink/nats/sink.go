@@ -26,6 +26,10 @@ type Sink struct {
 	js     jetstream.JetStream // nil in core mode
 	// pubOpts are the options of every JetStream publish, made once.
 	pubOpts []jetstream.PublishOpt
+	// expectStream is the Nats-Expected-Stream header of every message,
+	// the stream's name, in JetStream mode; empty (no header) in core
+	// mode.
+	expectStream string
 	// deleteTTL is the Nats-TTL header of deletes: BRIDGE_NATS_DELETE_TTL
 	// in the state layout of JetStream mode, else empty (no header).
 	deleteTTL string
@@ -76,8 +80,10 @@ func New(ctx context.Context, cfg *Parsed, log *slog.Logger) (*Sink, error) {
 		log.Info("nats sink: core NATS, at most once: messages reach only subscribers connected at the time", "subject", tmpl.String())
 		return s, nil
 	}
+	// encode sets Nats-Expected-Stream, which WithExpectStream would set
+	// on every publish.
+	s.expectStream = cfg.Stream
 	s.pubOpts = []jetstream.PublishOpt{
-		jetstream.WithExpectStream(cfg.Stream),
 		// The library would retry a message the stream had no responder
 		// for after a pause, behind the messages sent since; the pipeline
 		// retries it with everything after it instead.
