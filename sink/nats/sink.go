@@ -180,21 +180,40 @@ func (s *Sink) publishJetStream(ctx context.Context, msgs []*wire.Message) []err
 		if f == nil {
 			continue
 		}
-		select {
-		case ack := <-f.Ok():
-			if ack.Duplicate {
-				duplicates++
-			}
-		case err := <-f.Err():
-			errs[i] = publishError(f.Msg().Subject, err)
-		case <-ctx.Done():
-			errs[i] = fmt.Errorf("nats sink: waiting for the ack of %s: %w", f.Msg().Subject, ctx.Err())
+		ack, err := awaitAck(ctx, f)
+		switch {
+		case err != nil:
+			errs[i] = err
+		case ack.Duplicate:
+			duplicates++
 		}
 	}
 	if duplicates > 0 {
 		s.log.Debug("nats sink: repeats dropped by the stream's duplicate window", "count", duplicates)
 	}
 	return errs
+}
+
+// awaitAck waits for f's PubAck, and returns it, or the error f failed
+// with, or ctx's end, whichever comes first.
+func awaitAck(ctx context.Context, f jetstream.PubAckFuture) (*jetstream.PubAck, error) {
+	// Most acks are in by the time the round is sent; the error channel,
+	// which the future makes on the first call of Err, is made only
+	// for one that is not.
+	ok := f.Ok()
+	select {
+	case ack := <-ok:
+		return ack, nil
+	default:
+	}
+	select {
+	case ack := <-ok:
+		return ack, nil
+	case err := <-f.Err():
+		return nil, publishError(f.Msg().Subject, err)
+	case <-ctx.Done():
+		return nil, fmt.Errorf("nats sink: waiting for the ack of %s: %w", f.Msg().Subject, ctx.Err())
+	}
 }
 
 // publishCore publishes on core NATS and flushes, so that the server has
