@@ -83,6 +83,8 @@ func New(ctx context.Context, cfg *Parsed, log *slog.Logger) (*Sink, error) {
 	// encode sets Nats-Expected-Stream, which WithExpectStream would set
 	// on every publish.
 	s.expectStream = cfg.Stream
+	// The list must never be empty: without options nats.go publishes
+	// with its default retries, the reordering the first one prevents.
 	s.pubOpts = []jetstream.PublishOpt{
 		// The library would retry a message the stream had no responder
 		// for after a pause, behind the messages sent since; the pipeline

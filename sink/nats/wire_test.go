@@ -16,7 +16,7 @@ import (
 	"github.com/kubebus/bridge/wire"
 )
 
-var update = flag.Bool("update", false, "rewrite testdata/wire.golden from what the sink sends")
+var rewriteGolden = flag.Bool("update", false, "rewrite testdata/wire.golden from what the sink sends")
 
 // The messages the sink sends, as a subscriber on the server receives
 // them (subject, every header, body), are those of testdata/wire.golden,
@@ -87,7 +87,7 @@ func TestWireFormat(t *testing.T) {
 		}
 	}
 	golden := filepath.Join("testdata", "wire.golden")
-	if *update {
+	if *rewriteGolden {
 		if err := os.WriteFile(golden, []byte(out.String()), 0o644); err != nil {
 			t.Fatal(err)
 		}
