@@ -138,7 +138,6 @@ type Pipeline struct {
 
 	mu       sync.Mutex
 	objects  map[string]*object
-	spare    sync.Pool // of *object removed from objects, to reuse
 	seq      uint64
 	barriers []*barrier
 
@@ -177,7 +176,6 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		queue:   workqueue.NewTyped[*object](),
 		objects: map[string]*object{},
 	}
-	p.spare.New = func() any { return new(object) }
 	return p
 }
 

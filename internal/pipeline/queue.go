@@ -18,12 +18,11 @@ import (
 // nor finish looks a key up again. A key has at most one object at a
 // time, and a new one only once the old one has nothing left in flight,
 // so the order of a key's deltas holds across objects too. An object
-// removed from p.objects is kept for reuse (p.spare), with the room of its
-// first delta: the batch that held its last deltas is over, and neither
-// Encoder nor Observer keeps a delta. It may still come off the queue
-// once (it was queued again while its last batch was in flight): gone, it
-// has nothing to take; reused for another key, it is that key's object,
-// queued.
+// removed from p.objects may still come off the queue once (it was queued
+// again while its last batch was in flight): it is gone, and has nothing
+// to take. Removed objects are not reused: the work queue may still hold
+// a removed object, and a pool would keep the objects of a first sync
+// alive for two more collections.
 //
 // Every delta is numbered in the order OnDelta queued it (Pipeline.seq).
 // An object is in p.objects exactly as long as some of its deltas are not
@@ -95,8 +94,7 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 	p.mu.Lock()
 	o := p.objects[string(key)]
 	if o == nil {
-		o = p.spare.Get().(*object)
-		o.key, o.res, o.gone = string(key), res, false
+		o = &object{key: string(key), res: res}
 		o.pending = o.firstDelta[:0]
 		p.objects[o.key] = o
 	}
@@ -188,10 +186,7 @@ func (p *Pipeline) finish(objs []*object) {
 		}
 		if len(o.pending) == 0 && o.done == o.last {
 			delete(p.objects, o.key)
-			// Nothing of the batch is read any more: the object and
-			// the room of its first delta go to the next new object.
-			*o = object{gone: true}
-			p.spare.Put(o)
+			o.gone = true
 		}
 	}
 	p.mu.Unlock()

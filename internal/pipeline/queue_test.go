@@ -4,7 +4,6 @@ import (
 	"maps"
 	"slices"
 	"strconv"
-	"sync"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -54,10 +53,6 @@ func TestGoneObjectComesOffTheQueue(t *testing.T) {
 	if !o.gone || p.Stats().Pending != 0 {
 		t.Fatalf("object not removed once done: gone %v, %d pending", o.gone, p.Stats().Pending)
 	}
-	// Keep the removed object from being reused for the next one (see
-	// TestReusedObjectComesOffTheQueue).
-	p.spare = sync.Pool{New: func() any { return new(object) }}
-
 	p.OnDelta(mkDelta(source.Updated, "a", "uid-a", 3)) // a new object for a
 	stale, _ := p.queue.Get()
 	if stale != o {
@@ -116,9 +111,9 @@ func TestFirstDeltaLeavesNothingBehindOnceDone(t *testing.T) {
 	}
 }
 
-// TestReusedObjectComesOffTheQueue checks that an object removed while
-// queued again, whether it comes off the queue gone or reused for another
-// key since, hands each delta to one batch, once.
+// TestReusedObjectComesOffTheQueue checks that, with an object removed
+// while queued again, the deltas of objects created since each go to one
+// batch, once.
 func TestReusedObjectComesOffTheQueue(t *testing.T) {
 	for range 20 {
 		h := newHarness(t, &sinktest.Recorder{}, Options{}, nil)
