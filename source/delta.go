@@ -168,7 +168,11 @@ func ObjectKey(namespace, name string) string {
 //
 // OnDelta is called from informer goroutines, possibly several at once for
 // different objects, but never concurrently for one object. It must not
-// block: a slow handler stalls the informer.
+// block on I/O. It may wait to hold the source back (the pipeline does
+// while its deltas not done fill its memory budget): the informer reads
+// nothing meanwhile, and a watch held up long enough for the API server
+// to drop it is resumed from its last resourceVersion, or listed again,
+// as after any dropped watch.
 type Handler interface {
 	OnDelta(Delta)
 }

@@ -123,6 +123,7 @@ func (b *Bridge) newPipeline(e ends) (*checkpoint.Writer, *pipeline.Pipeline) {
 		Workers:             b.cfg.Workers,
 		BatchSize:           b.cfg.BatchSize,
 		MaxPendingPerObject: b.cfg.MaxPendingPerObject,
+		MaxPendingBytes:     b.cfg.MaxPendingBytes,
 		MaxRetryInterval:    b.cfg.RetryMaxInterval,
 		Observer:            b.metrics,
 		Intents:             writer,
@@ -135,6 +136,9 @@ func (b *Bridge) newPipeline(e ends) (*checkpoint.Writer, *pipeline.Pipeline) {
 func (b *Bridge) watch(set *source.Set, resources []source.Resource, vw *view.Definition, s sink.Sink, writer *checkpoint.Writer, pipe *pipeline.Pipeline) {
 	b.metrics.Watch(metrics.Gauges{
 		PendingDeltas:  func() float64 { return float64(pipe.Stats().Pending) },
+		PendingBytes:   func() float64 { return float64(pipe.Stats().PendingBytes) },
+		HeldSeconds:    func() float64 { return pipe.Stats().HeldFor.Seconds() },
+		Holding:        func() float64 { return float64(pipe.Stats().Holding) },
 		CheckpointLag:  func() float64 { return float64(writer.Stats().Pending) },
 		LastCheckpoint: writer.LastFlush,
 		SinkUp: func() float64 {

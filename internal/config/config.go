@@ -94,6 +94,7 @@ type Config struct {
 	Workers             int           `env:"BRIDGE_WORKERS" help:"batches published in parallel"`
 	BatchSize           int           `env:"BRIDGE_BATCH_SIZE" help:"messages per batch; one object's waiting changes are never split across batches"`
 	MaxPendingPerObject int           `env:"BRIDGE_MAX_PENDING_PER_OBJECT" help:"changes of one object that may wait before they are collapsed into its latest state"`
+	MaxPendingBytes     int64         `env:"BRIDGE_MAX_PENDING_BYTES" help:"bytes of objects (their JSON) that may wait for the bus or be in flight before the bridge stops reading from the API server until the bus has taken some: bounds the memory a backlog takes"`
 	RetryMaxInterval    time.Duration `env:"BRIDGE_RETRY_MAX_INTERVAL" help:"longest wait between retries of a failed publish"`
 	// kube-apiserver sends a bookmark on a quiet watch about once a minute
 	// (measured), and the bridge reopens every watch at least every half
@@ -245,6 +246,7 @@ func defaults() Config {
 		Workers:             pipeline.DefaultWorkers,
 		BatchSize:           pipeline.DefaultBatchSize,
 		MaxPendingPerObject: pipeline.DefaultMaxPendingPerObject,
+		MaxPendingBytes:     pipeline.DefaultMaxPendingBytes,
 		RetryMaxInterval:    pipeline.DefaultMaxRetryInterval,
 	}
 }
@@ -378,6 +380,9 @@ func (c *Config) check() (parsed, envvar.Problems) {
 	}
 	if c.MaxPendingPerObject <= 0 {
 		bad("BRIDGE_MAX_PENDING_PER_OBJECT", "must be positive, got %d", c.MaxPendingPerObject)
+	}
+	if c.MaxPendingBytes <= 0 {
+		bad("BRIDGE_MAX_PENDING_BYTES", "must be positive, got %d", c.MaxPendingBytes)
 	}
 	if c.RetryMaxInterval <= 0 {
 		bad("BRIDGE_RETRY_MAX_INTERVAL", "must be positive, got %s", c.RetryMaxInterval)

@@ -81,6 +81,8 @@ func TestLoadInvalid(t *testing.T) {
 		{name: "batch size fractional", env: []string{"BRIDGE_BATCH_SIZE=1.5"}, wantVars: []string{"BRIDGE_BATCH_SIZE"}},
 		{name: "max pending zero", env: []string{"BRIDGE_MAX_PENDING_PER_OBJECT=0"}, wantVars: []string{"BRIDGE_MAX_PENDING_PER_OBJECT"}},
 		{name: "max pending unparsable", env: []string{"BRIDGE_MAX_PENDING_PER_OBJECT=lots"}, wantVars: []string{"BRIDGE_MAX_PENDING_PER_OBJECT"}},
+		{name: "max pending bytes negative", env: []string{"BRIDGE_MAX_PENDING_BYTES=-1"}, wantVars: []string{"BRIDGE_MAX_PENDING_BYTES"}},
+		{name: "max pending bytes with a unit", env: []string{"BRIDGE_MAX_PENDING_BYTES=16Mi"}, wantVars: []string{"BRIDGE_MAX_PENDING_BYTES"}},
 		{name: "bool unparsable", env: []string{"BRIDGE_OLD_OBJECT=maybe"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"not a valid bool"}},
 		{name: "old object with a filter", env: []string{"BRIDGE_OLD_OBJECT=true", "BRIDGE_FILTER=name != 'x'"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"cannot be combined", "(set: BRIDGE_FILTER)"}},
 		{name: "old object with a projection", env: []string{"BRIDGE_OLD_OBJECT=1", "BRIDGE_FIELDS=spec", "BRIDGE_DROP_FIELDS=status"}, wantVars: []string{"BRIDGE_OLD_OBJECT"}, wantText: []string{"(set: BRIDGE_FIELDS, BRIDGE_DROP_FIELDS)"}},
@@ -232,6 +234,7 @@ var wantDefaults = Config{
 	Workers:             4,
 	BatchSize:           500,
 	MaxPendingPerObject: 16,
+	MaxPendingBytes:     8 << 20,
 	RetryMaxInterval:    30 * time.Second,
 	ShutdownTimeout:     25 * time.Second,
 	WatchStallTimeout:   2 * time.Minute,
@@ -279,6 +282,7 @@ func TestLoadValid(t *testing.T) {
 				"BRIDGE_WORKERS=8",
 				"BRIDGE_BATCH_SIZE=1",
 				"BRIDGE_MAX_PENDING_PER_OBJECT=2",
+				"BRIDGE_MAX_PENDING_BYTES=1048576",
 				"BRIDGE_RETRY_MAX_INTERVAL=1m30s",
 				"BRIDGE_SHUTDOWN_TIMEOUT=10s",
 				"BRIDGE_WATCH_STALL_TIMEOUT=30s",
@@ -308,6 +312,7 @@ func TestLoadValid(t *testing.T) {
 				Workers:             8,
 				BatchSize:           1,
 				MaxPendingPerObject: 2,
+				MaxPendingBytes:     1 << 20,
 				RetryMaxInterval:    90 * time.Second,
 				ShutdownTimeout:     10 * time.Second,
 				WatchStallTimeout:   30 * time.Second,
@@ -428,7 +433,7 @@ func TestValidate(t *testing.T) {
 		{"valid", func(*Config) {}, nil},
 		{"zero config", func(c *Config) { *c = Config{} }, []string{
 			"BRIDGE_RESOURCES", "BRIDGE_LIST_CONCURRENCY", "BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
-			"BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE", "BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_RETRY_MAX_INTERVAL",
+			"BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE", "BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_MAX_PENDING_BYTES", "BRIDGE_RETRY_MAX_INTERVAL",
 			"BRIDGE_WATCH_STALL_TIMEOUT", "BRIDGE_SHUTDOWN_TIMEOUT", "BRIDGE_LOG_LEVEL", "BRIDGE_LOG_FORMAT",
 			"BRIDGE_KUBE_QPS", "BRIDGE_KUBE_BURST",
 		}},
@@ -483,7 +488,7 @@ func TestValidateDoesNotChangeTheConfig(t *testing.T) {
 func TestPipelineDefaults(t *testing.T) {
 	for _, environ := range [][]string{
 		{"BRIDGE_RESOURCES=configmaps"},
-		{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_BATCH_SIZE=", "BRIDGE_MAX_PENDING_PER_OBJECT=", "BRIDGE_RETRY_MAX_INTERVAL="},
+		{"BRIDGE_RESOURCES=configmaps", "BRIDGE_WORKERS=", "BRIDGE_BATCH_SIZE=", "BRIDGE_MAX_PENDING_PER_OBJECT=", "BRIDGE_MAX_PENDING_BYTES=", "BRIDGE_RETRY_MAX_INTERVAL="},
 	} {
 		c, err := Load(environ)
 		if err != nil {
@@ -491,10 +496,11 @@ func TestPipelineDefaults(t *testing.T) {
 		}
 		type settings struct {
 			workers, batch, pending int
+			pendingBytes            int64
 			retry                   time.Duration
 		}
-		got := settings{c.Workers, c.BatchSize, c.MaxPendingPerObject, c.RetryMaxInterval}
-		want := settings{pipeline.DefaultWorkers, pipeline.DefaultBatchSize, pipeline.DefaultMaxPendingPerObject, pipeline.DefaultMaxRetryInterval}
+		got := settings{c.Workers, c.BatchSize, c.MaxPendingPerObject, c.MaxPendingBytes, c.RetryMaxInterval}
+		want := settings{pipeline.DefaultWorkers, pipeline.DefaultBatchSize, pipeline.DefaultMaxPendingPerObject, pipeline.DefaultMaxPendingBytes, pipeline.DefaultMaxRetryInterval}
 		if got != want {
 			t.Errorf("Load(%q) = %+v, want %+v", environ, got, want)
 		}
@@ -607,7 +613,7 @@ func TestHelpListsEveryVariable(t *testing.T) {
 		"BRIDGE_FILTER", "BRIDGE_FIELDS", "BRIDGE_DROP_FIELDS",
 		"BRIDGE_CLUSTER_NAME", "BRIDGE_SINK", "BRIDGE_CHECKPOINT", "BRIDGE_CHECKPOINT_INTERVAL",
 		"BRIDGE_KEEP_MANAGED_FIELDS", "BRIDGE_OLD_OBJECT", "BRIDGE_WORKERS", "BRIDGE_BATCH_SIZE",
-		"BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_RETRY_MAX_INTERVAL", "BRIDGE_SHUTDOWN_TIMEOUT",
+		"BRIDGE_MAX_PENDING_PER_OBJECT", "BRIDGE_MAX_PENDING_BYTES", "BRIDGE_RETRY_MAX_INTERVAL", "BRIDGE_SHUTDOWN_TIMEOUT",
 		"BRIDGE_LOG_LEVEL", "BRIDGE_LOG_FORMAT", "KUBECONFIG",
 	} {
 		if _, ok := rows[name]; !ok {

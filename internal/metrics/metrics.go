@@ -45,6 +45,13 @@ type Metrics struct {
 type Gauges struct {
 	// PendingDeltas is the number of deltas waiting or in flight.
 	PendingDeltas func() float64
+	// PendingBytes is what the deltas waiting or in flight weigh against
+	// BRIDGE_MAX_PENDING_BYTES.
+	PendingBytes func() float64
+	// HeldSeconds is how long, in all, the source waited for room among
+	// the deltas not done; Holding how many of its deltas wait for it now.
+	HeldSeconds func() float64
+	Holding     func() float64
 	// CheckpointLag is the number of published positions not yet
 	// checkpointed.
 	CheckpointLag func() float64
@@ -139,6 +146,18 @@ func (m *Metrics) Watch(g Gauges) {
 			Name: "bridge_pending_deltas",
 			Help: "Deltas waiting to be published or in flight.",
 		}, g.PendingDeltas),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bridge_pending_bytes",
+			Help: "Bytes of objects (their JSON) of the deltas waiting to be published or in flight; at BRIDGE_MAX_PENDING_BYTES the bridge stops reading from the API server until the bus takes some.",
+		}, g.PendingBytes),
+		prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "bridge_source_held_seconds_total",
+			Help: "Time the bridge spent not reading from the API server because the changes waiting for the bus reached BRIDGE_MAX_PENDING_BYTES: the bus is slower than the cluster's changes.",
+		}, g.HeldSeconds),
+		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "bridge_source_held",
+			Help: "Changes the bridge has read from the API server that wait for room among those waiting for the bus (BRIDGE_MAX_PENDING_BYTES); while above 0, the watches they came from are not read.",
+		}, g.Holding),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Name: "bridge_checkpoint_lag",
 			Help: "Positions the sink acknowledged that are not checkpointed yet.",

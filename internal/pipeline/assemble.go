@@ -100,6 +100,7 @@ func (p *Pipeline) take(b *batch, o *object) {
 	o.flying = o.first
 	o.pending = nil
 	o.taken = o.last
+	o.flyingCharged, o.charged = o.charged, 0
 }
 
 // recycle keeps the room of b's slices for a later batch, once b is

@@ -4,7 +4,13 @@
 // Guarantees:
 //
 //   - OnDelta never blocks on the network: deltas wait in memory, grouped by
-//     object.
+//     object. It waits only for room: while the deltas not done (waiting or
+//     in flight) weigh Options.MaxPendingBytes, their objects' JSON counted,
+//     it holds the source back until the sink has accepted enough of them.
+//     A source faster than the sink (a first sync of a large cluster) thus
+//     takes no more memory than a slow one. Each wait is counted
+//     (Stats.Held, Stats.HeldFor). StopHolding, when the source stops,
+//     lets every waiting delta in; Run's stop abandons them.
 //   - Deltas of one object reach the sink in the order they arrived, one
 //     batch at a time; deltas of different objects are published in
 //     parallel by several workers.
@@ -31,10 +37,12 @@
 //     deletes and updates, which need no intent, are published all the
 //     same: on a damaged store abandoned means lost, since the next start
 //     refuses the store.
-//   - Memory is bounded by the number of objects with deltas waiting, not by
-//     the number of changes: when more than MaxPendingPerObject deltas of
-//     one object wait (the sink is slow or down), consecutive deltas of the
-//     same object are collapsed into one that carries the latest state.
+//   - Memory is bounded by MaxPendingBytes, and by the number of objects
+//     with deltas waiting, not by the number of changes: when more than
+//     MaxPendingPerObject deltas of one object wait (the sink is slow or
+//     down), consecutive deltas of the same object are collapsed into one
+//     that carries the latest state, and the collapsed ones give their
+//     room back.
 //   - Batches are encoded while the workers wait for the sink, so encoding
 //     does not add to the wait: at most Workers batches are in the sink and
 //     at most Workers more wait encoded for a free worker.

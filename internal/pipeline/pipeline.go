@@ -26,7 +26,8 @@ import (
 
 // Defaults for Options, and so for the variables that set them
 // (BRIDGE_WORKERS, BRIDGE_BATCH_SIZE, BRIDGE_MAX_PENDING_PER_OBJECT,
-// BRIDGE_RETRY_MAX_INTERVAL): internal/config reads them from here.
+// BRIDGE_MAX_PENDING_BYTES, BRIDGE_RETRY_MAX_INTERVAL): internal/config
+// reads them from here.
 const (
 	// DefaultWorkers publish batches in parallel. A few are enough to keep
 	// a bus busy while one batch waits for its acknowledgement; as many
@@ -41,6 +42,17 @@ const (
 	// before they are collapsed. Below it every change is published; above
 	// it (the sink is slow or down) only the latest state is.
 	DefaultMaxPendingPerObject = 16
+	// DefaultMaxPendingBytes bounds what the deltas not done weigh (their
+	// objects' JSON, see weight) before OnDelta waits for the sink, so
+	// that the memory a first sync of a large cluster takes does not
+	// depend on how far the source gets ahead of the bus. It holds the
+	// batches of the default Workers and BatchSize, waiting and in flight
+	// (4,000 deltas), of objects of about 2 KiB; larger objects share it
+	// (800 Pods of 10 KiB). Measured on 50,000 ConfigMaps of 2 KiB with a
+	// sink slowed to one worker and batches of 5, a first sync peaks at
+	// 109 MiB with it, 130 MiB with twice as much, and 370 MiB without a
+	// bound.
+	DefaultMaxPendingBytes = 8 << 20
 	// DefaultMaxRetryInterval caps the backoff between retries. Thirty
 	// seconds keeps a long outage from turning into a hammering retry loop
 	// while still noticing recovery quickly.
@@ -105,6 +117,9 @@ type Options struct {
 	Workers             int
 	BatchSize           int
 	MaxPendingPerObject int
+	// MaxPendingBytes is the most the deltas not done may weigh (see
+	// budget); OnDelta waits for room past it.
+	MaxPendingBytes int64
 	// NewBackOff makes the retry policy for one batch. The default is
 	// exponential from 100ms, doubling, ±50% jitter, capped at
 	// MaxRetryInterval, never giving up.
@@ -121,6 +136,15 @@ type Stats struct {
 	Coalesced int64 // deltas collapsed into a later one while waiting
 	Abandoned int64 // deltas still unpublished when the pipeline stopped
 	Pending   int64 // objects with deltas waiting or in flight
+	// PendingBytes is what the deltas waiting or in flight weigh, against
+	// Options.MaxPendingBytes.
+	PendingBytes int64
+	// Held counts the OnDelta calls that waited for room, and HeldFor
+	// how long those that got it waited in all: the time the source was
+	// held back because the sink was slower. Holding is how many wait now.
+	Held    int64
+	HeldFor time.Duration
+	Holding int64
 }
 
 // Pipeline queues deltas per object and publishes them with a pool of
@@ -132,9 +156,10 @@ type Pipeline struct {
 	opts Options
 	log  *slog.Logger
 
-	queue workqueue.TypedInterface[*object]
-	getMu sync.Mutex // serialises batch assembly: see nextBatch
-	rooms sync.Pool  // of *batch finished, to reuse
+	queue  workqueue.TypedInterface[*object]
+	budget *budget
+	getMu  sync.Mutex // serialises batch assembly: see nextBatch
+	rooms  sync.Pool  // of *batch finished, to reuse
 
 	mu       sync.Mutex
 	objects  map[string]*object
@@ -158,6 +183,9 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 	if opts.MaxPendingPerObject <= 0 {
 		opts.MaxPendingPerObject = DefaultMaxPendingPerObject
 	}
+	if opts.MaxPendingBytes <= 0 {
+		opts.MaxPendingBytes = DefaultMaxPendingBytes
+	}
 	if opts.MaxRetryInterval <= 0 {
 		opts.MaxRetryInterval = DefaultMaxRetryInterval
 	}
@@ -174,6 +202,7 @@ func New(s sink.Sink, enc Encoder, rec Recorder, opts Options, log *slog.Logger)
 		opts:    opts,
 		log:     log,
 		queue:   workqueue.NewTyped[*object](),
+		budget:  newBudget(opts.MaxPendingBytes),
 		objects: map[string]*object{},
 	}
 	return p
@@ -216,6 +245,7 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		})
 	}
 	<-ctx.Done()
+	p.budget.end(stopped)
 	p.queue.ShutDown()
 	assemblers.Wait()
 	close(ready)
@@ -225,6 +255,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	return nil
 }
+
+// StopHolding lets every OnDelta waiting for room through, and every later
+// one, without waiting: call it when the source stops, so that a sink
+// that takes nothing cannot keep the source from stopping. What the
+// source hands on after that is the little it had read already; Drain
+// and Run treat it like any other delta.
+func (p *Pipeline) StopHolding() { p.budget.end(open) }
 
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
@@ -239,5 +276,10 @@ func (p *Pipeline) Stats() Stats {
 		Coalesced: p.coalesced.Load(),
 		Abandoned: p.abandoned.Load(),
 		Pending:   pending,
+
+		PendingBytes: p.budget.held.Load(),
+		Held:         p.budget.waits.Load(),
+		HeldFor:      time.Duration(p.budget.waiting.Load()),
+		Holding:      p.budget.blocked.Load(),
 	}
 }

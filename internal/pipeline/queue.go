@@ -39,6 +39,9 @@ type object struct {
 	gone bool
 
 	pending []source.Delta
+	// charged is what the waiting deltas are charged against the budget;
+	// flyingCharged what those of the batch in flight are.
+	charged, flyingCharged int64
 	// last is the sequence number of the newest delta enqueued; taken is
 	// the newest in the batch in flight; done is the newest finished
 	// (published, skipped or abandoned).
@@ -81,11 +84,18 @@ type barrier struct {
 }
 
 // OnDelta queues d behind the other waiting deltas of its object. It never
-// blocks on I/O.
+// blocks on I/O; it waits while the deltas not done weigh
+// Options.MaxPendingBytes (see budget), until the sink has accepted enough
+// of them, StopHolding is called, or Run stops.
 func (p *Pipeline) OnDelta(d source.Delta) {
 	if p.queue.ShuttingDown() {
 		// Run has stopped: nothing will publish this delta. It was never
 		// checkpointed, so the next start finds it again.
+		p.abandoned.Add(1)
+		return
+	}
+	charge, ok := p.budget.take(weight(&d))
+	if !ok {
 		p.abandoned.Add(1)
 		return
 	}
@@ -104,18 +114,40 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 	}
 	o.last = p.seq
 	o.pending = append(o.pending, d)
+	o.charged += charge
 	if len(o.pending) == 2 && o.taken == 0 {
 		// The first delta moved out of firstDelta before it was taken:
 		// let what its copy there points to be collected.
 		clear(o.firstDelta[:])
 	}
+	var freed int64
 	if len(o.pending) > p.opts.MaxPendingPerObject {
 		before := len(o.pending)
 		o.pending = coalesce(o.pending)
 		p.coalesced.Add(int64(before - len(o.pending)))
+		freed = p.recharge(o)
 	}
 	p.mu.Unlock()
+	p.budget.give(freed)
 	p.queue.Add(o)
+}
+
+// recharge charges o's waiting deltas anew, after some were collapsed,
+// and returns what they are charged less than before; o's charge never
+// grows, so what is given back never exceeds what was taken (deltas
+// taken uncharged once the budget opened are charged nothing more).
+// Called with p.mu held.
+func (p *Pipeline) recharge(o *object) int64 {
+	var now int64
+	for i := range o.pending {
+		now += p.budget.charge(weight(&o.pending[i]))
+	}
+	if now >= o.charged {
+		return 0
+	}
+	freed := o.charged - now
+	o.charged = now
+	return freed
 }
 
 // appendKey appends to b the key of d's object in p.objects: its
@@ -168,11 +200,14 @@ func (p *Pipeline) Drain(ctx context.Context) error {
 // finish marks the batch of objs done and releases them to other
 // workers.
 func (p *Pipeline) finish(objs []*object) {
+	var freed int64
 	p.mu.Lock()
 	for _, o := range objs {
 		if o.gone {
 			continue
 		}
+		freed += o.flyingCharged
+		o.flyingCharged = 0
 		before := o.oldest()
 		o.done = o.taken
 		if after := o.oldest(); after != before {
@@ -190,6 +225,7 @@ func (p *Pipeline) finish(objs []*object) {
 		}
 	}
 	p.mu.Unlock()
+	p.budget.give(freed)
 	for _, o := range objs {
 		p.queue.Done(o)
 	}

@@ -69,6 +69,7 @@ func runPipeline(b *testing.B, cfg *config.Config, s sink.Sink, deltas []source.
 		Workers:             cfg.Workers,
 		BatchSize:           cfg.BatchSize,
 		MaxPendingPerObject: cfg.MaxPendingPerObject,
+		MaxPendingBytes:     cfg.MaxPendingBytes,
 		MaxRetryInterval:    cfg.RetryMaxInterval,
 		Observer:            m,
 		Intents:             writer,

@@ -603,7 +603,7 @@ func bridgeMetrics(t *testing.T) exported {
 	t.Helper()
 	m := metrics.New()
 	zero := func() float64 { return 0 }
-	m.Watch(metrics.Gauges{PendingDeltas: zero, CheckpointLag: zero, LastCheckpoint: time.Now, SinkUp: zero})
+	m.Watch(metrics.Gauges{PendingDeltas: zero, PendingBytes: zero, HeldSeconds: zero, Holding: zero, CheckpointLag: zero, LastCheckpoint: time.Now, SinkUp: zero})
 	m.Watches(func() []source.WatchStatus { return nil })
 	// A histogram shows its type only once gathered.
 	m.PublishDuration(time.Millisecond)

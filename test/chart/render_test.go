@@ -102,6 +102,7 @@ var renderCases = map[string]struct {
 			want(t, "BRIDGE_NATS_DUPLICATE_WINDOW", c.NATS.DuplicateWindow, 20*time.Minute)
 			want(t, "BRIDGE_WORKERS", c.Workers, 8)
 			want(t, "BRIDGE_MAX_PENDING_PER_OBJECT", c.MaxPendingPerObject, 32)
+			want(t, "BRIDGE_MAX_PENDING_BYTES", c.MaxPendingBytes, int64(32<<20))
 			want(t, "BRIDGE_FILTER", c.View.Filter, `resource != "pods" || !(object.status.phase in ["Succeeded", "Failed"])`)
 			want(t, "BRIDGE_FIELDS", c.View.Fields, "")
 			want(t, "BRIDGE_DROP_FIELDS", c.View.DropFields, `status,metadata.annotations["kubectl.kubernetes.io/last-applied-configuration"]`)

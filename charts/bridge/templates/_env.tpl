@@ -188,6 +188,7 @@ bridge.credentialsVolume (files, from bridge.credentialFiles): the volume
 {{- include "bridge.envInt" (list "BRIDGE_WORKERS" $v.pipeline.workers) }}
 {{- include "bridge.envInt" (list "BRIDGE_BATCH_SIZE" $v.pipeline.batchSize) }}
 {{- include "bridge.envInt" (list "BRIDGE_MAX_PENDING_PER_OBJECT" $v.pipeline.maxPendingPerObject) }}
+{{- include "bridge.envInt" (list "BRIDGE_MAX_PENDING_BYTES" $v.pipeline.maxPendingBytes) }}
 {{- include "bridge.env" (list "BRIDGE_RETRY_MAX_INTERVAL" $v.pipeline.retryMaxInterval) }}
 {{- include "bridge.env" (list "BRIDGE_SHUTDOWN_TIMEOUT" $v.pipeline.shutdownTimeout) }}
 {{- include "bridge.env" (list "BRIDGE_LOG_LEVEL" $v.log.level) }}
