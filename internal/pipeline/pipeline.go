@@ -161,7 +161,10 @@ type Pipeline struct {
 	getMu  sync.Mutex // serialises batch assembly: see nextBatch
 	rooms  sync.Pool  // of *batch finished, to reuse
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// closed is set, and the queue shut down, under mu once Run stops:
+	// OnDelta queues nothing after that.
+	closed   bool
 	objects  map[string]*object
 	seq      uint64
 	barriers []*barrier
@@ -246,10 +249,21 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	}
 	<-ctx.Done()
 	p.budget.end(stopped)
+	p.mu.Lock()
+	p.closed = true
 	p.queue.ShutDown()
+	p.mu.Unlock()
 	assemblers.Wait()
 	close(ready)
 	workers.Wait()
+	// An object given a delta while its last batch was in flight went
+	// back on the queue when that batch finished, which may be after the
+	// assemblers stopped: its deltas are abandoned here.
+	for b := p.nextBatch(); b != nil; b = p.nextBatch() {
+		p.abandoned.Add(int64(len(b.items)))
+		p.finish(b.objs)
+		p.recycle(b)
+	}
 	if n := p.abandoned.Load(); n > 0 {
 		return fmt.Errorf("pipeline: stopped with %d %w; they were not checkpointed", n, ErrAbandoned)
 	}

@@ -88,20 +88,22 @@ type barrier struct {
 // Options.MaxPendingBytes (see budget), until the sink has accepted enough
 // of them, StopHolding is called, or Run stops.
 func (p *Pipeline) OnDelta(d source.Delta) {
-	if p.queue.ShuttingDown() {
-		// Run has stopped: nothing will publish this delta. It was never
-		// checkpointed, so the next start finds it again.
-		p.abandoned.Add(1)
-		return
-	}
 	charge, ok := p.budget.take(weight(&d))
 	if !ok {
+		// Run has stopped: nothing will publish this delta. It was never
+		// checkpointed, so the next start finds it again.
 		p.abandoned.Add(1)
 		return
 	}
 	var buf [128]byte
 	key, res := appendKey(buf[:0], &d)
 	p.mu.Lock()
+	if p.closed {
+		p.mu.Unlock()
+		p.budget.give(charge)
+		p.abandoned.Add(1)
+		return
+	}
 	o := p.objects[string(key)]
 	if o == nil {
 		o = &object{key: string(key), res: res}
@@ -127,9 +129,12 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 		p.coalesced.Add(int64(before - len(o.pending)))
 		freed = p.recharge(o)
 	}
+	// Queued under p.mu, which Run holds as it shuts the queue down: o is
+	// on the queue before it closes, where Run finds it, or not in
+	// p.objects at all.
+	p.queue.Add(o)
 	p.mu.Unlock()
 	p.budget.give(freed)
-	p.queue.Add(o)
 }
 
 // recharge charges o's waiting deltas anew, after some were collapsed,
