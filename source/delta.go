@@ -169,12 +169,23 @@ func ObjectKey(namespace, name string) string {
 // OnDelta is called from informer goroutines, possibly several at once for
 // different objects, but never concurrently for one object. It must not
 // block on I/O. It may wait to hold the source back (the pipeline does
-// while its deltas not done fill its memory budget): the informer reads
-// nothing meanwhile, and a watch held up long enough for the API server
-// to drop it is resumed from its last resourceVersion, or listed again,
-// as after any dropped watch.
+// while its deltas not done fill its memory budget; see Holder): the
+// informer reads nothing meanwhile, which the source's watchdog does not
+// take for the API server's silence, and a watch held up long enough for
+// the API server to drop it is resumed from its last resourceVersion, or
+// listed again, as after any dropped watch.
 type Handler interface {
 	OnDelta(Delta)
+}
+
+// Holder is a Handler that may hold its callers, waiting for room (see
+// Handler). A Set calls StopHolding as it begins to stop, before it waits
+// for its watches to end, so that a downstream that takes nothing more
+// cannot keep it from stopping: every OnDelta held returns, and every
+// later one returns at once.
+type Holder interface {
+	Handler
+	StopHolding()
 }
 
 // HandlerFunc adapts a function to Handler.

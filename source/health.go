@@ -51,6 +51,10 @@ type health struct {
 
 	mu      sync.Mutex
 	contact time.Time
+	// held counts the watches whose next event the reflector does not
+	// take (see observedWatch): while one is not read, silence says
+	// nothing of the API server.
+	held int
 	// failingSince is when the watch started failing: the first failed
 	// call, or, for a call cut for silence, when the silence began; zero
 	// while watches work. Only a watch that delivers clears it, so a watch
@@ -117,6 +121,20 @@ func (h *health) heard(now time.Time, watchWorks bool) {
 	if watchWorks {
 		h.failingSince, h.lastErr = time.Time{}, nil
 	}
+}
+
+// holding records that the reflector stopped taking a watch's events
+// (on), or took one again. Once it does, silence is counted from then:
+// the API server could not be heard while nothing read the watch.
+func (h *health) holding(on bool, now time.Time) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if on {
+		h.held++
+		return
+	}
+	h.held--
+	h.contact = later(h.contact, now)
 }
 
 // failed records a failed list or watch, or a watch ended by an error. An
@@ -189,7 +207,7 @@ func (h *health) statusLocked(now time.Time) WatchStatus {
 	switch silent := now.Sub(h.contact); {
 	case !h.failingSince.IsZero() && now.Sub(h.failingSince) > h.timeout:
 		st.Err = fmt.Errorf("source: watch of %s failing for %s: %w", where, round(now.Sub(h.failingSince)), h.lastErr)
-	case silent > h.timeout:
+	case silent > h.timeout && h.held == 0:
 		st.Err = fmt.Errorf("source: watch of %s: %w for %s", where, ErrStalled, round(silent))
 	}
 	return st
@@ -212,6 +230,10 @@ func (h *health) check(now time.Time, log *slog.Logger) {
 			// from the API server: the next watch must prove itself.
 			c.cancel(errRenew)
 			h.watch = nil
+		case h.held > 0:
+			// Not read, not silent: the bridge holds its source (the
+			// pipeline waits for the bus), and the watch resumes once it
+			// is read again.
 		case now.Sub(silentSince) > h.timeout:
 			cut := fmt.Errorf("source: watch of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(silentSince)))
 			c.cancel(cut)

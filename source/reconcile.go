@@ -465,21 +465,28 @@ func (s *Source) snapshot() befores {
 // compared; an error says which resources could not be compared (they
 // are compared again by the next call).
 func (s *Set) Reconcile(ctx context.Context, settle func(context.Context) error) ([]Repair, error) {
+	// The members are read under s.mu, their trackers after it: a
+	// tracker's lock may be held for long by a handler the pipeline holds
+	// (see Handler), and s.mu must not wait for it, as Watches, which
+	// /metrics and /readyz call, needs s.mu too.
 	s.mu.Lock()
-	var all []befores
+	var synced []*member
 	for _, gr := range slices.SortedFunc(maps.Keys(s.members), compareGR) {
 		m := s.members[gr]
 		select {
 		case <-m.synced:
+			synced = append(synced, m)
 		default:
-			continue
 		}
+	}
+	s.mu.Unlock()
+	var all []befores
+	for _, m := range synced {
 		if b := m.src.snapshot(); len(b.trackers) > 0 {
 			b.done = m.done
 			all = append(all, b)
 		}
 	}
-	s.mu.Unlock()
 	if len(all) == 0 {
 		return nil, nil
 	}

@@ -380,6 +380,9 @@ func (s *Set) Run(ctx context.Context) error {
 			m.stop(nil)
 		}
 		s.mu.Unlock()
+		if h, ok := s.handler.(Holder); ok {
+			h.StopHolding()
+		}
 		wg.Wait()
 	}()
 

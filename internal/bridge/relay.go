@@ -39,9 +39,9 @@ type relay struct {
 }
 
 var (
-	_ source.Handler = (*relay)(nil)
-	_ source.Loader  = (*relay)(nil)
-	_ source.Bus     = (*relay)(nil)
+	_ source.Holder = (*relay)(nil)
+	_ source.Loader = (*relay)(nil)
+	_ source.Bus    = (*relay)(nil)
 )
 
 // attach connects r to what it hands on to. It is called once, before
@@ -55,6 +55,11 @@ func (r *relay) OnDelta(d source.Delta) {
 	r.metrics.Observed(&d)
 	r.pipe.OnDelta(d)
 }
+
+// StopHolding lets the source go on without waiting for room in the
+// pipeline (see pipeline.Pipeline.StopHolding): the set calls it as it
+// stops.
+func (r *relay) StopHolding() { r.pipe.StopHolding() }
 
 // Load returns what was published of resource. A resource's source may
 // start again while the bridge runs (watched at another version, or

@@ -46,9 +46,6 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 	pipe := start(detached, p.pipe.Run)
 	srcCtx, stopSrc := context.WithCancelCause(ctx)
 	defer stopSrc(nil)
-	// A stopping source is never held by a full pipeline: the sink may be
-	// the reason it is full, and take nothing more.
-	defer context.AfterFunc(srcCtx, p.pipe.StopHolding)()
 	writer := start(detached, func(ctx context.Context) error {
 		err := p.writer.Run(ctx)
 		if err != nil {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -25,26 +26,50 @@ const (
 	// deltaOverhead approximates what the pipeline keeps per delta: the
 	// Delta, its place among its object's deltas, and the object's entry.
 	deltaOverhead = 256
-	// parsedWeight is what an object of the parsed path (Delta.Object,
-	// Delta.OldObject: decoded maps, whose size is not known without
-	// walking them) is charged.
-	parsedWeight = 4 << 10
+	// valueOverhead approximates what a decoded value takes besides its
+	// strings: its interface, its map entry or slice element.
+	valueOverhead = 32
 )
 
 // weight is what d is charged against the budget: its object's JSON as
-// the API server sent it, its view's state, and deltaOverhead.
+// the API server sent it, or, on the parsed path (Object, OldObject), an
+// estimate of the decoded objects' size (decodedSize); its view's state;
+// and deltaOverhead.
 func weight(d *source.Delta) int64 {
 	w := int64(deltaOverhead + len(d.View))
 	if d.Raw != nil {
 		w += int64(len(d.Raw.Data()))
 	}
 	if d.Object != nil {
-		w += parsedWeight
+		w += decodedSize(d.Object.Object)
 	}
 	if d.OldObject != nil {
-		w += parsedWeight
+		w += decodedSize(d.OldObject.Object)
 	}
 	return w
+}
+
+// decodedSize estimates what v, a value decoded from JSON, takes: its
+// strings' bytes and valueOverhead per value and map key.
+func decodedSize(v any) int64 {
+	switch v := v.(type) {
+	case map[string]any:
+		n := int64(valueOverhead)
+		for k, x := range v {
+			n += int64(len(k)) + decodedSize(x)
+		}
+		return n
+	case []any:
+		n := int64(valueOverhead)
+		for _, x := range v {
+			n += decodedSize(x)
+		}
+		return n
+	case string:
+		return valueOverhead + int64(len(v))
+	default:
+		return valueOverhead
+	}
 }
 
 // budget is the room for deltas not done. A delta heavier than the whole
@@ -60,10 +85,16 @@ type budget struct {
 	wake  context.Context
 	woken context.CancelFunc
 
-	held    atomic.Int64 // bytes charged now
-	waits   atomic.Int64 // OnDelta calls that found no room
-	waiting atomic.Int64 // nanoseconds OnDelta spent waiting for room, once it had it
-	blocked atomic.Int64 // OnDelta calls waiting for room now
+	held atomic.Int64 // bytes charged now
+
+	// The waits for room, counted under mu (only a call that finds no
+	// room takes it): how many began, how many go on now, the time of
+	// those over, and when each of those going on began, summed.
+	mu       sync.Mutex
+	waits    int64
+	blocked  int64
+	waited   time.Duration
+	sinceSum int64 // Σ UnixNano of the begin of each wait going on
 }
 
 // The states of a budget.
@@ -91,18 +122,40 @@ func (b *budget) take(w int64) (int64, bool) {
 	}
 	n := b.charge(w)
 	if !b.room.TryAcquire(n) {
-		b.waits.Add(1)
-		b.blocked.Add(1)
-		began := time.Now()
+		end := b.waiting(time.Now())
 		err := b.room.Acquire(b.wake, n)
-		b.waiting.Add(int64(time.Since(began)))
-		b.blocked.Add(-1)
+		end(time.Now())
 		if err != nil {
 			return 0, b.state.Load() == open
 		}
 	}
 	b.held.Add(n)
 	return n, true
+}
+
+// waiting counts a wait for room that began at began; the function it
+// returns counts its end.
+func (b *budget) waiting(began time.Time) (end func(time.Time)) {
+	b.mu.Lock()
+	b.waits++
+	b.blocked++
+	b.sinceSum += began.UnixNano()
+	b.mu.Unlock()
+	return func(now time.Time) {
+		b.mu.Lock()
+		b.blocked--
+		b.sinceSum -= began.UnixNano()
+		b.waited += now.Sub(began)
+		b.mu.Unlock()
+	}
+}
+
+// waitStats reports how many waits for room began, how many go on now, and
+// how long they took in all, those going on counted up to now.
+func (b *budget) waitStats(now time.Time) (waits, blocked int64, took time.Duration) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.waits, b.blocked, b.waited + time.Duration(b.blocked*now.UnixNano()-b.sinceSum)
 }
 
 // give gives back n: a sum of what take charged.

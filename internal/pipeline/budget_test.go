@@ -30,6 +30,22 @@ func onDeltaAsync(h *harness, d source.Delta) <-chan struct{} {
 	return done
 }
 
+// handOn hands d to h's pipeline as onDeltaAsync does, failing the test
+// unless OnDelta returns within 10s: a budget never given back would
+// otherwise hold the test until go test's timeout.
+func handOn(t *testing.T, h *harness, d source.Delta) {
+	t.Helper()
+	done := onDeltaAsync(h, d)
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		return returned(done), "waiting for OnDelta of " + d.Name + " to return"
+	})
+}
+
+// blockerWeight is what each of blockPipeline's deltas weighs.
+func blockerWeight() int64 {
+	return weight(new(mkDelta(source.Added, "blocker-0", "uid-blocker", 1)))
+}
+
 func returned(ch <-chan struct{}) bool {
 	select {
 	case <-ch:
@@ -45,24 +61,36 @@ func returned(ch <-chan struct{}) bool {
 // then everything is published, and the budget is empty again.
 func TestBudgetHoldsSourceBack(t *testing.T) {
 	const workers = 1
-	w := weight(new(mkDelta(source.Added, "x", "uid-x", 1)))
+	var fits []source.Delta
+	budget := 2 * blockerWeight()
+	for i := range 3 {
+		d := mkDelta(source.Added, "fits-"+strconv.Itoa(i), "uid-fits-"+strconv.Itoa(i), 10+i)
+		fits = append(fits, d)
+		budget += weight(&d)
+	}
 	release := make(chan struct{})
 	s := &sinktest.Recorder{Respond: gated(release)}
-	// Room for the two blockers and three more deltas.
-	h := newHarness(t, s, Options{Workers: workers, MaxPendingBytes: 5 * w}, nil)
+	// Room for the two blockers and the three deltas that fit.
+	h := newHarness(t, s, Options{Workers: workers, MaxPendingBytes: budget}, nil)
 	h.start(t)
 	blockPipeline(t, h, workers)
 
-	for i := range 3 {
-		h.p.OnDelta(mkDelta(source.Added, "fits-"+strconv.Itoa(i), "uid-fits-"+strconv.Itoa(i), 10+i))
+	for _, d := range fits {
+		handOn(t, h, d)
 	}
-	if st := h.p.Stats(); st.Held != 0 || st.PendingBytes != 5*w {
-		t.Fatalf("after 5 deltas of %d B in a budget of %d: Held = %d, PendingBytes = %d; want 0, %d", w, 5*w, st.Held, st.PendingBytes, 5*w)
+	if st := h.p.Stats(); st.Held != 0 || st.PendingBytes != budget {
+		t.Fatalf("after 5 deltas filling a budget of %d B: Held = %d, PendingBytes = %d; want 0, %d", budget, st.Held, st.PendingBytes, budget)
 	}
 
 	done := onDeltaAsync(h, mkDelta(source.Added, "over", "uid-over", 20))
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		return h.p.Stats().Held == 1, "waiting for the delta past the budget to be held"
+	})
+	// The time held is counted while the wait goes on, not only once it
+	// is over.
+	poll.Until(t, 10*time.Second, func() (bool, string) {
+		st := h.p.Stats()
+		return st.Holding == 1 && st.HeldFor > 0, "waiting for the wait going on to be counted"
 	})
 	if returned(done) {
 		t.Fatal("OnDelta returned while the budget was full and the sink accepted nothing")
@@ -88,11 +116,10 @@ func TestBudgetHoldsSourceBack(t *testing.T) {
 // held delta is abandoned, and Run says so.
 func TestBudgetStopEndsWait(t *testing.T) {
 	const workers = 1
-	w := weight(new(mkDelta(source.Added, "x", "uid-x", 1)))
 	release := make(chan struct{})
 	defer close(release)
 	s := &sinktest.Recorder{Respond: gated(release)}
-	h := newHarness(t, s, Options{Workers: workers, MaxPendingBytes: 2 * w}, nil)
+	h := newHarness(t, s, Options{Workers: workers, MaxPendingBytes: 2 * blockerWeight()}, nil)
 	h.start(t)
 	blockPipeline(t, h, workers)
 
@@ -154,10 +181,10 @@ func TestBudgetCollapseGivesRoomBack(t *testing.T) {
 		workers    = 1
 		maxPending = 2
 	)
-	w := weight(new(mkDelta(source.Added, "x", "uid-x", 1)))
+	heaviest := weight(new(mkDelta(source.Updated, "busy", "uid-busy", 200)))
 	release := make(chan struct{})
 	s := &sinktest.Recorder{Respond: gated(release)}
-	budget := int64(2*workers+maxPending+1) * w
+	budget := 2*blockerWeight() + int64(maxPending+1)*heaviest
 	h := newHarness(t, s, Options{Workers: workers, MaxPendingPerObject: maxPending, MaxPendingBytes: budget}, nil)
 	h.start(t)
 	blockPipeline(t, h, workers)
@@ -217,7 +244,7 @@ func TestBudgetEmptiesWhateverTheOutcome(t *testing.T) {
 			if round == 0 {
 				typ = source.Added
 			}
-			h.p.OnDelta(mkDelta(typ, "cm-"+strconv.Itoa(o), "uid-"+strconv.Itoa(o), rv))
+			handOn(t, h, mkDelta(typ, "cm-"+strconv.Itoa(o), "uid-"+strconv.Itoa(o), rv))
 		}
 	}
 	h.drain(t)
@@ -253,10 +280,10 @@ func rawDelta(t *testing.T, name string, size int) source.Delta {
 // sink takes them, and nothing is left charged.
 func TestBudgetStopHoldingLetsWaitersIn(t *testing.T) {
 	const workers = 1
-	w := weight(new(mkDelta(source.Added, "x", "uid-x", 1)))
+	bw := blockerWeight()
 	release := make(chan struct{})
 	s := &sinktest.Recorder{Respond: gated(release)}
-	h := newHarness(t, s, Options{Workers: workers, MaxPendingBytes: 2 * w}, nil)
+	h := newHarness(t, s, Options{Workers: workers, MaxPendingBytes: 2 * bw}, nil)
 	h.start(t)
 	blockPipeline(t, h, workers)
 
@@ -268,9 +295,9 @@ func TestBudgetStopHoldingLetsWaitersIn(t *testing.T) {
 	poll.Until(t, 10*time.Second, func() (bool, string) {
 		return returned(done), "waiting for the held OnDelta to return after StopHolding"
 	})
-	h.p.OnDelta(mkDelta(source.Added, "later", "uid-later", 21))
-	if st := h.p.Stats(); st.Held != 1 || st.Holding != 0 || st.PendingBytes != 2*w {
-		t.Errorf("after StopHolding: Held = %d, Holding = %d, PendingBytes = %d; want 1, 0, %d (the blockers only)", st.Held, st.Holding, st.PendingBytes, 2*w)
+	handOn(t, h, mkDelta(source.Added, "later", "uid-later", 21))
+	if st := h.p.Stats(); st.Held != 1 || st.Holding != 0 || st.PendingBytes != 2*bw {
+		t.Errorf("after StopHolding: Held = %d, Holding = %d, PendingBytes = %d; want 1, 0, %d (the blockers only)", st.Held, st.Holding, st.PendingBytes, 2*bw)
 	}
 	close(release)
 	h.drain(t)
@@ -283,4 +310,21 @@ func TestBudgetStopHoldingLetsWaitersIn(t *testing.T) {
 		t.Errorf("after drain: PendingBytes = %d, Abandoned = %d; want 0, 0", st.PendingBytes, st.Abandoned)
 	}
 	h.stop(t)
+}
+
+// TestWeight checks what deltas are charged: a raw object its JSON, a
+// decoded one (the parsed path) about its size, whatever its size.
+func TestWeight(t *testing.T) {
+	raw := rawDelta(t, "raw", 64<<10)
+	if got, want := weight(&raw), int64(len(raw.Raw.Data())+deltaOverhead); got != want {
+		t.Errorf("raw delta of %d B weighs %d, want %d", len(raw.Raw.Data()), got, want)
+	}
+	small := mkDelta(source.Updated, "cm", "uid-cm", 2)
+	large := mkDelta(source.Updated, "cm", "uid-cm", 2)
+	large.Object.Object["data"] = map[string]any{"v": strings.Repeat("x", 64<<10)}
+	large.OldObject = large.Object
+	ws, wl := weight(&small), weight(&large)
+	if ws >= 1<<10 || wl < 2*64<<10 || wl > 2*64<<10+4<<10 {
+		t.Errorf("decoded deltas weigh %d B (no data) and %d B (64 KiB of data, old object too): want under 1 KiB, and 128 KiB to 132 KiB", ws, wl)
+	}
 }

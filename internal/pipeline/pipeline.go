@@ -45,10 +45,10 @@ const (
 	// DefaultMaxPendingBytes bounds what the deltas not done weigh (their
 	// objects' JSON, see weight) before OnDelta waits for the sink, so
 	// that the memory a first sync of a large cluster takes does not
-	// depend on how far the source gets ahead of the bus. It holds the
-	// batches of the default Workers and BatchSize, waiting and in flight
-	// (4,000 deltas), of objects of about 2 KiB; larger objects share it
-	// (800 Pods of 10 KiB). Measured on 50,000 ConfigMaps of 2 KiB with a
+	// depend on how far the source gets ahead of the bus. It holds some
+	// 3,600 deltas of objects of about 2 KiB, nearly the 4,000 that the
+	// default Workers and BatchSize have waiting and in flight; larger
+	// objects share it (800 Pods of 10 KiB). Measured on 50,000 ConfigMaps of 2 KiB with a
 	// sink slowed to one worker and batches of 5, a first sync peaks at
 	// 109 MiB with it, 130 MiB with twice as much, and 370 MiB without a
 	// bound.
@@ -140,8 +140,9 @@ type Stats struct {
 	// Options.MaxPendingBytes.
 	PendingBytes int64
 	// Held counts the OnDelta calls that waited for room, and HeldFor
-	// how long those that got it waited in all: the time the source was
-	// held back because the sink was slower. Holding is how many wait now.
+	// how long they waited in all, those still waiting counted up to now:
+	// the time the source was held back because the sink was slower.
+	// Holding is how many wait now.
 	Held    int64
 	HeldFor time.Duration
 	Holding int64
@@ -172,7 +173,7 @@ type Pipeline struct {
 	published, skipped, omitted, retried, coalesced, abandoned atomic.Int64
 }
 
-var _ source.Handler = (*Pipeline)(nil)
+var _ source.Holder = (*Pipeline)(nil)
 
 // New returns a pipeline that publishes to s and records what s accepted
 // in rec.
@@ -271,14 +272,15 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // StopHolding lets every OnDelta waiting for room through, and every later
-// one, without waiting: call it when the source stops, so that a sink
-// that takes nothing cannot keep the source from stopping. What the
+// one, without waiting (source.Holder): a source.Set calls it as it stops,
+// so that a sink that takes nothing cannot keep the source from stopping. What the
 // source hands on after that is the little it had read already; Drain
 // and Run treat it like any other delta.
 func (p *Pipeline) StopHolding() { p.budget.end(open) }
 
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
+	held, holding, heldFor := p.budget.waitStats(time.Now())
 	p.mu.Lock()
 	pending := int64(len(p.objects))
 	p.mu.Unlock()
@@ -292,8 +294,8 @@ func (p *Pipeline) Stats() Stats {
 		Pending:   pending,
 
 		PendingBytes: p.budget.held.Load(),
-		Held:         p.budget.waits.Load(),
-		HeldFor:      time.Duration(p.budget.waiting.Load()),
-		Holding:      p.budget.blocked.Load(),
+		Held:         held,
+		HeldFor:      heldFor,
+		Holding:      holding,
 	}
 }

@@ -133,8 +133,8 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 	// on the queue before it closes, where Run finds it, or not in
 	// p.objects at all.
 	p.queue.Add(o)
-	p.mu.Unlock()
 	p.budget.give(freed)
+	p.mu.Unlock()
 }
 
 // recharge charges o's waiting deltas anew, after some were collapsed,
@@ -229,8 +229,11 @@ func (p *Pipeline) finish(objs []*object) {
 			o.gone = true
 		}
 	}
-	p.mu.Unlock()
+	// Given back under p.mu, so that a Drain that returns finds the room
+	// of what it waited for given back too. (No one waiting for room holds
+	// p.mu.)
 	p.budget.give(freed)
+	p.mu.Unlock()
 	for _, o := range objs {
 		p.queue.Done(o)
 	}
