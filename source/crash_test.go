@@ -33,7 +33,7 @@ var sourcePanics = map[string]func(){
 	"a watch observer": func() {
 		w := watch.NewRaceFreeFake()
 		w.Add(&unstructured.Unstructured{Object: map[string]any{"metadata": map[string]any{"name": "x"}}})
-		observe(w, func(watch.Event) bool { panic("boom in a watch observer") }, func(bool) {}, func(bool) {})
+		observe(w, func(watch.Event) bool { panic("boom in a watch observer") }, func(bool) {})
 	},
 	"the watchdog": func() {
 		// A watch that never delivers is cut, and the cut counted.

@@ -51,9 +51,9 @@ type health struct {
 
 	mu      sync.Mutex
 	contact time.Time
-	// held counts the watches whose next event the reflector does not
-	// take (see observedWatch): while one is not read, silence says
-	// nothing of the API server.
+	// held counts the reflector's calls into its store going on (see
+	// store.busy): while one goes on, the reflector reads nothing, and
+	// silence says nothing of the API server.
 	held int
 	// failingSince is when the watch started failing: the first failed
 	// call, or, for a call cut for silence, when the silence began; zero
@@ -123,9 +123,9 @@ func (h *health) heard(now time.Time, watchWorks bool) {
 	}
 }
 
-// holding records that the reflector stopped taking a watch's events
-// (on), or took one again. Once it does, silence is counted from then:
-// the API server could not be heard while nothing read the watch.
+// holding records that the reflector began a call into its store (on),
+// or ended one. Once none goes on, silence is counted from then: the API
+// server could not be heard while nothing read its answers.
 func (h *health) holding(on bool, now time.Time) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -231,9 +231,9 @@ func (h *health) check(now time.Time, log *slog.Logger) {
 			c.cancel(errRenew)
 			h.watch = nil
 		case h.held > 0:
-			// Not read, not silent: the bridge holds its source (the
-			// pipeline waits for the bus), and the watch resumes once it
-			// is read again.
+			// Not read, not silent: the reflector is busy handing on
+			// (the pipeline may hold it while it waits for the bus), and
+			// the watch is read again once it is done.
 		case now.Sub(silentSince) > h.timeout:
 			cut := fmt.Errorf("source: watch of %s%s cut: %w for %s", h.res.Name(), inNamespace(h.ns), ErrStalled, round(now.Sub(silentSince)))
 			c.cancel(cut)

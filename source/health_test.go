@@ -431,3 +431,40 @@ func TestHealthWatchThatHangsAfterStreamedListStaysUnhealthy(t *testing.T) {
 			s.firstUnhealthy, s.unhealthy, r.api.watches.Load(), r.api.lists.Load(), s.lastErr)
 	})
 }
+
+// TestHealthHeldReflectorIsNotSilent checks that while the reflector is in
+// a call into its store (held by its Handler, say), the watch it cannot
+// read is neither cut nor reported stalled, however long the call takes;
+// once the call ends, silence is counted from then.
+func TestHealthHeldReflectorIsNotSilent(t *testing.T) {
+	const timeout = 2 * time.Second
+	t0 := time.Now()
+	h := newHealth(Resource{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}, "", timeout, t0, func(error) {})
+	log := slog.New(slog.NewTextHandler(io.Discard, nil))
+	var cut error
+	_, done := h.watching(t0, func(err error) { cut = err })
+	defer done()
+
+	h.holding(true, t0.Add(time.Second))
+	h.check(t0.Add(10*timeout), log)
+	if cut != nil {
+		t.Fatalf("a watch whose reflector was held was cut: %v", cut)
+	}
+	if st := h.status(t0.Add(10 * timeout)); st.Err != nil {
+		t.Fatalf("a watch whose reflector was held is reported: %v", st.Err)
+	}
+
+	released := t0.Add(10 * timeout)
+	h.holding(false, released)
+	if st := h.status(released.Add(timeout / 2)); st.Err != nil {
+		t.Fatalf("reported %s after the hold ended, within the stall timeout: %v", timeout/2, st.Err)
+	}
+	late := released.Add(2 * timeout)
+	if st := h.status(late); st.Err == nil {
+		t.Errorf("not reported %s after the hold ended with nothing heard", 2*timeout)
+	}
+	h.check(late, log)
+	if cut == nil {
+		t.Errorf("not cut %s after the hold ended with nothing heard", 2*timeout)
+	}
+}

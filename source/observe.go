@@ -10,9 +10,7 @@ import (
 // observedWatch hands on a watch's events unchanged, showing each to a
 // function first, which may drop it, and calls done once the watch has
 // ended: ranOut is true when its events ran out, false when it was
-// stopped. While the reflector does not take an event at once (its
-// handler is busy, or held: see Handler), held is told so, on and off: the
-// watch is not read meanwhile, which is not the API server's silence.
+// stopped.
 type observedWatch struct {
 	w    watch.Interface
 	out  chan watch.Event
@@ -22,7 +20,7 @@ type observedWatch struct {
 
 var _ watch.Interface = (*observedWatch)(nil)
 
-func observe(w watch.Interface, see func(watch.Event) (handOn bool), held func(bool), done func(ranOut bool)) watch.Interface {
+func observe(w watch.Interface, see func(watch.Event) (handOn bool), done func(ranOut bool)) watch.Interface {
 	o := &observedWatch{w: w, out: make(chan watch.Event), stop: make(chan struct{})}
 	go func() {
 		defer utilruntime.HandleCrash()
@@ -41,15 +39,7 @@ func observe(w watch.Interface, see func(watch.Event) (handOn bool), held func(b
 				}
 				select {
 				case o.out <- ev:
-					continue
-				default:
-				}
-				held(true)
-				select {
-				case o.out <- ev:
-					held(false)
 				case <-o.stop:
-					held(false)
 					return
 				}
 			case <-o.stop:

@@ -310,7 +310,7 @@ func rawCM(t *testing.T, name, uid, rv string) *rawObject {
 func TestRelistDeletesFromStubs(t *testing.T) {
 	tr, got := newTestTracker(map[string]checkpoint.Position{"ns/p": {UID: "up", ResourceVersion: "1"}}, false)
 	var relists []string
-	st := &store{t: tr, ns: "", relisted: func(_, rv string) { relists = append(relists, rv) }}
+	st := &store{t: tr, ns: "", h: testHealth(tr), relisted: func(_, rv string) { relists = append(relists, rv) }}
 	streamList := func(objs ...*rawObject) []any {
 		var keys []any
 		for _, o := range objs {
@@ -356,7 +356,7 @@ func TestRelistDeletesFromStubs(t *testing.T) {
 // nothing going back in time.
 func TestRelistOlderThanAFailedAttemptDeletesNothingNewer(t *testing.T) {
 	tr, got := newTestTracker(nil, false)
-	st := &store{t: tr, ns: ""}
+	st := &store{t: tr, ns: "", h: testHealth(tr)}
 	stream := func(o *rawObject) any {
 		k, err := st.Transformer()(o)
 		if err != nil {

@@ -309,7 +309,7 @@ func (s *Source) Run(ctx context.Context) error {
 	})
 	for _, t := range trackers {
 		for _, ns := range s.namespacesFor(t.res) {
-			st := &store{t: t, ns: ns, transform: transform, relisted: func(ns, rv string) {
+			st := &store{t: t, ns: ns, h: s.health[watchKey{t.res.Name(), ns}], transform: transform, relisted: func(ns, rv string) {
 				s.relists.Add(1)
 				s.opts.Observer.Relisted(t.res)
 				s.log.Warn("relisted: the watch could not resume; changes found by the list are marked snapshot",

@@ -1,6 +1,8 @@
 package source
 
 import (
+	"time"
+
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/tools/cache"
 )
@@ -26,6 +28,9 @@ import (
 type store struct {
 	t  *tracker
 	ns string
+	// h is the reflector's health, told of every call the reflector makes
+	// into the store: see busy.
+	h *health
 	// transform is applied to every object before it is handed on.
 	transform cache.TransformFunc
 	// relisted is told of every list after the first.
@@ -57,8 +62,18 @@ func (s *store) object(obj any) (object, bool) {
 	return object{}, false
 }
 
+// busy tells the reflector's health that a call into the store began,
+// and returns what tells it the call ended. The reflector reads nothing
+// while a call goes on, which may be long when the Handler holds the
+// source (see Handler): that is not the API server's silence.
+func (s *store) busy() (done func()) {
+	s.h.holding(true, time.Now())
+	return func() { s.h.holding(false, time.Now()) }
+}
+
 // Add takes a watch's ADDED event.
 func (s *store) Add(obj any) error {
+	defer s.busy()()
 	if o, ok := s.object(obj); ok {
 		s.t.addObject(o)
 	}
@@ -67,6 +82,7 @@ func (s *store) Add(obj any) error {
 
 // Update takes a watch's MODIFIED event.
 func (s *store) Update(obj any) error {
+	defer s.busy()()
 	if o, ok := s.object(obj); ok {
 		s.t.updateObject(o)
 	}
@@ -75,6 +91,7 @@ func (s *store) Update(obj any) error {
 
 // Delete takes a watch's DELETED event.
 func (s *store) Delete(obj any) error {
+	defer s.busy()()
 	if o, ok := s.object(obj); ok {
 		s.t.removeObject(o)
 	}
@@ -85,6 +102,7 @@ func (s *store) Delete(obj any) error {
 // objects streamed through the Transformer, already handed on, or whole
 // objects, handed on now.
 func (s *store) Replace(items []any, rv string) error {
+	defer s.busy()()
 	listed := make(map[string]bool, len(items))
 	for _, it := range items {
 		if k, ok := it.(cache.ExplicitKey); ok {
@@ -117,6 +135,7 @@ func (s *store) Transformer() cache.TransformFunc { return s.streamed }
 // unless it changed.) What is not an object is returned as it came, and
 // dropped by Replace.
 func (s *store) streamed(obj any) (any, error) {
+	defer s.busy()()
 	o, ok := s.object(obj)
 	if !ok {
 		return obj, nil

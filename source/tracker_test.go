@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"slices"
 	"testing"
+	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -239,7 +240,7 @@ func TestIntentsInTheCheckpoint(t *testing.T) {
 func TestStore(t *testing.T) {
 	tr, got := newTestTracker(nil, false)
 	var relists []string
-	st := &store{t: tr, transform: dropManagedFields, relisted: func(ns, rv string) { relists = append(relists, rv) }}
+	st := &store{t: tr, h: testHealth(tr), transform: dropManagedFields, relisted: func(ns, rv string) { relists = append(relists, rv) }}
 	withFields := func(u *unstructured.Unstructured) *unstructured.Unstructured {
 		_ = unstructured.SetNestedSlice(u.Object, []any{map[string]any{"manager": "kubectl"}}, "metadata", "managedFields")
 		return u
@@ -325,4 +326,9 @@ func TestWatchListRefused(t *testing.T) {
 			t.Errorf("watchListRefused(%+v, %v) = %v, want %v", tc.opts, tc.err, got, tc.want)
 		}
 	}
+}
+
+// testHealth is a health for a store of tr's resource made by a test.
+func testHealth(tr *tracker) *health {
+	return newHealth(tr.res, "", DefaultStallTimeout, time.Now(), func(error) {})
 }

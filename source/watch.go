@@ -146,8 +146,6 @@ func (s *Source) watch(ctx context.Context, client apiClient, res Resource, ns s
 		s.onWatchError(ctx, res, ns, err)
 		h.failed(now, err)
 		return true
-	}, func(on bool) {
-		h.holding(on, time.Now())
 	}, func(ranOut bool) {
 		defer done()
 		if !ranOut || erred || context.Cause(wctx) != nil {

@@ -94,7 +94,8 @@ type budget struct {
 	waits    int64
 	blocked  int64
 	waited   time.Duration
-	sinceSum int64 // Σ UnixNano of the begin of each wait going on
+	sinceSum int64     // Σ of the begin (see now) of each wait going on
+	made     time.Time // the origin of now
 }
 
 // The states of a budget.
@@ -106,7 +107,7 @@ const (
 
 func newBudget(limit int64) *budget {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &budget{room: semaphore.NewWeighted(limit), limit: limit, wake: ctx, woken: cancel}
+	return &budget{room: semaphore.NewWeighted(limit), limit: limit, wake: ctx, woken: cancel, made: time.Now()}
 }
 
 // charge is what a delta of weight w is charged: w, at most the whole
@@ -122,9 +123,9 @@ func (b *budget) take(w int64) (int64, bool) {
 	}
 	n := b.charge(w)
 	if !b.room.TryAcquire(n) {
-		end := b.waiting(time.Now())
+		end := b.waiting()
 		err := b.room.Acquire(b.wake, n)
-		end(time.Now())
+		end()
 		if err != nil {
 			return 0, b.state.Load() == open
 		}
@@ -133,30 +134,36 @@ func (b *budget) take(w int64) (int64, bool) {
 	return n, true
 }
 
-// waiting counts a wait for room that began at began; the function it
-// returns counts its end.
-func (b *budget) waiting(began time.Time) (end func(time.Time)) {
+// waiting counts a wait for room beginning now; the function it returns
+// counts its end. The clock is read under b.mu, here and in waitStats, so
+// that the time waited, as waitStats reports it, never goes back.
+func (b *budget) waiting() (end func()) {
 	b.mu.Lock()
+	began := b.now()
 	b.waits++
 	b.blocked++
-	b.sinceSum += began.UnixNano()
+	b.sinceSum += began
 	b.mu.Unlock()
-	return func(now time.Time) {
+	return func() {
 		b.mu.Lock()
 		b.blocked--
-		b.sinceSum -= began.UnixNano()
-		b.waited += now.Sub(began)
+		b.sinceSum -= began
+		b.waited += time.Duration(b.now() - began)
 		b.mu.Unlock()
 	}
 }
 
 // waitStats reports how many waits for room began, how many go on now, and
 // how long they took in all, those going on counted up to now.
-func (b *budget) waitStats(now time.Time) (waits, blocked int64, took time.Duration) {
+func (b *budget) waitStats() (waits, blocked int64, took time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.waits, b.blocked, b.waited + time.Duration(b.blocked*now.UnixNano()-b.sinceSum)
+	return b.waits, b.blocked, b.waited + time.Duration(b.blocked*b.now()-b.sinceSum)
 }
+
+// now is the time on the monotonic clock, in nanoseconds since the budget
+// was made. Called with b.mu held.
+func (b *budget) now() int64 { return int64(time.Since(b.made)) }
 
 // give gives back n: a sum of what take charged.
 func (b *budget) give(n int64) {

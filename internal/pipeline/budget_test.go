@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -326,5 +327,42 @@ func TestWeight(t *testing.T) {
 	ws, wl := weight(&small), weight(&large)
 	if ws >= 1<<10 || wl < 2*64<<10 || wl > 2*64<<10+4<<10 {
 		t.Errorf("decoded deltas weigh %d B (no data) and %d B (64 KiB of data, old object too): want under 1 KiB, and 128 KiB to 132 KiB", ws, wl)
+	}
+}
+
+// TestBudgetHeldForNeverGoesBack reads the time held while waits begin and
+// end on every side: it is a counter (bridge_source_held_seconds_total),
+// so it must never go back.
+func TestBudgetHeldForNeverGoesBack(t *testing.T) {
+	b := newBudget(1)
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+				}
+				if n, ok := b.take(1); ok {
+					b.give(n)
+				}
+			}
+		})
+	}
+	var last time.Duration
+	deadline := time.Now().Add(300 * time.Millisecond)
+	for time.Now().Before(deadline) {
+		_, _, took := b.waitStats()
+		if took < last {
+			t.Fatalf("the time held went back from %s to %s", last, took)
+		}
+		last = took
+	}
+	close(stop)
+	wg.Wait()
+	if waits, _, _ := b.waitStats(); waits == 0 {
+		t.Fatal("no wait for room in 300ms of four callers on a budget of 1: the test measured nothing")
 	}
 }

@@ -280,7 +280,7 @@ func (p *Pipeline) StopHolding() { p.budget.end(open) }
 
 // Stats returns the pipeline's counters.
 func (p *Pipeline) Stats() Stats {
-	held, holding, heldFor := p.budget.waitStats(time.Now())
+	held, holding, heldFor := p.budget.waitStats()
 	p.mu.Lock()
 	pending := int64(len(p.objects))
 	p.mu.Unlock()
