@@ -126,8 +126,13 @@ func (p *Pipeline) OnDelta(d source.Delta) {
 	if len(o.pending) > p.opts.MaxPendingPerObject {
 		before := len(o.pending)
 		o.pending = coalesce(o.pending)
-		p.coalesced.Add(int64(before - len(o.pending)))
-		freed = p.recharge(o)
+		if n := before - len(o.pending); n > 0 {
+			// Only a collapse changes the charge: deltas that cannot merge
+			// (an object deleted and made again) are not weighed again
+			// at every delta.
+			p.coalesced.Add(int64(n))
+			freed = p.recharge(o)
+		}
 	}
 	// Queued under p.mu, which Run holds as it shuts the queue down: o is
 	// on the queue before it closes, where Run finds it, or not in
