@@ -10,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/kubebus/bridge/internal/bridge"
@@ -131,15 +130,7 @@ func holdSource(t *testing.T, b bus, extra map[string]string) *held {
 	h.bridge = startBridgeWith(t, env, bridge.WithSink(h.gate), bridge.WithMetrics(h.metrics))
 
 	cms := fastKube(t).CoreV1().ConfigMaps(ns)
-	objs := make([]*corev1.ConfigMap, heldObjects)
-	parallel(t, 8, heldObjects, func(ctx context.Context, i int) error {
-		cm, err := cms.Create(ctx, &corev1.ConfigMap{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i)},
-			Data:       stuckData(i, 0),
-		}, metav1.CreateOptions{})
-		objs[i] = cm
-		return err
-	})
+	objs := createChurned(t, cms, heldObjects)
 	poll.Until(t, time.Minute, func() (bool, string) {
 		n := h.gate.accepted()
 		return n == heldObjects, fmt.Sprintf("the sink accepted %d of %d objects", n, heldObjects)

@@ -16,6 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/kubebus/bridge/test/poll"
 )
@@ -80,15 +81,7 @@ func TestFaultStuckSink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		objs := make([]*corev1.ConfigMap, stuckObjects)
-		parallel(t, 8, stuckObjects, func(ctx context.Context, i int) error {
-			cm, err := cms.Create(ctx, &corev1.ConfigMap{
-				ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i)},
-				Data:       stuckData(i, 0),
-			}, metav1.CreateOptions{})
-			objs[i] = cm
-			return err
-		})
+		objs := createChurned(t, cms, stuckObjects)
 		// Everything is on the bus. (Nothing reads the bus before the
 		// heap is measured: readers hold buffers and clients.)
 		poll.Until(t, time.Minute, func() (bool, string) {
@@ -193,6 +186,22 @@ func TestFaultStuckSink(t *testing.T) {
 				delivered-after.duplicates, changes, stuckObjects, most)
 		}
 	})
+}
+
+// createChurned creates n ConfigMaps, cm-000 onwards, with stuckData's
+// round 0, and returns them as created.
+func createChurned(t *testing.T, cms typedcorev1.ConfigMapInterface, n int) []*corev1.ConfigMap {
+	t.Helper()
+	objs := make([]*corev1.ConfigMap, n)
+	parallel(t, 8, n, func(ctx context.Context, i int) error {
+		cm, err := cms.Create(ctx, &corev1.ConfigMap{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("cm-%03d", i)},
+			Data:       stuckData(i, 0),
+		}, metav1.CreateOptions{})
+		objs[i] = cm
+		return err
+	})
+	return objs
 }
 
 // stuckData is object i's data at round r: a payload of stuckPayload bytes
