@@ -48,10 +48,10 @@ const (
 	// depend on how far the source gets ahead of the bus. It holds some
 	// 3,600 deltas of objects of about 2 KiB, nearly the 4,000 that the
 	// default Workers and BatchSize have waiting and in flight; larger
-	// objects share it (800 Pods of 10 KiB). Measured on 50,000 ConfigMaps of 2 KiB with a
-	// sink slowed to one worker and batches of 5, a first sync peaks at
-	// 109 MiB with it, 130 MiB with twice as much, and 370 MiB without a
-	// bound.
+	// objects share it (800 Pods of 10 KiB). Measured on 50,000
+	// ConfigMaps of 2 KiB with a sink slowed to one worker and batches of
+	// 5, a first sync peaks at 109 MiB with it, 130 MiB with twice as
+	// much, and 370 MiB without a bound.
 	DefaultMaxPendingBytes = 8 << 20
 	// DefaultMaxRetryInterval caps the backoff between retries. Thirty
 	// seconds keeps a long outage from turning into a hammering retry loop
@@ -272,10 +272,10 @@ func (p *Pipeline) Run(ctx context.Context) error {
 }
 
 // StopHolding lets every OnDelta waiting for room through, and every later
-// one, without waiting (source.Holder): a source.Set calls it as it stops,
-// so that a sink that takes nothing cannot keep the source from stopping. What the
-// source hands on after that is the little it had read already; Drain
-// and Run treat it like any other delta.
+// one, without waiting (source.Holder): a source.Set calls it as it
+// stops, so that a sink that takes nothing cannot keep the source from
+// stopping. What the source hands on after that is the little it had read
+// already; Drain and Run treat it like any other delta.
 func (p *Pipeline) StopHolding() { p.budget.end(open) }
 
 // Stats returns the pipeline's counters.

@@ -56,13 +56,7 @@ func TestFaultSourceHeldBySlowSink(t *testing.T) {
 			t.Errorf("bridge_source_held_seconds_total = %v after the source was held", heldFor)
 		}
 		h.bridge.stop(t)
-		after := oracle(t, h.ns, b.read(t, h.ns))
-		if after.mismatch != "" {
-			t.Errorf("after the bridge stopped: %s", after.mismatch)
-		}
-		if len(after.backwards) > 0 {
-			t.Errorf("resourceVersions went backwards: %s", strings.Join(after.backwards, "; "))
-		}
+		after := checkBus(t, b, h.ns, "after the bridge stopped")
 		t.Logf("%s: the source was held %.2fs; converged %s after the sink came back, %d events, %d duplicates",
 			b.name(), heldFor, took.Round(time.Millisecond), after.events, after.duplicates)
 	})
@@ -91,13 +85,7 @@ func TestFaultStopWhileSourceHeld(t *testing.T) {
 		next := startBridge(t, env, nil)
 		_, converged := newBusReader(t, b, h.ns).converge(t, 2*time.Minute)
 		next.stop(t)
-		after := oracle(t, h.ns, b.read(t, h.ns))
-		if after.mismatch != "" {
-			t.Errorf("after the next bridge stopped: %s", after.mismatch)
-		}
-		if len(after.backwards) > 0 {
-			t.Errorf("resourceVersions went backwards: %s", strings.Join(after.backwards, "; "))
-		}
+		checkBus(t, b, h.ns, "after the next bridge stopped")
 		t.Logf("%s: stopped in %s with its source held; the next bridge converged in %s",
 			b.name(), took.Round(time.Millisecond), converged.Round(time.Millisecond))
 	})
@@ -156,6 +144,22 @@ func holdSource(t *testing.T, b bus, extra map[string]string) *held {
 	})
 	t.Logf("%s: %d KiB written while the sink took nothing, with a budget of %d KiB: the source is held", b.name(), written>>10, heldBudget>>10)
 	return h
+}
+
+// checkBus reads everything the bus holds of ns, once the bridges that
+// publish it stopped, and fails the test unless the view it makes equals
+// the API server's and no object's resourceVersion went back; when says
+// when, in the failure.
+func checkBus(t *testing.T, b bus, ns, when string) verdict {
+	t.Helper()
+	v := oracle(t, ns, b.read(t, ns))
+	if v.mismatch != "" {
+		t.Errorf("%s: %s", when, v.mismatch)
+	}
+	if len(v.backwards) > 0 {
+		t.Errorf("%s: resourceVersions went backwards: %s", when, strings.Join(v.backwards, "; "))
+	}
+	return v
 }
 
 // gathered is the value of the metric name, which has no labels, in m.
