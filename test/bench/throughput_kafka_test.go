@@ -33,7 +33,7 @@ func (*kafkaBus) BaselineName() string { return "kafka-go Writer" }
 func (*kafkaBus) Settings() string {
 	return "kfake, 3 brokers, the topics the bridge creates (10 partitions); on either side acks=all, up to 500 records per partition in a request, " +
 		"murmur2 partitioning, no compression; bridge: its defaults (4 workers, batches of 500, structured mode; one produce request per broker, sent at once when none is in flight to it, " +
-		"the records that come meanwhile waiting for its answer, or 10 ms), checkpoint in a bbolt file; " +
+		"the records that come meanwhile waiting for its answer, or 10 ms), checkpoint in a bbolt file, its flush of the run's positions inside the measured window; " +
 		"baseline: the bridge's records (topic, key, headers, value) written by 4 goroutines in WriteMessages calls of 500, each partition's batch sent when full or after 10 ms"
 }
 

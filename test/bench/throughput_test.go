@@ -124,7 +124,7 @@ type throughputBus interface {
 
 // runResult is one run of either side.
 type runResult struct {
-	took time.Duration // from the first message handed over to the last ack
+	took time.Duration // from the first message handed over to the last ack (for the bridge, to its checkpoint flushed)
 	cpu  time.Duration // CPU time of the whole process meanwhile, broker included
 }
 
