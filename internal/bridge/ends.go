@@ -64,6 +64,21 @@ func (b *Bridge) openEnds(ctx context.Context, resources []source.Resource, foll
 		if err != nil {
 			return e, err
 		}
+		if b.cfg.Sink == config.SinkKafka && !followed && state {
+			// The bus's discovery document may name resources no longer
+			// watched that the checkpoint does not (one lost): their
+			// topics take deletes too. Rare, as it takes a change of the
+			// cluster or the configuration while the bridge was down: the
+			// sink is opened again for them.
+			if before, err := publishedBefore(ctx, s, b.cfg.ClusterName, resources); err == nil && len(before) > 0 {
+				if err := s.Close(ctx); err != nil {
+					b.log.Warn("closing the Kafka sink, to open it again for the topics of resources published before", "err", err)
+				}
+				if s, conn, err = b.openSink(ctx, resources, true); err != nil {
+					return e, err
+				}
+			}
+		}
 		e.sink, shared = s, conn
 	}
 	if e.store == nil {

@@ -25,11 +25,15 @@ import (
 // can miss a group for a moment; one deleted stays missing.
 const goneRecheck = 5 * time.Second
 
-// retireGone finds the resources whose objects the checkpoint holds and
-// the bridge no longer watches, because the cluster serves them no more
-// (a CRD deleted while the bridge was down), and publishes, through h, the
+// retireGone finds the resources whose objects the checkpoint holds, or
+// that the bus's discovery document names (in a state layout), and the
+// bridge no longer watches, because the cluster serves them no more (a
+// CRD deleted while the bridge was down), and publishes, through h, the
 // delete of each of their objects that the bus (in a state layout) or the
-// checkpoint holds, marked reconciled. A resource counts as gone only
+// checkpoint holds, marked reconciled. The discovery document is the
+// bus's own record of what was published, so a checkpoint lost meanwhile
+// loses nothing: the document of this start is written only once the
+// bridge is ready (see run), after these deletes. A resource counts as gone only
 // when discovery, asked twice goneRecheck apart, serves it at no version.
 // A resource still served that the selection no longer selects (the
 // configuration changed) has its objects deleted the same way; one it
@@ -49,6 +53,26 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		}
 		if len(snap.Objects) > 0 {
 			snaps[name] = snap
+		}
+	}
+	// What the bus says was published, as its discovery document
+	// describes it: the resources the bus may hold objects of. Only those
+	// the cluster no longer serves are retired on its word alone: their
+	// objects are gone whoever published them. One still served that the
+	// selection leaves out may be another bridge's of the same cluster
+	// name; without the checkpoint to tell that this bridge published it,
+	// its objects are left.
+	described := map[string]source.Resource{}
+	if bus != nil {
+		before, err := publishedBefore(ctx, e.sink, b.cfg.ClusterName, watched)
+		if err != nil {
+			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone", "err", err)
+		}
+		for _, res := range before {
+			described[res.Name()] = res
+			if _, ok := snaps[res.Name()]; !ok {
+				snaps[res.Name()] = checkpoint.Snapshot{Objects: map[string]checkpoint.Position{}}
+			}
 		}
 	}
 	if len(snaps) == 0 {
@@ -98,6 +122,11 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 					// fault of its own (forbidden, failing), tried again.
 					continue
 				}
+				if len(all[name].Objects) == 0 {
+					b.log.Info("resource not selected that the bus's discovery document names: its objects on the bus are left, as the checkpoint does not tell that this bridge published them",
+						"resource", name)
+					continue
+				}
 				unselected[name] = res
 			}
 		}
@@ -121,7 +150,10 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		}
 	}
 	for name, snap := range snaps {
-		res := source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
+		res, ok := described[name]
+		if !ok {
+			res = source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
+		}
 		if err := b.retire(ctx, e.sink, res, snap, bus, h, "resource no longer served (its CRD deleted while the bridge was down?)"); err != nil {
 			return err
 		}
@@ -152,9 +184,39 @@ func (b *Bridge) retire(ctx context.Context, s sink.Sink, res source.Resource, s
 	}
 	n := source.Retire(res, snap, held, namespaces, h)
 	b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
+	if n == 0 {
+		b.log.Info(why+": the bus holds no object of it", "resource", res.Name(), "kind", res.Kind, "version", res.Version)
+		return nil
+	}
 	b.log.Warn(why+": the objects published of it are deleted from the bus",
 		"resource", res.Name(), "deletes", n, "kind", res.Kind, "version", res.Version)
 	return nil
+}
+
+// publishedBefore are the resources that the latest discovery document of
+// cluster on s's bus names and that are not among watched: resources
+// published before, of which the bus may hold objects. None when s keeps
+// no discovery document.
+func publishedBefore(ctx context.Context, s sink.Sink, cluster string, watched []source.Resource) ([]source.Resource, error) {
+	dw, ok := s.(sink.DiscoveryWriter)
+	if !ok {
+		return nil, nil
+	}
+	d, found, err := dw.LastDiscovery(ctx, cluster)
+	if err != nil {
+		return nil, fmt.Errorf("read the discovery document on the bus: %w", err)
+	}
+	if !found {
+		return nil, nil
+	}
+	var out []source.Resource
+	for _, r := range d.Resources {
+		res := source.Resource{GroupVersionResource: r.GroupVersionResource(), Kind: r.Kind, Namespaced: r.Namespaced}
+		if !slices.ContainsFunc(watched, func(w source.Resource) bool { return w.Name() == res.Name() }) {
+			out = append(out, res)
+		}
+	}
+	return out, nil
 }
 
 // unwatched are the resources the checkpoint, store, holds objects of

@@ -71,8 +71,19 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 	})}
 	if p.discovery != nil {
 		// The discovery document, on a goroutine of its own: it never
-		// holds up the objects.
-		withSet = append(withSet, start(srcCtx, p.discovery.Run))
+		// holds up the objects. It is written once the bridge is ready:
+		// until then the document on the bus is the record of the
+		// resources published before, which retireGone reads, and it is
+		// replaced only once the deletes of those no longer watched are
+		// published.
+		withSet = append(withSet, start(srcCtx, func(ctx context.Context) error {
+			select {
+			case <-b.ready:
+			case <-ctx.Done():
+				return nil
+			}
+			return p.discovery.Run(ctx)
+		}))
 	}
 	if p.bus != nil {
 		// The reconciler compares the bus with the cluster while the set

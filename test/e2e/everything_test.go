@@ -134,7 +134,7 @@ func TestWatchEverythingFollowsCRDs(t *testing.T) {
 // loggedFor reports whether a line of logs has msg and names resource.
 func loggedFor(logs, msg, resource string) bool {
 	for line := range strings.Lines(logs) {
-		if strings.Contains(line, msg) && strings.Contains(line, " resource="+resource+" ") {
+		if strings.Contains(line, msg) && strings.Contains(strings.TrimRight(line, "\n")+" ", " resource="+resource+" ") {
 			return true
 		}
 	}

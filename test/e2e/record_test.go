@@ -180,45 +180,68 @@ func waitDiscoveryPublished(t *testing.T, b bus) {
 // again. In a state layout the bus is the record, and must hold none of
 // the CRD's objects: their deletes are published, marked reconciled, and
 // the log names the resource. (Discovery is asked twice before the
-// resource counts as gone.)
+// resource counts as gone.) So it must whatever became of the checkpoint
+// meanwhile: kept, or lost with the CRD (the second start on a new
+// file), when only the bus remembers that the resource was published.
 func TestCRDDeletedWhileDown(t *testing.T) {
-	forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
-		ns := namespace(t, "crdgone")
-		group := "gone-" + b.name() + ".example.com"
-		plural, kind := "widgets", "Widget"
-		name := plural + "." + group
-		k := crdKind(group, plural, kind)
-		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
-
-		env := stateEnv(b, ns)
-		env["BRIDGE_RESOURCES"] = "*"
-		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
-		r := startBridge(t, env, nil)
-		createObjects(t, gvr, kind, ns, "w", 10)
-		live := func() int {
-			return len(lastStates(b.readKinds(t, ns, []watchedKind{k})))
+	for _, lost := range []bool{false, true} {
+		name := "checkpoint kept"
+		if lost {
+			name = "checkpoint lost"
 		}
-		poll.Until(t, 30*time.Second, func() (bool, string) {
-			n := live()
-			return n == 10, fmt.Sprintf("%d of 10 objects of %s on the bus", n, name)
+		t.Run(name, func(t *testing.T) {
+			forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) { crdDeletedWhileDown(t, b, lost) })
 		})
-		r.stop(t)
+	}
+}
 
-		deleteCRD(t.Context(), t, name)
-		r = startBridge(t, env, nil)
-		r.stop(t)
-		if n := live(); n != 0 {
-			t.Errorf("after a start while %s is gone the bus holds %d of its objects, want none", name, n)
-		}
-		for _, m := range b.readKinds(t, ns, []watchedKind{k}) {
-			if m.Action == "deleted" && m.Reason != "reconciled" {
-				t.Errorf("%s: deleted with reason %q, want reconciled", m.Key(), m.Reason)
-			}
-		}
-		if !loggedFor(r.logs.String(), "resource no longer served", name) {
-			t.Errorf("the start did not log that %s is no longer served", name)
-		}
+func crdDeletedWhileDown(t *testing.T, b bus, checkpointLost bool) {
+	suffix := "kept"
+	if checkpointLost {
+		suffix = "lost"
+	}
+	ns := namespace(t, "crdgone-"+suffix)
+	group := "gone-" + suffix + "-" + b.name() + ".example.com"
+	plural, kind := "widgets", "Widget"
+	name := plural + "." + group
+	k := crdKind(group, plural, kind)
+	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+
+	env := stateEnv(b, ns)
+	env["BRIDGE_RESOURCES"] = "*"
+	env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+	r := startBridge(t, env, nil)
+	createObjects(t, gvr, kind, ns, "w", 10)
+	live := func() int {
+		return len(lastStates(b.readKinds(t, ns, []watchedKind{k})))
+	}
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		n := live()
+		return n == 10, fmt.Sprintf("%d of 10 objects of %s on the bus", n, name)
 	})
+	if checkpointLost {
+		// Only the bus's discovery document will tell.
+		followDiscovery(t, b, ns).until(t, "a document with "+name, func(d wire.Discovery) bool { return hasResource(d, gvr) })
+	}
+	r.stop(t)
+
+	deleteCRD(t.Context(), t, name)
+	if checkpointLost {
+		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+	}
+	r = startBridge(t, env, nil)
+	r.stop(t)
+	if n := live(); n != 0 {
+		t.Errorf("after a start while %s is gone the bus holds %d of its objects, want none", name, n)
+	}
+	for _, m := range b.readKinds(t, ns, []watchedKind{k}) {
+		if m.Action == "deleted" && m.Reason != "reconciled" {
+			t.Errorf("%s: deleted with reason %q, want reconciled", m.Key(), m.Reason)
+		}
+	}
+	if !loggedFor(r.logs.String(), "resource no longer served", name) {
+		t.Errorf("the start did not log that %s is no longer served", name)
+	}
 }
 
 // TestCheckpointLostInHistoryLayout: in the history layout the bus keeps
@@ -303,36 +326,77 @@ func TestViewCrashRepeatsNothing(t *testing.T) {
 // resources; it is started again with one of them taken out of
 // BRIDGE_RESOURCES. In a state layout the bus must hold none of the
 // other's objects then: their deletes are published, marked reconciled.
+// With the checkpoint lost meanwhile, only the bus's discovery document
+// names the resource, and that is not enough to delete the objects of a
+// resource the cluster still serves: another bridge of the same cluster
+// name may publish them. They are left, and the start says so. If the
+// CRD was deleted as well, the cluster lacks them all: they are deleted
+// (and, on Kafka, the sink, made for the topics of the resources watched,
+// is made again for that resource's topic too).
 func TestResourceNoLongerSelected(t *testing.T) {
-	forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
-		ns := namespace(t, "unselected")
-		group := "unselected-" + b.name() + ".example.com"
-		plural, kind := "gadgets", "Gadget"
-		k := crdKind(group, plural, kind)
-		gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
-
-		env := stateEnv(b, ns)
-		env["BRIDGE_RESOURCES"] = "configmaps," + plural + "." + group
-		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
-		r := startBridge(t, env, nil)
-		createObjects(t, gvr, kind, ns, "g", 5)
-		live := func() int { return len(lastStates(b.readKinds(t, ns, []watchedKind{k}))) }
-		poll.Until(t, 30*time.Second, func() (bool, string) {
-			n := live()
-			return n == 5, fmt.Sprintf("%d of 5 objects on the bus", n)
+	for _, c := range []struct {
+		name                    string
+		checkpointLost, crdGone bool
+		wantLive                int
+		wantLog                 string
+	}{
+		{"checkpoint kept", false, false, 0, "resource no longer selected"},
+		{"checkpoint lost", true, false, 5, "its objects on the bus are left"},
+		{"checkpoint lost, CRD deleted", true, true, 0, "resource no longer served"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			forEachBusWith(t, busOptions{natsLayout: "state"}, func(t *testing.T, b bus) {
+				resourceNoLongerSelected(t, b, c.checkpointLost, c.crdGone, c.wantLive, c.wantLog)
+			})
 		})
-		r.stop(t)
+	}
+}
 
-		env["BRIDGE_RESOURCES"] = "configmaps"
-		r = startBridge(t, env, nil)
-		r.stop(t)
-		if n := live(); n != 0 {
-			t.Errorf("after a start without %s.%s the bus holds %d of its objects, want none", plural, group, n)
-		}
-		if !loggedFor(r.logs.String(), "resource no longer selected", plural+"."+group) {
-			t.Errorf("the start did not log that %s.%s is no longer selected", plural, group)
-		}
+func resourceNoLongerSelected(t *testing.T, b bus, checkpointLost, crdGone bool, wantLive int, wantLog string) {
+	suffix := "kept"
+	if checkpointLost {
+		suffix = "lost"
+	}
+	if crdGone {
+		suffix += "-gone"
+	}
+	ns := namespace(t, "unselected-"+suffix)
+	group := "unselected-" + suffix + "-" + b.name() + ".example.com"
+	plural, kind := "gadgets", "Gadget"
+	name := plural + "." + group
+	k := crdKind(group, plural, kind)
+	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+
+	env := stateEnv(b, ns)
+	env["BRIDGE_RESOURCES"] = "configmaps," + name
+	env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+	r := startBridge(t, env, nil)
+	createObjects(t, gvr, kind, ns, "g", 5)
+	live := func() int { return len(lastStates(b.readKinds(t, ns, []watchedKind{k}))) }
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		n := live()
+		return n == 5, fmt.Sprintf("%d of 5 objects on the bus", n)
 	})
+	if checkpointLost {
+		followDiscovery(t, b, ns).until(t, "a document with "+name, func(d wire.Discovery) bool { return hasResource(d, gvr) })
+	}
+	r.stop(t)
+
+	env["BRIDGE_RESOURCES"] = "configmaps"
+	if checkpointLost {
+		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+	}
+	if crdGone {
+		deleteCRD(t.Context(), t, name)
+	}
+	r = startBridge(t, env, nil)
+	r.stop(t)
+	if n := live(); n != wantLive {
+		t.Errorf("after a start without %s the bus holds %d of its objects, want %d", name, n, wantLive)
+	}
+	if !loggedFor(r.logs.String(), wantLog, name) {
+		t.Errorf("the start did not log %q for %s", wantLog, name)
+	}
 }
 
 // TestOtherBridgesObjectsLeftAlone: two bridges of one cluster share a bus
