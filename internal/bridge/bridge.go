@@ -39,6 +39,7 @@ import (
 	"github.com/kubebus/bridge/internal/shutdown"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // errCheckpointBroken is the cause the source is stopped with when the
@@ -54,6 +55,10 @@ type Bridge struct {
 	hard    context.Context
 	budget  *shutdown.Budget
 	ready   chan struct{}
+	// keptDiscovery are the resources, not watched, that the discovery
+	// document names still (see retirement); set before the publisher
+	// runs, and read by it.
+	keptDiscovery []wire.DiscoveredResource
 	// withSink and withStore are the sink and the store given with
 	// WithSink and WithStore; nil: Run opens those the configuration
 	// names.

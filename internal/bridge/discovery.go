@@ -4,6 +4,7 @@ import (
 	"github.com/kubebus/bridge/internal/discoverydoc"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // watchChanges is the set's observer: it tells the metrics what the set
@@ -44,6 +45,7 @@ func (b *Bridge) newDiscoveryPublisher(s sink.Sink, set *source.Set, cl clients,
 		Cluster:   b.cfg.ClusterName,
 		Server:    b.rest.Host,
 		Resources: set.Resources,
+		Keep:      func() []wire.DiscoveredResource { return b.keptDiscovery },
 		Changes:   changed,
 		Discovery: cl.disc,
 		CRDs:      cl.follow,

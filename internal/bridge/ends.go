@@ -67,10 +67,14 @@ func (b *Bridge) openEnds(ctx context.Context, resources []source.Resource, foll
 		if b.cfg.Sink == config.SinkKafka && !followed && state {
 			// The bus's discovery document may name resources no longer
 			// watched that the checkpoint does not (one lost): their
-			// topics take deletes too. Rare, as it takes a change of the
-			// cluster or the configuration while the bridge was down: the
-			// sink is opened again for them.
-			if before, err := publishedBefore(ctx, s, b.cfg.ClusterName, resources); err == nil && len(before) > 0 {
+			// topics may take deletes too (see retireGone). It takes a
+			// change of the cluster or the configuration while the bridge
+			// was down: the sink is opened again for them.
+			before, err := publishedBefore(ctx, s, b.cfg.ClusterName, resources)
+			if err != nil {
+				b.log.Warn("could not read the discovery document on the bus; the sink is made for the topics of the resources watched only", "err", err)
+			}
+			if len(before) > 0 {
 				if err := s.Close(ctx); err != nil {
 					b.log.Warn("closing the Kafka sink, to open it again for the topics of resources published before", "err", err)
 				}

@@ -17,6 +17,7 @@ import (
 	"github.com/kubebus/bridge/internal/config"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // goneRecheck is how long the bridge waits before it asks discovery a
@@ -25,6 +26,22 @@ import (
 // can miss a group for a moment; one deleted stays missing.
 const goneRecheck = 5 * time.Second
 
+// retirement is what retireGone did. kept are the resources of the bus's
+// discovery document, not watched, that the document of this start must
+// name still, as the bus may hold objects of theirs that were not deleted:
+// whether they are gone could not be told, or their deletes could not be
+// handed on. unread is true when the document could not be read: no
+// document of this start may replace it then. deleted counts the deletes
+// handed on.
+type retirement struct {
+	kept    []wire.DiscoveredResource
+	unread  bool
+	deleted int
+}
+
+// errCannotTake: the sink cannot take the deletes of a resource.
+var errCannotTake = errors.New("the sink cannot take the deletes")
+
 // retireGone finds the resources whose objects the checkpoint holds, or
 // that the bus's discovery document names (in a state layout), and the
 // bridge no longer watches, because the cluster serves them no more (a
@@ -32,51 +49,65 @@ const goneRecheck = 5 * time.Second
 // delete of each of their objects that the bus (in a state layout) or the
 // checkpoint holds, marked reconciled. The discovery document is the
 // bus's own record of what was published, so a checkpoint lost meanwhile
-// loses nothing: the document of this start is written only once the
-// bridge is ready (see run), after these deletes. A resource counts as gone only
-// when discovery, asked twice goneRecheck apart, serves it at no version.
-// A resource still served that the selection no longer selects (the
-// configuration changed) has its objects deleted the same way; one it
-// selects but does not watch (left out for a fault of its own, such as a
-// forbidden list) is left as it is. It returns once the deletes are
+// loses nothing, as long as the document of this start names what could
+// not be retired (see retirement, and run). A resource counts as gone
+// only when discovery, asked twice goneRecheck apart, serves it at no
+// version. A resource still served that the selection no longer selects
+// (the configuration changed) has its objects deleted the same way when
+// the checkpoint holds objects of it; named by the bus's document alone,
+// it may be another bridge's of the same cluster name, and is left. One
+// it selects but does not watch (left out for a fault of its own, such as
+// a forbidden list) is left as it is. It returns once the deletes are
 // handed on. The checkpoint is e's store, and e's sink takes the deletes.
-func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, e ends, watched []source.Resource, bus source.Bus, h source.Handler) error {
+func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterfaceWithContext, e ends, watched []source.Resource, bus source.Bus, h source.Handler) (retirement, error) {
+	var out retirement
+	// What the bus says was published, as its discovery document
+	// describes it: the resources the bus may hold objects of. Each is
+	// kept in the document of this start unless settled below.
+	named := map[string]wire.DiscoveredResource{}
+	settled := map[string]bool{}
+	done := func(err error) (retirement, error) {
+		for name, r := range named {
+			if !settled[name] {
+				out.kept = append(out.kept, r)
+			}
+		}
+		return out, err
+	}
+	if bus != nil {
+		before, err := publishedBefore(ctx, e.sink, b.cfg.ClusterName, watched)
+		if err != nil {
+			out.unread = true
+			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone, and the document is left as it is until the next start", "err", err)
+		}
+		for _, r := range before {
+			named[resourceOf(r).Name()] = r
+		}
+	}
 	names, err := unwatched(ctx, e.store, watched)
 	if err != nil {
-		return err
+		return done(err)
 	}
 	snaps := map[string]checkpoint.Snapshot{}
 	for _, name := range names {
 		snap, err := e.store.Load(ctx, name)
 		if err != nil {
-			return err
+			return done(err)
 		}
 		if len(snap.Objects) > 0 {
 			snaps[name] = snap
 		}
 	}
-	// What the bus says was published, as its discovery document
-	// describes it: the resources the bus may hold objects of. Only those
-	// the cluster no longer serves are retired on its word alone: their
-	// objects are gone whoever published them. One still served that the
-	// selection leaves out may be another bridge's of the same cluster
-	// name; without the checkpoint to tell that this bridge published it,
-	// its objects are left.
-	described := map[string]source.Resource{}
-	if bus != nil {
-		before, err := publishedBefore(ctx, e.sink, b.cfg.ClusterName, watched)
-		if err != nil {
-			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone", "err", err)
-		}
-		for _, res := range before {
-			described[res.Name()] = res
-			if _, ok := snaps[res.Name()]; !ok {
-				snaps[res.Name()] = checkpoint.Snapshot{Objects: map[string]checkpoint.Position{}}
-			}
+	// Only the resources the cluster no longer serves are retired on the
+	// document's word alone: their objects are gone whoever published
+	// them.
+	for name := range named {
+		if _, ok := snaps[name]; !ok {
+			snaps[name] = checkpoint.Snapshot{Objects: map[string]checkpoint.Position{}}
 		}
 	}
 	if len(snaps) == 0 {
-		return nil
+		return done(nil)
 	}
 	// Resources still served that the selection no longer selects, as
 	// discovery describes them.
@@ -91,7 +122,7 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 			select {
 			case <-time.After(goneRecheck):
 			case <-ctx.Done():
-				return ctx.Err()
+				return done(ctx.Err())
 			}
 		}
 		groups, err := restmapper.GetAPIGroupResourcesWithContext(ctx, dc)
@@ -105,7 +136,7 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 				failed[gv.Group] = true
 			}
 		case err != nil:
-			return fmt.Errorf("discovery: %w", err)
+			return done(fmt.Errorf("discovery: %w", err))
 		}
 		for name := range snaps {
 			gr := schema.ParseGroupResource(name)
@@ -125,6 +156,7 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 				if len(all[name].Objects) == 0 {
 					b.log.Info("resource not selected that the bus's discovery document names: its objects on the bus are left, as the checkpoint does not tell that this bridge published them",
 						"resource", name)
+					settled[name] = true
 					continue
 				}
 				unselected[name] = res
@@ -142,38 +174,52 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 			b.log.Info("resource no longer selected: the checkpoint holds objects of it, which stay as they are in the history layout",
 				"resource", name, "objects", len(all[name].Objects))
 		}
+		return done(nil)
+	}
+	retireOne := func(name string, res source.Resource, snap checkpoint.Snapshot, why string) error {
+		n, err := b.retire(ctx, e.sink, res, snap, bus, h, why)
+		out.deleted += n
+		switch {
+		case errors.Is(err, errCannotTake):
+			return nil // logged; the document keeps it
+		case err != nil:
+			return err
+		}
+		settled[name] = true
 		return nil
 	}
 	for name, res := range unselected {
-		if err := b.retire(ctx, e.sink, res, all[name], bus, h, "resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed)"); err != nil {
-			return err
+		if err := retireOne(name, res, all[name], "resource no longer selected (BRIDGE_RESOURCES or BRIDGE_EXCLUDE_RESOURCES changed)"); err != nil {
+			return done(err)
 		}
 	}
 	for name, snap := range snaps {
-		res, ok := described[name]
-		if !ok {
-			res = source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
+		res := source.Resource{GroupVersionResource: schema.ParseGroupResource(name).WithVersion("")}
+		if r, ok := named[name]; ok {
+			res = resourceOf(r)
 		}
-		if err := b.retire(ctx, e.sink, res, snap, bus, h, "resource no longer served (its CRD deleted while the bridge was down?)"); err != nil {
-			return err
+		if err := retireOne(name, res, snap, "resource no longer served (its CRD deleted while the bridge was down?)"); err != nil {
+			return done(err)
 		}
 	}
-	return nil
+	return done(nil)
 }
 
 // retire publishes through h the deletes of the objects of res, a
 // resource no longer watched, that the bus or snap, its checkpoint, hold
-// in the namespaces watched (see source.Retire), once s is ready for them;
-// why says why, in the log. A resource whose version or kind is not known
-// (no longer served) is described from what the bus holds.
-func (b *Bridge) retire(ctx context.Context, s sink.Sink, res source.Resource, snap checkpoint.Snapshot, bus source.Bus, h source.Handler, why string) error {
+// in the namespaces watched (see source.Retire), once s is ready for them,
+// and returns how many it handed on; why says why, in the log. A resource
+// whose version or kind is not known (no longer served) is described from
+// what the bus holds. When s cannot take the deletes, it logs that and
+// returns errCannotTake.
+func (b *Bridge) retire(ctx context.Context, s sink.Sink, res source.Resource, snap checkpoint.Snapshot, bus source.Bus, h source.Handler, why string) (int, error) {
 	if err := prepare(ctx, s, res); err != nil {
 		b.log.Warn(why+": its objects stay on the bus, since the sink cannot take their deletes", "resource", res.Name(), "err", err)
-		return nil
+		return 0, fmt.Errorf("%s: %w: %w", res.Name(), errCannotTake, err)
 	}
 	held, err := bus.Holdings(ctx, res, nil)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if res.Kind == "" {
 		describe(&res, snap, held)
@@ -186,18 +232,18 @@ func (b *Bridge) retire(ctx context.Context, s sink.Sink, res source.Resource, s
 	b.metrics.Repaired(source.Repair{Resource: res, Ghosts: n})
 	if n == 0 {
 		b.log.Info(why+": the bus holds no object of it", "resource", res.Name(), "kind", res.Kind, "version", res.Version)
-		return nil
+		return 0, nil
 	}
 	b.log.Warn(why+": the objects published of it are deleted from the bus",
 		"resource", res.Name(), "deletes", n, "kind", res.Kind, "version", res.Version)
-	return nil
+	return n, nil
 }
 
 // publishedBefore are the resources that the latest discovery document of
 // cluster on s's bus names and that are not among watched: resources
 // published before, of which the bus may hold objects. None when s keeps
 // no discovery document.
-func publishedBefore(ctx context.Context, s sink.Sink, cluster string, watched []source.Resource) ([]source.Resource, error) {
+func publishedBefore(ctx context.Context, s sink.Sink, cluster string, watched []source.Resource) ([]wire.DiscoveredResource, error) {
 	dw, ok := s.(sink.DiscoveryWriter)
 	if !ok {
 		return nil, nil
@@ -209,14 +255,19 @@ func publishedBefore(ctx context.Context, s sink.Sink, cluster string, watched [
 	if !found {
 		return nil, nil
 	}
-	var out []source.Resource
+	var out []wire.DiscoveredResource
 	for _, r := range d.Resources {
-		res := source.Resource{GroupVersionResource: r.GroupVersionResource(), Kind: r.Kind, Namespaced: r.Namespaced}
-		if !slices.ContainsFunc(watched, func(w source.Resource) bool { return w.Name() == res.Name() }) {
-			out = append(out, res)
+		name := resourceOf(r).Name()
+		if !slices.ContainsFunc(watched, func(w source.Resource) bool { return w.Name() == name }) {
+			out = append(out, r)
 		}
 	}
 	return out, nil
+}
+
+// resourceOf is the resource a discovery document describes with r.
+func resourceOf(r wire.DiscoveredResource) source.Resource {
+	return source.Resource{GroupVersionResource: r.GroupVersionResource(), Kind: r.Kind, Namespaced: r.Namespaced}
 }
 
 // unwatched are the resources the checkpoint, store, holds objects of

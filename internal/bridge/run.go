@@ -58,11 +58,19 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 	})
 
 	// Resources published before and no longer served: their objects are
-	// deleted from the bus, before the bridge is ready.
+	// deleted from the bus, before the bridge is ready. Once their deletes
+	// are published, retired tells the discovery document what it must
+	// name still.
+	var retired retirement
 	gone := start(srcCtx, func(ctx context.Context) error {
-		if err := b.retireGone(ctx, p.clients.disc, p.ends, p.resources, p.bus, p.down); err != nil && ctx.Err() == nil {
+		r, err := b.retireGone(ctx, p.clients.disc, p.ends, p.resources, p.bus, p.down)
+		if err != nil && ctx.Err() == nil {
 			b.log.Error("could not tell which resources published before are gone; their objects stay on the bus until the next start", "err", err)
 		}
+		if r.deleted > 0 && p.pipe.Drain(ctx) != nil {
+			return nil // stopping
+		}
+		retired = r
 		return nil
 	})
 	withSet := []*task{gone, start(srcCtx, func(ctx context.Context) error {
@@ -71,16 +79,23 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 	})}
 	if p.discovery != nil {
 		// The discovery document, on a goroutine of its own: it never
-		// holds up the objects. It is written once the bridge is ready:
-		// until then the document on the bus is the record of the
-		// resources published before, which retireGone reads, and it is
-		// replaced only once the deletes of those no longer watched are
-		// published.
+		// holds up the objects. In a state layout the document on the
+		// bus is the record of the resources published before, which
+		// retireGone reads: it is replaced only once the deletes of those
+		// no longer watched are published, by one that names those whose
+		// objects may be left, and not at all when it could not be read.
 		withSet = append(withSet, start(srcCtx, func(ctx context.Context) error {
-			select {
-			case <-b.ready:
-			case <-ctx.Done():
-				return nil
+			if p.bus != nil {
+				select {
+				case <-gone.done:
+				case <-ctx.Done():
+					return nil
+				}
+				if retired.unread {
+					b.log.Warn("the discovery document on the bus is left as it is until the next start, since it could not be read at this one")
+					return nil
+				}
+				b.keptDiscovery = retired.kept
 			}
 			return p.discovery.Run(ctx)
 		}))

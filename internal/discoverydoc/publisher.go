@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -65,6 +66,11 @@ type Options struct {
 	Server string
 	// Resources returns the resources watched now.
 	Resources func() []source.Resource
+	// Keep, when set, returns resources the document names besides those
+	// watched, as they are given (discovery is not asked about them):
+	// resources published before whose objects the bus may hold still. One
+	// that is watched again is described as a resource watched.
+	Keep func() []wire.DiscoveredResource
 	// Changes tells of a change of the resources watched (a send that
 	// never blocks, of a channel of capacity 1, say). Nil: the resources
 	// are only read at start and on CRD changes.
@@ -293,6 +299,14 @@ func (p *Publisher) build(ctx context.Context, crds crdColumns) (wire.Discovery,
 			dr.Singular = strings.ToLower(r.Kind)
 		}
 		doc.Resources = append(doc.Resources, dr)
+	}
+	if p.opts.Keep != nil {
+		for _, k := range p.opts.Keep() {
+			gr := schema.GroupResource{Group: k.Group, Resource: k.Resource}
+			if !slices.ContainsFunc(resources, func(r source.Resource) bool { return r.GroupResource() == gr }) {
+				doc.Resources = append(doc.Resources, k)
+			}
+		}
 	}
 	return doc, errors.Join(errs...)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"sync"
 	"testing"
@@ -293,6 +294,43 @@ func TestPublisherRefreshes(t *testing.T) {
 		synctest.Wait()
 		if n := len(bus.written()); n != 4 {
 			t.Errorf("%d writes in 3 h with a refresh of 1 h, want 4", n)
+		}
+	})
+}
+
+// Resources kept (published before, not watched) are named as they are
+// given, after those watched; one that is watched again is named once, as
+// a resource watched.
+func TestPublisherKeepsResourcesPublishedBefore(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		bus := &fakeBus{}
+		gone := wire.DiscoveredResource{Group: "gone.example.com", Version: "v2", Resource: "widgets", Kind: "Widget", Namespaced: true,
+			Columns: []wire.PrinterColumn{{Name: "Size", Type: "integer", JSONPath: ".spec.size"}}}
+		again := doc("bs").Resources[0]
+		again.Kind = "Stale"
+		p, err := New(Options{Cluster: "c", Resources: (&resources{rs: []source.Resource{resource("as"), resource("bs")}}).get,
+			Keep:      func() []wire.DiscoveredResource { return []wire.DiscoveredResource{gone, again} },
+			Discovery: fakeDiscovery{}, Writer: bus}, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		synctest.Wait()
+		cancel()
+		if err := <-done; err != nil {
+			t.Fatal(err)
+		}
+		held, _ := bus.heldDoc()
+		want := append(doc("as", "bs").Resources, gone)
+		if len(held.Resources) != len(want) {
+			t.Fatalf("the bus holds %v, want [as bs widgets]", names(held))
+		}
+		for i := range want {
+			if !reflect.DeepEqual(held.Resources[i], want[i]) {
+				t.Errorf("resource %d: %+v, want %+v", i, held.Resources[i], want[i])
+			}
 		}
 	})
 }

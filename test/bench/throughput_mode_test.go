@@ -31,7 +31,8 @@ type modeBus struct {
 // BenchmarkThroughputMode measures the bridge in binary mode next to the
 // bridge in structured mode (the default), on each bus and each workload of
 // the throughput scenario, in the same run: the pipeline, the sink and an
-// in-process server, from the first delta handed over to the last ack.
+// in-process server, from the first delta handed over to the last ack and
+// the checkpoint flushed.
 // Both modes publish the encoder's buffer as it is (the whole event, or its
 // data, a part of it); binary mode writes every attribute as a header of
 // its own.
