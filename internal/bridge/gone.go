@@ -13,8 +13,10 @@ import (
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/restmapper"
 
+	"github.com/cenkalti/backoff/v4"
 	"github.com/kubebus/bridge/checkpoint"
 	"github.com/kubebus/bridge/internal/config"
+	"github.com/kubebus/bridge/internal/retry"
 	"github.com/kubebus/bridge/sink"
 	"github.com/kubebus/bridge/source"
 	"github.com/kubebus/bridge/wire"
@@ -30,9 +32,10 @@ const goneRecheck = 5 * time.Second
 // discovery document, not watched, that the document of this start must
 // name still, as the bus may hold objects of theirs that were not deleted:
 // whether they are gone could not be told, or their deletes could not be
-// handed on. unread is true when the document could not be read: no
-// document of this start may replace it then. deleted counts the deletes
-// handed on.
+// handed on. unread is true when the document could not be read (or the
+// deletes were not seen through): the document of this start must name
+// every resource the old one did (see rereadDiscovery). deleted counts the
+// deletes handed on.
 type retirement struct {
 	kept    []wire.DiscoveredResource
 	unread  bool
@@ -72,6 +75,11 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 				out.kept = append(out.kept, r)
 			}
 		}
+		// In a set order, so that a start with nothing changed makes the
+		// document the bus holds.
+		slices.SortFunc(out.kept, func(a, b wire.DiscoveredResource) int {
+			return strings.Compare(resourceOf(a).Name(), resourceOf(b).Name())
+		})
 		return out, err
 	}
 	if bus != nil {
@@ -263,6 +271,39 @@ func publishedBefore(ctx context.Context, s sink.Sink, cluster string, watched [
 		}
 	}
 	return out, nil
+}
+
+// discoveryReread bounds how long a start that could not read the bus's
+// discovery document tries again before it publishes its own anyway.
+const discoveryReread = 5 * time.Minute
+
+// rereadDiscovery reads the discovery document on s's bus again, with the
+// bridge's backoff, for a start that could not read it (or could not see
+// its deletes through): the document of this start keeps naming every
+// resource the old one named and watched is not among, as returned, for
+// the next start to retire. After discoveryReread it gives up, logs that
+// the record of those resources is lost, and returns none. ok is false
+// when ctx ended first.
+func (b *Bridge) rereadDiscovery(ctx context.Context, s sink.Sink, watched []source.Resource) (kept []wire.DiscoveredResource, ok bool) {
+	bounded, cancel := context.WithTimeout(ctx, discoveryReread)
+	defer cancel()
+	var before []wire.DiscoveredResource
+	err := backoff.RetryNotify(func() error {
+		var err error
+		before, err = publishedBefore(bounded, s, b.cfg.ClusterName, watched)
+		return err
+	}, backoff.WithContext(retry.New(time.Second, 30*time.Second), bounded), func(err error, wait time.Duration) {
+		b.log.Warn("could not read the discovery document on the bus; the bridge publishes its own once it has, so as to keep naming the resources published before", "err", err, "retryIn", wait)
+	})
+	switch {
+	case ctx.Err() != nil:
+		return nil, false
+	case err != nil:
+		b.log.Error("could not read the discovery document on the bus for "+discoveryReread.String()+"; publishing this start's, which names only the resources watched: objects of resources published before that are gone may stay on the bus",
+			"err", err)
+		return nil, true
+	}
+	return before, true
 }
 
 // resourceOf is the resource a discovery document describes with r.

@@ -8,6 +8,8 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"testing/synctest"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -143,6 +145,55 @@ func TestRetireGoneFromTheBusDocument(t *testing.T) {
 		}
 		if !r.unread || len(r.kept) != 0 || len(h.deltas) != 0 {
 			t.Errorf("unread %t, kept %d, %d deltas handed on; want true, 0, 0", r.unread, len(r.kept), len(h.deltas))
+		}
+	})
+}
+
+// flakySink fails its first reads of the discovery document.
+type flakySink struct {
+	docSink
+	mu    sync.Mutex
+	fails int
+}
+
+func (s *flakySink) LastDiscovery(ctx context.Context, cluster string) (wire.Discovery, bool, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fails > 0 {
+		s.fails--
+		return wire.Discovery{}, false, errors.New("bus away")
+	}
+	return s.docSink.LastDiscovery(ctx, cluster)
+}
+
+// A start that could not read the bus's discovery document reads it again
+// before it publishes its own, and keeps every resource the old one named
+// that it does not watch; one that cannot read it for discoveryReread
+// keeps none.
+func TestRereadDiscovery(t *testing.T) {
+	cfg, err := config.Load([]string{"BRIDGE_CLUSTER_NAME=c", "BRIDGE_RESOURCES=configmaps", "BRIDGE_CHECKPOINT=none"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := New(cfg, nil, slog.New(slog.NewTextHandler(t.Output(), nil)), WithMetrics(metrics.New()))
+	watched := []source.Resource{{GroupVersionResource: schema.GroupVersionResource{Version: "v1", Resource: "configmaps"}}}
+	doc := wire.Discovery{Cluster: "c", Resources: []wire.DiscoveredResource{
+		{Version: "v1", Resource: "configmaps", Kind: "ConfigMap", Namespaced: true},
+		{Group: "gone.example.com", Version: "v1", Resource: "widgets", Kind: "Widget", Namespaced: true},
+	}}
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakySink{docSink: docSink{doc: doc, found: true}, fails: 3}
+		kept, ok := b.rereadDiscovery(t.Context(), s, watched)
+		if !ok || len(kept) != 1 || kept[0].Resource != "widgets" {
+			t.Errorf("after 3 failed reads: kept %+v, ok %t; want widgets, true", kept, ok)
+		}
+	})
+	synctest.Test(t, func(t *testing.T) {
+		s := &flakySink{docSink: docSink{doc: doc, found: true}, fails: 1 << 30}
+		start := time.Now()
+		kept, ok := b.rereadDiscovery(t.Context(), s, watched)
+		if !ok || len(kept) != 0 || time.Since(start) < discoveryReread {
+			t.Errorf("reads that never succeed: kept %+v, ok %t after %s; want none, true after %s", kept, ok, time.Since(start), discoveryReread)
 		}
 	})
 }

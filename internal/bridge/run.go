@@ -68,7 +68,9 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 			b.log.Error("could not tell which resources published before are gone; their objects stay on the bus until the next start", "err", err)
 		}
 		if r.deleted > 0 && p.pipe.Drain(ctx) != nil {
-			return nil // stopping
+			// Stopping, the deletes not all done: the document must name
+			// every resource the old one did.
+			r.unread = true
 		}
 		retired = r
 		return nil
@@ -82,8 +84,9 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 		// holds up the objects. In a state layout the document on the
 		// bus is the record of the resources published before, which
 		// retireGone reads: it is replaced only once the deletes of those
-		// no longer watched are published, by one that names those whose
-		// objects may be left, and not at all when it could not be read.
+		// no longer watched are done, by one that names those whose
+		// objects may be left. When it could not be read, it is read again
+		// first, and every resource it named is kept (rereadDiscovery).
 		withSet = append(withSet, start(srcCtx, func(ctx context.Context) error {
 			if p.bus != nil {
 				select {
@@ -91,11 +94,14 @@ func (b *Bridge) run(ctx context.Context, budget *shutdown.Budget, p *built) err
 				case <-ctx.Done():
 					return nil
 				}
+				kept := retired.kept
 				if retired.unread {
-					b.log.Warn("the discovery document on the bus is left as it is until the next start, since it could not be read at this one")
-					return nil
+					var ok bool
+					if kept, ok = b.rereadDiscovery(ctx, p.ends.sink, p.set.Resources()); !ok {
+						return nil // stopping
+					}
 				}
-				b.keptDiscovery = retired.kept
+				b.keptDiscovery = kept
 			}
 			return p.discovery.Run(ctx)
 		}))
