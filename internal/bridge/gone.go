@@ -86,7 +86,7 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		before, err := publishedBefore(ctx, e.sink, b.cfg.ClusterName, watched)
 		if err != nil {
 			out.unread = true
-			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone, and the document is left as it is until the next start", "err", err)
+			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone; the document is read again before this start writes its own", "err", err)
 		}
 		for _, r := range before {
 			named[resourceOf(r).Name()] = r
@@ -288,19 +288,19 @@ func (b *Bridge) rereadDiscovery(ctx context.Context, s sink.Sink, watched []sou
 	bounded, cancel := context.WithTimeout(ctx, discoveryReread)
 	defer cancel()
 	var before []wire.DiscoveredResource
+	var last error
 	err := backoff.RetryNotify(func() error {
-		var err error
-		before, err = publishedBefore(bounded, s, b.cfg.ClusterName, watched)
-		return err
+		before, last = publishedBefore(bounded, s, b.cfg.ClusterName, watched)
+		return last
 	}, backoff.WithContext(retry.New(time.Second, 30*time.Second), bounded), func(err error, wait time.Duration) {
-		b.log.Warn("could not read the discovery document on the bus; the bridge publishes its own once it has, so as to keep naming the resources published before", "err", err, "retryIn", wait)
+		b.log.Warn("could not read the discovery document on the bus; trying again before this start writes its own, for at most "+discoveryReread.String(), "err", err, "retryIn", wait)
 	})
 	switch {
 	case ctx.Err() != nil:
 		return nil, false
 	case err != nil:
 		b.log.Error("could not read the discovery document on the bus for "+discoveryReread.String()+"; publishing this start's, which names only the resources watched: objects of resources published before that are gone may stay on the bus",
-			"err", err)
+			"err", last)
 		return nil, true
 	}
 	return before, true
