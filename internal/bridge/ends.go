@@ -17,6 +17,7 @@ import (
 	natssink "github.com/kubebus/bridge/sink/nats"
 	"github.com/kubebus/bridge/sink/stdout"
 	"github.com/kubebus/bridge/source"
+	"github.com/kubebus/bridge/wire"
 )
 
 // ends are the two ends of the bridge's delivery: the sink it publishes
@@ -28,6 +29,11 @@ type ends struct {
 	// store's own Close: the nats-kv checkpoint's own NATS connection. It
 	// is nil when the store has nothing of its own to release.
 	releaseStore func()
+	// before are the resources, not watched, that the bus's discovery
+	// document named when the sink was opened, in a state layout (see
+	// publishedBefore); beforeErr is why it could not be read.
+	before    []wire.DiscoveredResource
+	beforeErr error
 }
 
 // openEnds opens the sink and the checkpoint store the configuration
@@ -64,26 +70,25 @@ func (b *Bridge) openEnds(ctx context.Context, resources []source.Resource, foll
 		if err != nil {
 			return e, err
 		}
-		if b.cfg.Sink == config.SinkKafka && !followed && state {
-			// The bus's discovery document may name resources no longer
+		if state {
+			e.before, e.beforeErr = publishedBefore(ctx, s, b.cfg.ClusterName, resources)
+		}
+		if b.cfg.Sink == config.SinkKafka && !followed && len(e.before) > 0 {
+			// The bus's discovery document names resources no longer
 			// watched that the checkpoint does not (one lost): their
 			// topics may take deletes too (see retireGone). It takes a
 			// change of the cluster or the configuration while the bridge
 			// was down: the sink is opened again for them.
-			before, err := publishedBefore(ctx, s, b.cfg.ClusterName, resources)
-			if err != nil {
-				b.log.Warn("could not read the discovery document on the bus; the sink is made for the topics of the resources watched only", "err", err)
+			if err := s.Close(ctx); err != nil {
+				b.log.Warn("closing the Kafka sink, to open it again for the topics of resources published before", "err", err)
 			}
-			if len(before) > 0 {
-				if err := s.Close(ctx); err != nil {
-					b.log.Warn("closing the Kafka sink, to open it again for the topics of resources published before", "err", err)
-				}
-				if s, conn, err = b.openSink(ctx, resources, true); err != nil {
-					return e, err
-				}
+			if s, conn, err = b.openSink(ctx, resources, true); err != nil {
+				return e, err
 			}
 		}
 		e.sink, shared = s, conn
+	} else if state {
+		e.before, e.beforeErr = publishedBefore(ctx, e.sink, b.cfg.ClusterName, resources)
 	}
 	if e.store == nil {
 		store, release, err := b.openStore(ctx, shared)

@@ -46,7 +46,8 @@ type retirement struct {
 var errCannotTake = errors.New("the sink cannot take the deletes")
 
 // retireGone finds the resources whose objects the checkpoint holds, or
-// that the bus's discovery document names (in a state layout), and the
+// that the bus's discovery document named when e's sink was opened
+// (e.before, in a state layout), and the
 // bridge no longer watches, because the cluster serves them no more (a
 // CRD deleted while the bridge was down), and publishes, through h, the
 // delete of each of their objects that the bus (in a state layout) or the
@@ -83,12 +84,11 @@ func (b *Bridge) retireGone(ctx context.Context, dc discovery.DiscoveryInterface
 		return out, err
 	}
 	if bus != nil {
-		before, err := publishedBefore(ctx, e.sink, b.cfg.ClusterName, watched)
-		if err != nil {
+		if e.beforeErr != nil {
 			out.unread = true
-			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone; the document is read again before this start writes its own", "err", err)
+			b.log.Warn("could not read the discovery document on the bus: only the resources the checkpoint holds objects of are checked for being gone; the document is read again before this start writes its own", "err", e.beforeErr)
 		}
-		for _, r := range before {
+		for _, r := range e.before {
 			named[resourceOf(r).Name()] = r
 		}
 	}

@@ -48,6 +48,14 @@ func (s *docSink) Prepare(_ context.Context, res schema.GroupVersionResource) er
 	return nil
 }
 
+// opened are the ends of s as openEnds leaves them in a state layout,
+// with no checkpoint: the bus's document read as the sink was opened.
+func opened(t *testing.T, s *docSink, watched []source.Resource) ends {
+	e := ends{sink: s, store: checkpoint.Discard()}
+	e.before, e.beforeErr = publishedBefore(t.Context(), s, "c", watched)
+	return e
+}
+
 // collected gathers the deltas handed on.
 type collected struct {
 	mu     sync.Mutex
@@ -108,7 +116,7 @@ func TestRetireGoneFromTheBusDocument(t *testing.T) {
 	t.Run("document read", func(t *testing.T) {
 		s := &docSink{doc: doc, found: true, refuse: map[string]bool{"gadgets.refused.example.com": true}}
 		var h collected
-		r, err := b.retireGone(t.Context(), disc, ends{sink: s, store: checkpoint.Discard()}, watched, bus, &h)
+		r, err := b.retireGone(t.Context(), disc, opened(t, s, watched), watched, bus, &h)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -139,7 +147,7 @@ func TestRetireGoneFromTheBusDocument(t *testing.T) {
 	t.Run("document unread", func(t *testing.T) {
 		s := &docSink{readErr: errors.New("bus away")}
 		var h collected
-		r, err := b.retireGone(t.Context(), disc, ends{sink: s, store: checkpoint.Discard()}, watched, bus, &h)
+		r, err := b.retireGone(t.Context(), disc, opened(t, s, watched), watched, bus, &h)
 		if err != nil {
 			t.Fatal(err)
 		}

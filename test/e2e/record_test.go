@@ -13,6 +13,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 
 	"github.com/kubebus/bridge/internal/bridge"
 	"github.com/kubebus/bridge/internal/config"
@@ -200,48 +201,74 @@ func crdDeletedWhileDown(t *testing.T, b bus, checkpointLost bool) {
 	if checkpointLost {
 		suffix = "lost"
 	}
-	ns := namespace(t, "crdgone-"+suffix)
-	group := "gone-" + suffix + "-" + b.name() + ".example.com"
-	plural, kind := "widgets", "Widget"
-	name := plural + "." + group
-	k := crdKind(group, plural, kind)
-	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+	// Only the bus's discovery document will tell, with the checkpoint lost.
+	p := publishCRDObjects(t, b, "crdgone-"+suffix, "gone-"+suffix, "widgets", "Widget", 10, "*", checkpointLost)
 
-	env := stateEnv(b, ns)
-	env["BRIDGE_RESOURCES"] = "*"
-	env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
-	r := startBridge(t, env, nil)
-	createObjects(t, gvr, kind, ns, "w", 10)
-	live := func() int {
-		return len(lastStates(b.readKinds(t, ns, []watchedKind{k})))
-	}
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		n := live()
-		return n == 10, fmt.Sprintf("%d of 10 objects of %s on the bus", n, name)
-	})
+	deleteCRD(t.Context(), t, p.name)
 	if checkpointLost {
-		// Only the bus's discovery document will tell.
-		followDiscovery(t, b, ns).until(t, "a document with "+name, func(d wire.Discovery) bool { return hasResource(d, gvr) })
+		p.loseCheckpoint(t)
 	}
+	r := startBridge(t, p.env, nil)
 	r.stop(t)
-
-	deleteCRD(t.Context(), t, name)
-	if checkpointLost {
-		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+	if n := p.live(); n != 0 {
+		t.Errorf("after a start while %s is gone the bus holds %d of its objects, want none", p.name, n)
 	}
-	r = startBridge(t, env, nil)
-	r.stop(t)
-	if n := live(); n != 0 {
-		t.Errorf("after a start while %s is gone the bus holds %d of its objects, want none", name, n)
-	}
-	for _, m := range b.readKinds(t, ns, []watchedKind{k}) {
+	for _, m := range b.readKinds(t, p.ns, []watchedKind{p.kind}) {
 		if m.Action == "deleted" && m.Reason != "reconciled" {
 			t.Errorf("%s: deleted with reason %q, want reconciled", m.Key(), m.Reason)
 		}
 	}
-	if !loggedFor(r.logs.String(), "resource no longer served", name) {
-		t.Errorf("the start did not log that %s is no longer served", name)
+	if !loggedFor(r.logs.String(), "resource no longer served", p.name) {
+		t.Errorf("the start did not log that %s is no longer served", p.name)
 	}
+}
+
+// crdObjects are the objects of a CRD that a bridge in a state layout
+// published, before it stopped.
+type crdObjects struct {
+	ns, name string // the namespace, and the resource's name
+	gvr      schema.GroupVersionResource
+	kind     watchedKind
+	env      map[string]string // the bridge's, with a file checkpoint
+	b        bus
+	t        *testing.T
+}
+
+// publishCRDObjects creates a namespaced CRD of group
+// "<group>-<bus>.example.com" and n of its objects in the namespace named
+// after ns, published by a bridge with BRIDGE_RESOURCES resources ("%s"
+// standing for the CRD's resource), which it stops once the bus holds
+// them, and with waitDocument once the bus's discovery document names
+// the CRD.
+func publishCRDObjects(t *testing.T, b bus, ns, group, plural, kind string, n int, resources string, waitDocument bool) *crdObjects {
+	t.Helper()
+	group += "-" + b.name() + ".example.com"
+	p := &crdObjects{ns: namespace(t, ns), name: plural + "." + group, kind: crdKind(group, plural, kind), b: b, t: t}
+	p.gvr = createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+	p.env = stateEnv(b, p.ns)
+	p.env["BRIDGE_RESOURCES"] = strings.ReplaceAll(resources, "%s", p.name)
+	p.loseCheckpoint(t)
+	r := startBridge(t, p.env, nil)
+	createObjects(t, p.gvr, kind, p.ns, strings.ToLower(kind[:1]), n)
+	poll.Until(t, 30*time.Second, func() (bool, string) {
+		got := p.live()
+		return got == n, fmt.Sprintf("%d of %d objects of %s on the bus", got, n, p.name)
+	})
+	if waitDocument {
+		followDiscovery(t, b, p.ns).until(t, "a document with "+p.name, func(d wire.Discovery) bool { return hasResource(d, p.gvr) })
+	}
+	r.stop(t)
+	return p
+}
+
+// live is how many of the objects the bus holds live.
+func (p *crdObjects) live() int {
+	return len(lastStates(p.b.readKinds(p.t, p.ns, []watchedKind{p.kind})))
+}
+
+// loseCheckpoint points the bridge at a new file checkpoint.
+func (p *crdObjects) loseCheckpoint(t *testing.T) {
+	p.env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
 }
 
 // TestCheckpointLostInHistoryLayout: in the history layout the bus keeps
@@ -360,42 +387,22 @@ func resourceNoLongerSelected(t *testing.T, b bus, checkpointLost, crdGone bool,
 	if crdGone {
 		suffix += "-gone"
 	}
-	ns := namespace(t, "unselected-"+suffix)
-	group := "unselected-" + suffix + "-" + b.name() + ".example.com"
-	plural, kind := "gadgets", "Gadget"
-	name := plural + "." + group
-	k := crdKind(group, plural, kind)
-	gvr := createCRDAt(t, group, plural, kind, "Namespaced", "v1")
+	p := publishCRDObjects(t, b, "unselected-"+suffix, "unselected-"+suffix, "gadgets", "Gadget", 5, "configmaps,%s", checkpointLost)
 
-	env := stateEnv(b, ns)
-	env["BRIDGE_RESOURCES"] = "configmaps," + name
-	env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
-	r := startBridge(t, env, nil)
-	createObjects(t, gvr, kind, ns, "g", 5)
-	live := func() int { return len(lastStates(b.readKinds(t, ns, []watchedKind{k}))) }
-	poll.Until(t, 30*time.Second, func() (bool, string) {
-		n := live()
-		return n == 5, fmt.Sprintf("%d of 5 objects on the bus", n)
-	})
+	p.env["BRIDGE_RESOURCES"] = "configmaps"
 	if checkpointLost {
-		followDiscovery(t, b, ns).until(t, "a document with "+name, func(d wire.Discovery) bool { return hasResource(d, gvr) })
-	}
-	r.stop(t)
-
-	env["BRIDGE_RESOURCES"] = "configmaps"
-	if checkpointLost {
-		env["BRIDGE_CHECKPOINT"] = "file:" + filepath.Join(t.TempDir(), "checkpoint.db")
+		p.loseCheckpoint(t)
 	}
 	if crdGone {
-		deleteCRD(t.Context(), t, name)
+		deleteCRD(t.Context(), t, p.name)
 	}
-	r = startBridge(t, env, nil)
+	r := startBridge(t, p.env, nil)
 	r.stop(t)
-	if n := live(); n != wantLive {
-		t.Errorf("after a start without %s the bus holds %d of its objects, want %d", name, n, wantLive)
+	if n := p.live(); n != wantLive {
+		t.Errorf("after a start without %s the bus holds %d of its objects, want %d", p.name, n, wantLive)
 	}
-	if !loggedFor(r.logs.String(), wantLog, name) {
-		t.Errorf("the start did not log %q for %s", wantLog, name)
+	if !loggedFor(r.logs.String(), wantLog, p.name) {
+		t.Errorf("the start did not log %q for %s", wantLog, p.name)
 	}
 }
 
